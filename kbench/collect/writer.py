@@ -1,0 +1,231 @@
+"""Loss-free, resumable storage of raw collector output.
+
+A raw folder holds::
+
+    journal.txt                 one line per problem-direction started ("start <key> <run> <time>")
+    env.jsonl                   environment snapshots (GPU, clocks, versions) at run start and end
+    parts/<run>-<seq>.plans.jsonl.gz     a batch of per-(problem, plan) records
+    parts/<run>-<seq>.problems.jsonl.gz  the same batch's per-problem records
+    problems-<n>.parquet, plans-<n>.parquet   parts compacted by :func:`compact`
+
+Every batch file is written to a temporary name, flushed to disk and renamed
+into place, the plans file before the problems file: a problem counts as done
+only when its record is in a problems file, and then its plans are on disk
+too. A run killed at any moment therefore loses at most the batch in memory,
+never a written one, and never leaves a half-written file. A re-run skips every
+done problem. A problem that was started twice without finishing (the process
+died on it twice, e.g. a GPU fault) is recorded once as ``status="crashed"``
+and skipped from then on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+from kbench.errors import KbenchInputError
+
+PARTS = "parts"
+JOURNAL = "journal.txt"
+ENV = "env.jsonl"
+CRASH_LIMIT = 2  # starts without a finish after which a problem is given up as crashed
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def _fsync_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _jsonl_gz(records: list[dict]) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        for rec in records:
+            gz.write((json.dumps(rec, default=_json_default, allow_nan=True) + "\n").encode())
+    return buf.getvalue()
+
+
+def _json_default(o):
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    return str(o)
+
+
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a") as fh:
+        fh.write(line.rstrip("\n") + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+class RawWriter:
+    """Appends collector records to a raw folder in atomic batches."""
+
+    def __init__(self, out_dir: str | Path, run_id: str | None = None, batch_size: int = 10,
+                 max_batch_seconds: float = 60.0):
+        self.out = Path(out_dir)
+        (self.out / PARTS).mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id or new_run_id()
+        self.batch_size = batch_size
+        self.max_batch_seconds = max_batch_seconds
+        self._problems: list[dict] = []
+        self._plans: list[dict] = []
+        self._seq = 0
+        self._last_flush = time.monotonic()
+        self.n_written = 0
+
+    # -- journal and environment -----------------------------------------------
+    def start(self, key: str) -> None:
+        """Mark ``key`` as started (on disk) before measuring it."""
+        _append_line(self.out / JOURNAL, f"start\t{key}\t{self.run_id}\t{time.time():.3f}")
+
+    def write_env(self, phase: str, env: dict) -> None:
+        rec = {"run_id": self.run_id, "phase": phase, "time": time.time(), **env}
+        _append_line(self.out / ENV, json.dumps(rec, default=_json_default))
+
+    # -- records ------------------------------------------------------------------
+    def add(self, problem: dict, plans: list[dict]) -> None:
+        problem = {**problem, "run_id": self.run_id}
+        self._problems.append(problem)
+        self._plans.extend({**p, "key": problem["key"], "run_id": self.run_id} for p in plans)
+        if (len(self._problems) >= self.batch_size
+                or time.monotonic() - self._last_flush > self.max_batch_seconds):
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._problems:
+            return
+        stem = f"{self.run_id}-{self._seq:05d}"
+        parts = self.out / PARTS
+        _fsync_write(parts / f"{stem}.plans.jsonl.gz", _jsonl_gz(self._plans))
+        _fsync_write(parts / f"{stem}.problems.jsonl.gz", _jsonl_gz(self._problems))
+        self.n_written += len(self._problems)
+        self._seq += 1
+        self._problems, self._plans = [], []
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        self.flush()
+
+    # -- resume ---------------------------------------------------------------------
+    def resume_state(self) -> tuple[set[str], dict[str, int]]:
+        """(keys already done, {started-but-unfinished key: times started})."""
+        return resume_state(self.out)
+
+
+def _read_jsonl_gz(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def read_journal(out_dir: str | Path) -> pd.DataFrame:
+    path = Path(out_dir) / JOURNAL
+    if not path.exists():
+        return pd.DataFrame(columns=["event", "key", "run_id", "time"])
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.split("\t")
+        if len(parts) == 4:  # a torn last line (killed mid-write) is ignored
+            rows.append(parts)
+    return pd.DataFrame(rows, columns=["event", "key", "run_id", "time"])
+
+
+def resume_state(out_dir: str | Path) -> tuple[set[str], dict[str, int]]:
+    problems = load_records(out_dir, "problems", columns=["key"])
+    done = set(problems["key"]) if len(problems) else set()
+    journal = read_journal(out_dir)
+    starts = journal[journal["event"] == "start"]["key"].value_counts()
+    unfinished = {k: int(v) for k, v in starts.items() if k not in done}
+    return done, unfinished
+
+
+def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = None) -> pd.DataFrame:
+    """Every ``kind`` ('problems' or 'plans') record in a raw folder: compacted and parts."""
+    out = Path(out_dir)
+    if not out.exists():
+        raise KbenchInputError(f"{out}: raw collector folder not found.")
+    frames = []
+    for path in sorted(out.glob(f"{kind}-*.parquet")):
+        frames.append(pd.read_parquet(path, columns=columns))
+    for path in sorted((out / PARTS).glob(f"*.{kind}.jsonl.gz")) if (out / PARTS).exists() else []:
+        recs = _read_jsonl_gz(path)
+        if recs:
+            df = pd.DataFrame.from_records(recs)
+            frames.append(df[[c for c in columns if c in df]] if columns else df)
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=columns or ["key"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_env(out_dir: str | Path) -> pd.DataFrame:
+    path = Path(out_dir) / ENV
+    if not path.exists():
+        return pd.DataFrame()
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # torn last line
+            continue
+    return pd.DataFrame(rows)
+
+
+def compact(out_dir: str | Path) -> dict:
+    """Merge the batch files into one parquet file per kind; returns row counts.
+
+    The parquet files are written (atomically) before any part is removed, so
+    an interrupted compaction leaves duplicates at worst, which
+    :func:`load_records` callers drop with :func:`dedupe`.
+    """
+    out = Path(out_dir)
+    parts_dir = out / PARTS
+    if not parts_dir.exists():
+        return {"problems": 0, "plans": 0}
+    counts = {}
+    n = len(list(out.glob("problems-*.parquet")))
+    written = []
+    for kind in ("plans", "problems"):
+        files = sorted(parts_dir.glob(f"*.{kind}.jsonl.gz"))
+        recs = [r for f in files for r in _read_jsonl_gz(f)]
+        counts[kind] = len(recs)
+        if recs:
+            df = pd.DataFrame.from_records(recs)
+            target = out / f"{kind}-{n:04d}.parquet"
+            buf = io.BytesIO()
+            df.to_parquet(buf, index=False, compression="zstd")
+            _fsync_write(target, buf.getvalue())
+        written += files
+    for f in written:
+        f.unlink()
+    return counts
+
+
+def dedupe(problems: pd.DataFrame, plans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep one measurement per problem key: the last finished one that is not a crash."""
+    if not len(problems):
+        return problems, plans
+    p = problems.copy()
+    p["_crash"] = p.get("status", pd.Series("ok", index=p.index)).eq("crashed")
+    p["_pos"] = range(len(p))
+    p = p.sort_values(["_crash", "_pos"], ascending=[False, True]).drop_duplicates("key", keep="last")
+    p = p.sort_values("_pos").drop(columns=["_crash", "_pos"]).reset_index(drop=True)
+    if len(plans) and "run_id" in plans and "run_id" in p:
+        keep = p[["key", "run_id"]]
+        plans = plans.merge(keep, on=["key", "run_id"], how="inner")
+        plans = plans.drop_duplicates(["key", "plan"], keep="last").reset_index(drop=True)
+    return p, plans

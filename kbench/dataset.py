@@ -1,0 +1,215 @@
+"""Loading datasets: ``kbench.load`` and the :class:`Dataset` object.
+
+>>> import kbench
+>>> ds = kbench.load("mi100")
+>>> ds.problems.columns[:3].tolist()
+['problem_id', 'direction', 'dtype']
+>>> sorted(ds.split("random"))
+['test', 'train', 'valid']
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from kbench.build import PACKAGE_DATA, sha256_file
+from kbench.errors import DataIntegrityError, KbenchInputError, suggest
+from kbench.registry import DATASETS, resolve_name
+
+CORE_TABLES = ("problems", "runtimes", "kernels", "splits")
+
+
+class Dataset:
+    """A kernel-selection dataset: problems, measured runtimes, kernels, standard splits.
+
+    Attributes
+    ----------
+    problems : DataFrame, one row per problem (a convolution in one direction)
+    runtimes : DataFrame, long table ``problem_id, kernel, time_ms, workspace_bytes, algorithm, rank``
+    kernels : DataFrame, the kernel vocabulary
+    tables : dict of every table in the dataset (``heuristics``, ``references`` ... where present)
+    info : dict, the manifest (device, source, license, censoring rule, version, checksums)
+    """
+
+    def __init__(self, name: str, tables: dict[str, pd.DataFrame], manifest: dict, path: Path | None = None):
+        self.name = name
+        self.tables = tables
+        self.manifest = manifest
+        self.path = path
+
+    # -- tables -----------------------------------------------------------------
+    @property
+    def problems(self) -> pd.DataFrame:
+        return self.tables["problems"]
+
+    @property
+    def runtimes(self) -> pd.DataFrame:
+        return self.tables["runtimes"]
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        return self.tables["kernels"]
+
+    @property
+    def heuristics(self) -> pd.DataFrame | None:
+        return self.tables.get("heuristics")
+
+    @property
+    def info(self) -> dict:
+        return self.manifest
+
+    @property
+    def version(self) -> str:
+        return self.manifest.get("version", "unknown")
+
+    @property
+    def checksum(self) -> str:
+        return self.manifest.get("checksum", "")
+
+    @property
+    def censored(self) -> pd.Series:
+        """Per-problem censoring flag, indexed by ``problem_id``."""
+        return self.problems.set_index("problem_id")["censored"]
+
+    # -- splits -----------------------------------------------------------------
+    @property
+    def split_names(self) -> list[str]:
+        return [c for c in self.tables["splits"].columns if c != "problem_id"]
+
+    def split(self, name: str = "random") -> dict[str, np.ndarray]:
+        """``{"train": ids, "valid": ids, "test": ids}`` for a standard split."""
+        splits = self.tables["splits"]
+        if name not in self.split_names:
+            raise KbenchInputError(
+                f"dataset {self.name!r} has no split {name!r}; its splits are "
+                f"{', '.join(self.split_names)}.{suggest(name, self.split_names)}")
+        col = splits[name].to_numpy()
+        ids = splits["problem_id"].to_numpy()
+        return {part: ids[col == part] for part in ("train", "valid", "test")}
+
+    # -- derived views ----------------------------------------------------------
+    def subset(self, problem_ids) -> "Dataset":
+        """A dataset restricted to ``problem_ids`` (every table filtered by id)."""
+        keep = pd.Index(problem_ids)
+        tables = {}
+        for key, table in self.tables.items():
+            tables[key] = table[table["problem_id"].isin(keep)].reset_index(drop=True) \
+                if "problem_id" in table else table
+        return Dataset(self.name, tables, self.manifest, self.path)
+
+    def align(self, other: "Dataset | str") -> tuple["Dataset", "Dataset"]:
+        """The problems and kernels two devices share: train on one GPU, test on the other.
+
+        >>> a, b = kbench.load("mi100").align("mi250x")   # doctest: +SKIP
+        """
+        other = load(other) if isinstance(other, str) else other
+        shared_ids = np.intersect1d(self.problems["problem_id"].to_numpy(dtype=str),
+                                    other.problems["problem_id"].to_numpy(dtype=str))
+        shared_kernels = set(self.kernels["kernel"]) & set(other.kernels["kernel"])
+        out = []
+        for ds in (self, other):
+            sub = ds.subset(shared_ids)
+            sub.tables["runtimes"] = sub.runtimes[sub.runtimes["kernel"].isin(shared_kernels)].reset_index(drop=True)
+            sub.tables["kernels"] = ds.kernels[ds.kernels["kernel"].isin(shared_kernels)].reset_index(drop=True)
+            out.append(sub)
+        return out[0], out[1]
+
+    @cached_property
+    def best(self) -> pd.DataFrame:
+        """Per problem: the fastest kernel and its time (``problem_id, kernel, time_ms``)."""
+        rt = self.runtimes
+        idx = rt.groupby("problem_id", sort=False)["time_ms"].idxmin()
+        return rt.loc[idx, ["problem_id", "kernel", "time_ms"]].reset_index(drop=True)
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.name!r}: {len(self.problems):,} problems, {len(self.kernels)} kernels, "
+                f"{len(self.runtimes):,} runtimes, splits={self.split_names}, device={self.info.get('device')!r})")
+
+
+def _dataset_dir(name: str) -> Path:
+    return PACKAGE_DATA / name
+
+
+def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True) -> Dataset:
+    """Load a dataset folder (parquet files + manifest.json), verifying checksums."""
+    manifest_path = path / "manifest.json"
+    repair = ("Reinstall kbench, or rebuild it with `kbench build-data "
+              f"{name or path.name}` from the raw data.")
+    if not manifest_path.exists():
+        raise DataIntegrityError(f"{manifest_path}: manifest missing. {repair}")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataIntegrityError(f"{manifest_path}: not valid JSON ({exc}). {repair}") from exc
+    tables = {}
+    for fname, meta in manifest.get("files", {}).items():
+        fpath = path / fname
+        if not fpath.exists():
+            raise DataIntegrityError(f"{fpath}: data file missing. {repair}")
+        if verify:
+            if fpath.stat().st_size != meta["bytes"]:
+                raise DataIntegrityError(
+                    f"{fpath}: size {fpath.stat().st_size} bytes, manifest says {meta['bytes']} "
+                    f"(truncated or replaced). {repair}")
+            if sha256_file(fpath) != meta["sha256"]:
+                raise DataIntegrityError(f"{fpath}: sha256 does not match the manifest (corrupt). {repair}")
+        try:
+            tables[fname.removesuffix(".parquet")] = pq.read_table(fpath).to_pandas()
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            raise DataIntegrityError(f"{fpath}: cannot be read as parquet ({exc}). {repair}") from exc
+    missing = [t for t in ("problems", "splits") if t not in tables]
+    if missing:
+        raise DataIntegrityError(f"{path}: tables {missing} missing from the manifest. {repair}")
+    return Dataset(manifest.get("name", name or path.name), tables, manifest, path)
+
+
+def load(name: str = "mi100", *, revision: str | None = None, verify: bool = True) -> Dataset:
+    """Load a dataset by name or alias (``"mi100"``, ``"gfx90878"``), a folder, or ``hf://ORG/REPO``.
+
+    Embedded datasets load offline from the package. ``hf://`` datasets are
+    downloaded once with ``huggingface_hub`` and cached (``revision`` pins a commit).
+    """
+    name = str(name)
+    if name.startswith("hf://"):
+        from kbench.hub import load_from_hub
+        return load_from_hub(name[len("hf://"):], revision=revision)
+    canonical = resolve_name(name)
+    if canonical is None:
+        if Path(name).is_dir() and (Path(name) / "manifest.json").exists():
+            return read_dataset_folder(Path(name), verify=verify)
+        known = sorted(DATASETS)
+        aliases = [a for s in DATASETS.values() for a in s.aliases]
+        raise KbenchInputError(
+            f"unknown dataset {name!r}. Available: {', '.join(known)} "
+            f"(aliases: {', '.join(aliases)}).{suggest(name, known + aliases)}")
+    path = _dataset_dir(canonical)
+    if not (path / "manifest.json").exists():
+        raise DataIntegrityError(
+            f"dataset {canonical!r} is registered but its files are not in this installation ({path}). "
+            f"Build it with `kbench build-data {canonical}` or reinstall kbench.")
+    return read_dataset_folder(path, canonical, verify=verify)
+
+
+def list_datasets() -> pd.DataFrame:
+    """One row per registered dataset: name, device, #problems, #kernels, task, license."""
+    rows = []
+    for spec in DATASETS.values():
+        manifest_path = _dataset_dir(spec.name) / "manifest.json"
+        m = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+        files = m.get("files", {})
+        rows.append({
+            "name": spec.name, "aliases": ",".join(spec.aliases), "device": spec.device,
+            "vendor": spec.vendor, "task": spec.task,
+            "problems": files.get("problems.parquet", {}).get("rows"),
+            "kernels": files.get("kernels.parquet", {}).get("rows"),
+            "runtimes": files.get("runtimes.parquet", {}).get("rows"),
+            "censoring": m.get("censoring", {}).get("rule"), "license": spec.license,
+            "version": m.get("version"), "available": bool(m),
+        })
+    return pd.DataFrame(rows)

@@ -1,0 +1,35 @@
+"""Errors kbench shows to users.
+
+Every error a user can cause (a wrong name, a bad file, a broken data file)
+is a :class:`KbenchError` with a message that says what was expected and how
+to fix it; the CLI prints the message alone (no traceback) and exits with
+code 2 for invalid input.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+
+class KbenchError(Exception):
+    """Base class of the errors kbench reports to users."""
+
+    exit_code = 1
+
+
+class KbenchInputError(KbenchError, ValueError):
+    """The user's input (a name, a file, an argument) is invalid: exit code 2."""
+
+    exit_code = 2
+
+
+class DataIntegrityError(KbenchError):
+    """A shipped or cached data file is missing, truncated or does not match its checksum."""
+
+    exit_code = 2
+
+
+def suggest(name: str, options, n: int = 3) -> str:
+    """A ' Did you mean ...?' hint for a mistyped name, or an empty string."""
+    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=n, cutoff=0.5)
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""

@@ -1,0 +1,78 @@
+"""The datasets kbench knows: names, aliases, devices, sources, licenses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIOPEN_SOURCE = {
+    "repository": "https://github.com/ROCm/MIOpen",
+    "commit": "2d1fd997a6fcf801ac4ca7a63e0656ef1cb9f488",
+    "folder": "src/kernels/",
+    "license": "MIT",
+}
+MIOPEN_CITATION = """@misc{miopen,
+  title  = {{MIOpen}: AMD's Machine Intelligence Library},
+  author = {{Advanced Micro Devices, Inc.}},
+  howpublished = {\\url{https://github.com/ROCm/MIOpen}},
+  note   = {find-db files from src/kernels/, commit 2d1fd997a6fcf801ac4ca7a63e0656ef1cb9f488}
+}
+@article{khan2019miopen,
+  title   = {{MIOpen}: An Open Source Library For Deep Learning Primitives},
+  author  = {Khan, Jehandad and Fultz, Paul and Tamazov, Artem and Lowell, Daniel and Liu, Chao and
+             Melesse, Michael and Nandhimandalam, Murali and Nasyrov, Kamil and Perminov, Ilya and
+             Shah, Tejash and others},
+  journal = {arXiv preprint arXiv:1910.00078},
+  year    = {2019}
+}"""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    device: str
+    arch: str
+    vendor: str
+    library: str
+    task: str
+    license: str
+    aliases: tuple[str, ...] = ()
+    raw_file: str | None = None  # path under ../shared/data
+    source: dict = field(default_factory=dict)
+    citation: str = ""
+    default_split: str = "random"
+
+
+def _amd(name, alias, device, arch):
+    return DatasetSpec(
+        name=name, aliases=(alias,), device=device, arch=arch, vendor="AMD", library="MIOpen",
+        task="kernel-selection", license="MIT", raw_file=f"miopen/{alias}.HIP.fdb.txt.bz2",
+        source=MIOPEN_SOURCE, citation=MIOPEN_CITATION,
+    )
+
+
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec
+    for spec in [
+        _amd("mi100", "gfx90878", "AMD Instinct MI100 (gfx908, 120 CUs)", "gfx908"),
+        _amd("mi50", "gfx906_60", "AMD Instinct MI50/MI60 class (gfx906, 60 CUs)", "gfx906"),
+        _amd("mi210", "gfx90a68", "AMD Instinct MI210 / MI250 GCD (gfx90a, 104 CUs)", "gfx90a"),
+        _amd("mi250x", "gfx90a6e", "AMD Instinct MI250X GCD (gfx90a, 110 CUs)", "gfx90a"),
+        _amd("mi300x", "gfx942130", "AMD Instinct MI300X (gfx942, 304 CUs)", "gfx942"),
+        _amd("gfx1030", "gfx1030_36", "AMD RDNA2 gfx1030 (36 CUs)", "gfx1030"),
+    ]
+}
+DEFAULT_DATASET = "mi100"
+
+
+def resolve_name(name: str) -> str | None:
+    """Canonical dataset name for a name or alias (case-insensitive), or None."""
+    key = str(name).strip().lower()
+    for spec in DATASETS.values():
+        if key == spec.name or key in (a.lower() for a in spec.aliases):
+            return spec.name
+    return None
+
+
+def register(spec: DatasetSpec) -> None:
+    """Add a dataset spec (used by the sources that build further datasets)."""
+    DATASETS[spec.name] = spec

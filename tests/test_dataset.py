@@ -1,0 +1,109 @@
+"""Loading, errors, integrity checks, align."""
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kbench
+from kbench.build import PACKAGE_DATA
+from kbench.dataset import read_dataset_folder
+from kbench.errors import DataIntegrityError, KbenchInputError
+
+
+def test_load_tables_and_info(mi100):
+    assert {"problem_id", "direction", "dtype", "layout", "n", "c", "k", "censored", "geometry_id"} <= set(mi100.problems)
+    assert list(mi100.runtimes.columns[:5]) == ["problem_id", "kernel", "time_ms", "workspace_bytes", "algorithm"]
+    assert mi100.info["source"]["commit"] == "2d1fd997a6fcf801ac4ca7a63e0656ef1cb9f488"
+    assert mi100.info["censoring"]["rule"] == "finddb-top4"
+    assert set(mi100.runtimes["problem_id"]) == set(mi100.problems["problem_id"])
+    assert (mi100.runtimes["time_ms"] > 0).all()
+    # censoring flag follows the rule: 4 raw entries <=> censored
+    assert ((mi100.problems["n_raw"] >= 4) == mi100.problems["censored"]).all()
+    assert mi100.problems["problem_id"].is_unique
+
+
+def test_alias_and_case():
+    assert kbench.load("GFX90878").name == "mi100"
+
+
+def test_unknown_name_lists_and_suggests():
+    with pytest.raises(KbenchInputError, match=r"unknown dataset 'mi10'.*Available: .*mi100.*Did you mean .*'mi100'"):
+        kbench.load("mi10")
+
+
+def test_unknown_split(mi100):
+    with pytest.raises(KbenchInputError, match="no split 'randm'.*Did you mean 'random'"):
+        mi100.split("randm")
+
+
+@pytest.fixture
+def copy_of_mi300x(tmp_path):
+    dst = tmp_path / "mi300x"
+    shutil.copytree(PACKAGE_DATA / "mi300x", dst)
+    return dst
+
+
+def test_truncated_file_is_detected(copy_of_mi300x):
+    f = copy_of_mi300x / "runtimes.parquet"
+    f.write_bytes(f.read_bytes()[:1000])
+    with pytest.raises(DataIntegrityError, match=r"runtimes.parquet: size 1000 bytes.*kbench build-data"):
+        read_dataset_folder(copy_of_mi300x)
+
+
+def test_corrupt_file_is_detected(copy_of_mi300x):
+    f = copy_of_mi300x / "problems.parquet"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(DataIntegrityError, match="problems.parquet: sha256 does not match"):
+        read_dataset_folder(copy_of_mi300x)
+
+
+def test_align_shares_problems_and_kernels():
+    a, b = kbench.load("mi210").align("mi250x")
+    assert len(a.problems) == len(b.problems) > 1000
+    assert set(a.problems.problem_id) == set(b.problems.problem_id)
+    assert set(a.runtimes.kernel) <= set(b.kernels.kernel) and set(b.runtimes.kernel) <= set(a.kernels.kernel)
+
+
+def test_best_is_fastest(mi100):
+    best = mi100.best.set_index("problem_id")["time_ms"]
+    mins = mi100.runtimes.groupby("problem_id")["time_ms"].min()
+    assert np.allclose(best.loc[mins.index], mins)
+
+
+def test_every_registered_dataset_is_shipped():
+    table = kbench.list_datasets()
+    amd = table[table.vendor == "AMD"]
+    assert amd["available"].all() and (amd["problems"] > 0).all()
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "kbench.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_datasets_and_info():
+    r = run_cli("datasets")
+    assert r.returncode == 0 and "mi100" in r.stdout
+    r = run_cli("info", "gfx90878")
+    assert r.returncode == 0 and "182,427" in r.stdout
+
+
+def test_cli_unknown_dataset_exit_2():
+    r = run_cli("info", "mi1OO")
+    assert r.returncode == 2
+    assert "unknown dataset" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_data_card_numbers_come_from_the_data(mi100):
+    from kbench.cards import render_card
+    text = render_card(mi100)
+    assert text.startswith("---\nlicense: mit\n")
+    assert f"{len(mi100.problems):,} problems" in text
+    c = mi100.info["cleaning"]
+    assert f"Entries with time <= 0: {c['entries_time_le_0']:,}" in text
+    for name, sizes in mi100.info["splits"].items():
+        assert f"| {name} | {sizes['train']:,} | {sizes['valid']:,} | {sizes['test']:,} |" in text
