@@ -9,4 +9,13 @@ __version__ = "0.1.0"
 
 from kbench.dataset import Dataset, list_datasets, load  # noqa: E402
 
-__all__ = ["Dataset", "load", "list_datasets", "__version__"]
+
+def __getattr__(name):
+    # Evaluator is imported lazily so `import kbench; kbench.load(...)` stays light.
+    if name == "Evaluator":
+        from kbench.evaluate import Evaluator
+        return Evaluator
+    raise AttributeError(f"module 'kbench' has no attribute {name!r}")
+
+
+__all__ = ["Dataset", "Evaluator", "load", "list_datasets", "__version__"]

@@ -1,0 +1,305 @@
+"""The Evaluator: validate a predictions file and score it on a dataset part.
+
+>>> from kbench import Evaluator
+>>> ev = Evaluator("mi100", split="random")          # test part
+>>> print(ev.expected_format())                     # doctest: +SKIP
+>>> result = ev(preds_df)                            # doctest: +SKIP
+>>> result.overall["top1"], result.overall["geomean_slowdown"]   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench import __version__
+from kbench.errors import KbenchInputError, suggest
+from kbench.metrics import (LOP_AT, TOP_K, ScoringTable, build_scoring_table, score_rankings,
+                            summarize)
+from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef
+
+EXPECTED_FORMAT = """\
+Predictions: a CSV file (or a pandas DataFrame) with a header row, comma-separated,
+one row per problem, joined to the dataset by problem_id (never by row position).
+
+Required column
+  problem_id   the dataset's problem id (the MIOpen problem key), e.g.
+               64-28-28-3x3-128-14-14-32-1x1-2x2-1x1-0-NCHW-FP16-F
+and ONE of
+  ranking      kernels in preference order separated by ';', e.g.
+               ConvBinWinogradRxSf2x3g1;ConvMlirIgemmFwdXdlops;GemmFwdRest
+  kernel       the top-1 kernel only (LoP@n then equals LoP@1)
+or the long form, one row per (problem, kernel):
+  problem_id,kernel,score   higher score = preferred; the ranking is the score order
+
+Every problem of the scored part must be present (or pass --allow-partial to score
+what is there). Kernel names must be in the dataset's vocabulary (ds.kernels).
+UTF-8 with or without BOM, LF or CRLF line endings. gzip-compressed files (.csv.gz) are read too.
+
+Scoring rules
+  1. The choice for a problem is the first kernel of the ranking that the library could
+     run. Where the problem's measured list is complete, a kernel outside it is known to
+     be inapplicable and is skipped, as the library itself would skip it; if nothing
+     applicable remains the prediction is a failure (timed at the slowest listed kernel).
+     Where the list is censored (find-db: the 4 fastest only), a kernel outside the list
+     is "slower than the 4th or inapplicable": it is taken as the choice and its time is
+     censored at the 4th time, a lower bound. A kernel never measured in the problem's
+     direction anywhere in the dataset is inapplicable and skipped.
+  2. top-1: the choice is a fastest kernel (ties: either counts). top-k: a fastest
+     kernel is among the first k applicable candidates. within 5%: t <= 1.05 t_best.
+  3. LoP = (t_choice - t_best) / t_best (mean, median, p90, max); geometric-mean
+     slowdown exp(mean(log(t_choice / t_best))); LoP@n: LoP of the best of the first n
+     applicable candidates (n = 1, 5, 10, 30).
+  4. Speed-up over the heuristic: geomean of t_heuristic / t_choice and the total-time
+     ratio sum(t_heuristic) / sum(t_choice).
+  Censored choices make LoP and slowdown lower bounds and within-5% and speed-up upper
+  bounds; the report shows the shares of exact, censored and failed choices.
+"""
+
+MAX_LISTED = 5  # how many offending ids/names an error message shows
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """Read a predictions CSV (never modifying it); returns (frame, sha256 of the file)."""
+    path = Path(path)
+    if not path.exists():
+        raise KbenchInputError(f"{path}: predictions file not found.")
+    raw = path.read_bytes()
+    digest = sha256_bytes(raw)
+    if path.suffix == ".gz":
+        import gzip
+        try:
+            raw = gzip.decompress(raw)
+        except OSError as exc:
+            raise KbenchInputError(f"{path}: not a valid gzip file ({exc}).") from exc
+    try:
+        text = raw.decode("utf-8-sig")  # a BOM is accepted silently
+    except UnicodeDecodeError as exc:
+        raise KbenchInputError(f"{path}: not UTF-8 text ({exc}). Save the file as UTF-8 CSV.") from exc
+    text = text.replace("\r\n", "\n")  # CRLF accepted silently
+    if not text.strip():
+        raise KbenchInputError(f"{path}: the file is empty; expected a header row with problem_id.")
+    header = text.split("\n", 1)[0]
+    if "problem_id" in header and "," not in header:
+        delim = next((d for d in ("\t", ";", "|", " ") if d in header), None)
+        if delim is not None:
+            name = {"\t": "tab", ";": "semicolon", "|": "pipe", " ": "space"}[delim]
+            raise KbenchInputError(
+                f"{path}: the header is separated by {name}s ({header[:80]!r}); kbench expects commas. "
+                "Write it with a comma delimiter (pandas: df.to_csv(path, index=False)); ';' is only "
+                "used inside the ranking column.")
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[])
+    except (pd.errors.ParserError, csv.Error) as exc:
+        raise KbenchInputError(f"{path}: not a valid CSV file ({exc}).") from exc
+    return df, digest
+
+
+class Evaluator:
+    """Scores kernel rankings on one part of a dataset split.
+
+    Parameters
+    ----------
+    dataset : name, alias or :class:`kbench.Dataset`
+    split : standard split name (``random``, ``networks``, ...)
+    part : ``test`` (default), ``valid`` or ``train``
+    reference : heuristic for speed-up: ``"default"`` (the dataset's reference heuristic:
+        its recorded vendor heuristic, else the ``rules`` baseline), ``None``, or a
+        predictions DataFrame / CSV path.
+    """
+
+    def __init__(self, dataset="mi100", split: str = "random", part: str = "test", reference="default"):
+        import kbench
+        self.dataset = kbench.load(dataset) if isinstance(dataset, str) else dataset
+        if part not in ("train", "valid", "test"):
+            raise KbenchInputError(f"unknown part {part!r}; use train, valid or test.{suggest(part, ['train', 'valid', 'test'])}")
+        self.split, self.part = split, part
+        self.ids = self.dataset.split(split)[part]
+        ds = self.dataset
+        problems = ds.problems[ds.problems["problem_id"].isin(self.ids)].reset_index(drop=True)
+        self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels)
+        self._pindex = pd.Index(self.table.problem_ids)
+        self._kindex = pd.Index(self.table.kernels)
+        self.reference_name, self._t_ref = self._resolve_reference(reference)
+
+    # -- format ---------------------------------------------------------------
+    @staticmethod
+    def expected_format() -> str:
+        """The predictions format and the scoring rules, as ``kbench evaluate --explain`` prints them."""
+        return EXPECTED_FORMAT
+
+    # -- reference heuristic ----------------------------------------------------
+    def _resolve_reference(self, reference):
+        if reference is None:
+            return None, None
+        if isinstance(reference, str) and reference == "default":
+            heur = self.dataset.heuristics
+            if heur is not None and len(heur):
+                name = sorted(heur["heuristic"].unique())[0]
+                h = heur[heur["heuristic"] == name].sort_values(["problem_id", "rank"])
+                preds = h.groupby("problem_id", sort=False)["kernel"].agg(";".join).rename("ranking").reset_index()
+                return name, self._reference_times(preds)
+            try:
+                from baselines.rules import rules_reference
+            except ImportError:
+                return None, None
+            return "rules", self._reference_times(rules_reference(self.dataset, self.ids))
+        if isinstance(reference, (str, Path)):
+            frame, _ = read_predictions(reference)
+            return str(reference), self._reference_times(frame)
+        return "custom", self._reference_times(reference)
+
+    def _reference_times(self, preds: pd.DataFrame) -> np.ndarray:
+        prob, kern, _ = self._to_long(preds, allow_partial=True, source="reference heuristic")
+        ch = score_rankings(self.table, prob, kern)
+        return np.where(ch.predicted, ch.t_choice, np.nan)
+
+    # -- validation -----------------------------------------------------------
+    def _to_long(self, preds: pd.DataFrame, allow_partial: bool, source: str = "predictions"):
+        """Validate and turn predictions into (problem index, kernel index) rows in preference order.
+
+        Collects every problem with the input and raises one KbenchInputError listing them all.
+        """
+        issues: list[str] = []
+        if not isinstance(preds, pd.DataFrame):
+            raise KbenchInputError(f"{source}: expected a pandas DataFrame or a CSV path, got {type(preds).__name__}.")
+        cols = set(preds.columns)
+        if "problem_id" not in cols:
+            import difflib
+            close = difflib.get_close_matches("problem_id", list(map(str, cols)), n=1, cutoff=0.6)
+            hint = f" Column {close[0]!r} looks like it: rename it to 'problem_id'." if close else ""
+            raise KbenchInputError(
+                f"{source}: missing required column 'problem_id' (columns: {sorted(map(str, cols))})."
+                f"{hint} Run `kbench evaluate --explain` for the format.")
+        long_form = "score" in cols and "kernel" in cols
+        if not long_form and not ({"ranking", "kernel"} & cols):
+            raise KbenchInputError(
+                f"{source}: needs a 'ranking' column (kernels separated by ';'), a 'kernel' column, or "
+                f"'kernel' + 'score' (long form); found {sorted(map(str, cols))}.")
+        df = preds.copy()
+        df["problem_id"] = df["problem_id"].astype(str).str.strip()
+        value_col = "kernel" if (long_form or "ranking" not in cols) else "ranking"
+        values = df[value_col].astype("string")
+        # whitespace around names is trimmed later, per name, in C++ (pyarrow)
+        empty = df["problem_id"].isin(["", "nan", "None", "<NA>"]) | values.isna() | (values.str.len() == 0)
+        if long_form:
+            score = pd.to_numeric(df["score"], errors="coerce")
+            empty |= score.isna()
+        if empty.any():
+            rows = (np.flatnonzero(empty.to_numpy()) + 2)[:MAX_LISTED].tolist()  # +2: header, 1-based
+            issues.append(f"{int(empty.sum())} row(s) with an empty or NaN cell (file rows {rows}).")
+            df, values = df[~empty.to_numpy()], values[~empty.to_numpy()]
+            if long_form:
+                score = score[~empty.to_numpy()]
+        if not long_form:
+            dup = df["problem_id"].duplicated(keep=False)
+            if dup.any():
+                ex = df.loc[dup, "problem_id"].unique()[:MAX_LISTED].tolist()
+                issues.append(f"{int(df['problem_id'].duplicated().sum())} duplicated problem_id(s), e.g. {ex}; "
+                              "give one row per problem.")
+        pidx = self._pindex.get_indexer(df["problem_id"])
+        unknown_mask = pidx < 0
+        if unknown_mask.any():
+            all_ids = pd.Index(self.dataset.problems["problem_id"])
+            in_dataset = all_ids.get_indexer(df["problem_id"][unknown_mask]) >= 0
+            other_part = int(in_dataset.sum())
+            ex = df["problem_id"][unknown_mask].unique()[:3].tolist()
+            where = f" ({other_part} belong to other parts of split {self.split!r})" if other_part else ""
+            if not allow_partial or other_part < unknown_mask.sum():
+                issues.append(f"{int(unknown_mask.sum())} problem id(s) not in {self.dataset.name} "
+                              f"{self.split}/{self.part}{where}, e.g. {ex}.")
+        # explode the rankings into long rows
+        if long_form:
+            long = pd.DataFrame({"p": pidx, "kernel": values.to_numpy(), "score": score.to_numpy()})
+            long = long.sort_values(["p", "score"], ascending=[True, False], kind="stable")
+            prob, names = long["p"].to_numpy(), long["kernel"].astype(str).to_numpy()
+        else:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+            arr = pa.array(values, type=pa.string())  # zero-copy from pandas' arrow-backed strings
+            lists = pc.split_pattern(arr, ";") if value_col == "ranking" else pa.ListArray.from_arrays(
+                pa.array(np.arange(len(arr) + 1, dtype=np.int32)), arr)
+            flat = pc.utf8_trim_whitespace(lists.flatten())
+            parents = pc.list_parent_indices(lists).to_numpy()
+            prob = pidx[parents]
+            names = flat
+        if isinstance(names, np.ndarray):
+            kidx = self._kindex.get_indexer(pd.Index(names))
+        else:  # pyarrow: match names against the vocabulary in C++, no Python strings per row
+            import pyarrow as pa
+            import pyarrow.compute as pc
+            vocab = pa.array(self.table.kernels.tolist(), type=pa.string())
+            kidx = pc.fill_null(pc.index_in(names, value_set=vocab), -1).to_numpy(zero_copy_only=False)
+        bad_k = kidx < 0
+        if bad_k.any():
+            names_arr = (names[bad_k] if isinstance(names, np.ndarray)
+                         else np.asarray(names.filter(pa.array(bad_k)).to_pylist(), dtype=object))
+            bad_names = pd.unique(names_arr)
+            empties = int((names_arr == "").sum())
+            hints = "; ".join(f"{b!r}{suggest(b, self.table.kernels, n=1)}" for b in bad_names[:MAX_LISTED] if b)
+            msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {self.dataset.name} vocabulary"
+            msg += f": {hints}" if hints else ""
+            if empties:
+                msg += f" ({empties} empty name(s): check for ';;' or a trailing ';')"
+            issues.append(msg + ". See ds.kernels for the valid names.")
+        predicted = np.zeros(len(self._pindex), dtype=bool)
+        predicted[pidx[pidx >= 0]] = True
+        missing = int((~predicted).sum())
+        if missing and not allow_partial:
+            ex = self.table.problem_ids[~predicted][:3].tolist()
+            issues.append(f"{missing} of {len(predicted)} problems of {self.split}/{self.part} have no prediction "
+                          f"(coverage {predicted.mean():.1%}), e.g. {ex}; predict all of them or pass "
+                          "--allow-partial to score what is there.")
+        if issues:
+            raise KbenchInputError(f"{source} is invalid:\n  - " + "\n  - ".join(issues))
+        ok = (prob >= 0) & (kidx >= 0)
+        return prob[ok], kidx[ok], predicted
+
+    def validate(self, preds, allow_partial: bool = False) -> dict:
+        """Check predictions without scoring; raises KbenchInputError listing every problem."""
+        frame = read_predictions(preds)[0] if isinstance(preds, (str, Path)) else preds
+        _, _, predicted = self._to_long(frame, allow_partial)
+        return {"rows": int(len(frame)), "problems_in_part": int(len(predicted)),
+                "covered": int(predicted.sum()), "coverage": float(predicted.mean())}
+
+    # -- scoring ----------------------------------------------------------------
+    def __call__(self, preds, *, allow_partial: bool = False, method: str | None = None,
+                 predictions_path: str | None = None, predictions_sha256: str | None = None) -> EvaluationResult:
+        if isinstance(preds, (str, Path)):
+            predictions_path = str(preds)
+            preds, predictions_sha256 = read_predictions(preds)
+        prob, kern, predicted = self._to_long(preds, allow_partial)
+        choices = score_rankings(self.table, prob, kern)
+        scored = predicted
+        metrics = summarize(self.table, choices, scored, self._t_ref)
+        n = int(scored.sum())
+        counts = Counts(problems_in_part=len(predicted), predicted=int(predicted.sum()), scored=n,
+                        coverage=float(predicted.mean()) if len(predicted) else 0.0,
+                        choices_exact=int((choices.exact & scored).sum()),
+                        choices_censored=int((choices.censored & scored).sum()),
+                        failures=int((choices.failed & scored).sum()))
+        bounds = {}
+        if counts.choices_censored:
+            bounds = {"lop_*, geomean_slowdown": "lower bound (censored choices timed at the last listed time)",
+                      "within5, speedup_*": "upper bound", "top1, topk": "exact (a censored choice is never fastest)"}
+        ds = self.dataset
+        return EvaluationResult(
+            kbench_version=__version__, method=method,
+            dataset=DatasetRef(name=ds.name, version=ds.version, checksum=ds.checksum),
+            split=self.split, part=self.part, reference=self.reference_name,
+            predictions=PredictionsRef(path=predictions_path, sha256=predictions_sha256, rows=int(len(preds))),
+            counts=counts, metrics=metrics, bounds=bounds)
+
+    score = __call__
+
+
+__all__ = ["Evaluator", "read_predictions", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]

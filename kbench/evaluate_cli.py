@@ -1,0 +1,109 @@
+"""``kbench evaluate`` and ``kbench validate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from kbench.errors import KbenchInputError
+
+TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
+                 ("lop_mean", "LoP mean"), ("lop_median", "LoP med"), ("lop_p90", "LoP p90"),
+                 ("lop_at_5", "LoP@5"), ("lop_at_30", "LoP@30"), ("speedup_geomean", "speed-up×"),
+                 ("speedup_total", "total×"), ("share_censored", "censored"), ("share_failed", "failed")]
+
+
+def metrics_frame(result) -> pd.DataFrame:
+    rows = [("all", result.metrics["overall"])]
+    rows += [(f"dir {k}", v) for k, v in result.metrics["by_direction"].items()]
+    rows += [(k, v) for k, v in result.metrics["by_dtype"].items()]
+    out = []
+    for label, m in rows:
+        row = {"group": label, "n": m.get("n", 0)}
+        for key, name in TABLE_METRICS:
+            row[name] = m.get(key)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def print_report(result) -> None:
+    from kbench.cli import _console, print_frame
+    o = result.metrics["overall"]
+    console = _console()
+    ref = result.reference or "none"
+    su = o.get("speedup_geomean")
+    console.print(f"[bold]{result.dataset.name}[/bold] {result.split}/{result.part}  method={result.method or '-'}")
+    console.print(f"top-1 {o['top1']:.4f}   geomean slowdown {o['geomean_slowdown']:.4f}×   speed-up over "
+                  f"{ref}: " + (f"{su:.4f}× (total-time {o['speedup_total']:.4f}×)" if su is not None else "n/a"))
+    print_frame(metrics_frame(result), title="metrics (slowdown, speed-up: ×; LoP: fraction)")
+    c = result.counts
+    console.print(f"scored {c.scored:,} of {c.problems_in_part:,} problems (coverage {c.coverage:.1%}); choices exact "
+                  f"{c.choices_exact:,}, censored {c.choices_censored:,}, failed {c.failures:,}")
+    for metric, how in result.bounds.items():
+        console.print(f"  {metric}: {how}")
+
+
+def _evaluator(args):
+    from kbench.evaluate import Evaluator
+    reference = args.against if getattr(args, "against", None) else ("default" if not getattr(args, "no_reference", False) else None)
+    return Evaluator(args.dataset, split=args.split, part=args.part, reference=reference)
+
+
+def cmd_evaluate(args) -> int:
+    from kbench.evaluate import EXPECTED_FORMAT
+    if args.explain:
+        print(EXPECTED_FORMAT)
+        return 0
+    if not args.predictions:
+        raise KbenchInputError("give a predictions file (kbench evaluate preds.csv --dataset mi100), "
+                               "or --explain for the expected format.")
+    ev = _evaluator(args)
+    result = ev(args.predictions, allow_partial=args.allow_partial, method=args.method)
+    if args.json:
+        out = Path(args.json)
+        if out.resolve() == Path(args.predictions).resolve():
+            raise KbenchInputError(f"--json {out} would overwrite the predictions file; choose another path.")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(result.model_dump_json(indent=2) + "\n")
+    if not args.quiet:
+        print_report(result)
+    if args.json and not args.quiet:
+        print(f"record written to {args.json}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from kbench.evaluate import Evaluator
+    ev = Evaluator(args.dataset, split=args.split, part=args.part, reference=None)
+    report = ev.validate(args.predictions, allow_partial=args.allow_partial)
+    print(f"{args.predictions}: valid for {args.dataset} {args.split}/{args.part}: {report['rows']:,} rows, "
+          f"{report['covered']:,} of {report['problems_in_part']:,} problems ({report['coverage']:.1%}).")
+    return 0
+
+
+def _common(p, default_split="random"):
+    p.add_argument("--dataset", "-d", default="mi100", help="dataset name or alias (default mi100)")
+    p.add_argument("--split", "-s", default=default_split, help="standard split (default random)")
+    p.add_argument("--part", default="test", choices=["train", "valid", "test"], help="part to score (default test)")
+    p.add_argument("--allow-partial", action="store_true", help="score only the problems present")
+
+
+def register_cli(sub) -> None:
+    p = sub.add_parser("evaluate", help="score a predictions file", description="Score kernel rankings. "
+                       "Run with --explain for the file format and the scoring rules.")
+    p.add_argument("predictions", nargs="?", help="predictions CSV (problem_id + ranking or kernel)")
+    _common(p)
+    p.add_argument("--json", metavar="OUT", help="write the typed result record to OUT")
+    p.add_argument("--against", metavar="CSV", help="predictions file of the reference heuristic for speed-up")
+    p.add_argument("--no-reference", action="store_true", help="skip the speed-up over the heuristic")
+    p.add_argument("--method", help="method name stored in the record")
+    p.add_argument("--explain", action="store_true", help="print the expected predictions format and exit")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing (with --json)")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("validate", help="check a predictions file without scoring it")
+    p.add_argument("predictions", help="predictions CSV")
+    _common(p)
+    p.set_defaults(func=cmd_validate)

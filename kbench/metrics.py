@@ -1,0 +1,190 @@
+"""Censoring-aware scoring of kernel choices, vectorised over problems.
+
+Scoring rules (the README and ``kbench evaluate --explain`` state them the same way):
+
+1. The **choice** for a problem is the first kernel of the submitted ranking
+   that the library could run. Where the problem's measured list is complete,
+   a kernel outside it is known to be inapplicable and is skipped, as the
+   library itself would skip it; if nothing applicable remains the prediction
+   is a **failure** (counted, and timed at the slowest listed kernel). Where the
+   list is censored (find-db: the 4 fastest only), a kernel outside the list is
+   "slower than the 4th or inapplicable": it is taken as the choice and its time
+   is censored at the last listed time, a lower bound. A kernel never measured
+   in the problem's direction anywhere in the dataset (a forward-only solver on
+   a backward problem) is inapplicable everywhere and always skipped.
+2. **top-1**: the choice is a fastest kernel (ties: any kernel with the fastest
+   time counts). **top-k**: a fastest kernel is among the first k applicable
+   candidates. **within 5%**: t_choice <= 1.05 t_best.
+3. **LoP** = (t_choice - t_best) / t_best: mean, median, p90, max; the
+   **geometric-mean slowdown** exp(mean(log(t_choice / t_best))).
+   **LoP@n**: LoP of the best of the first n applicable candidates, as when n
+   candidates are benchmarked and the fastest is kept.
+4. **Speed-up over the heuristic**: geometric mean of t_heuristic / t_choice,
+   and the total-time ratio sum(t_heuristic) / sum(t_choice).
+
+Censored choices make the time a lower bound, so LoP and slowdown are lower
+bounds (optimistic), within-5% and speed-up are upper bounds; the shares of
+exact and censored choices are always reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+LOP_AT = (1, 5, 10, 30)
+TOP_K = (1, 3, 5)
+WITHIN = 0.05
+
+
+@dataclass
+class ScoringTable:
+    """Dense view of one dataset part: times[p, k] (NaN where not listed)."""
+
+    problem_ids: np.ndarray
+    kernels: np.ndarray
+    times: np.ndarray          # float64 [n_problems, n_kernels]
+    censored: np.ndarray       # bool [n_problems]
+    runs_in_direction: np.ndarray  # bool [n_problems, n_kernels]: kernel measured in this direction somewhere
+    direction: np.ndarray
+    dtype: np.ndarray
+
+    @property
+    def t_best(self) -> np.ndarray:
+        return np.nanmin(self.times, axis=1)
+
+    @property
+    def t_last(self) -> np.ndarray:
+        return np.nanmax(self.times, axis=1)
+
+
+def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels: pd.DataFrame) -> ScoringTable:
+    pids = problems["problem_id"].to_numpy(dtype=object)
+    pindex = pd.Index(pids)
+    vocab = kernels["kernel"].to_numpy(dtype=object)
+    kindex = pd.Index(vocab)
+    rt = runtimes[runtimes["problem_id"].isin(pindex)]
+    pi = pindex.get_indexer(rt["problem_id"])
+    ki = kindex.get_indexer(rt["kernel"])
+    times = np.full((len(pids), len(vocab)), np.nan)
+    times[pi, ki] = rt["time_ms"].to_numpy(dtype=np.float64)
+    directions = problems["direction"].to_numpy(dtype=object)
+    runs = np.zeros((len(pids), len(vocab)), dtype=bool)
+    kdirs = kernels["directions"].astype(str).str.split(",")
+    for d in np.unique(directions):
+        ok = kdirs.apply(lambda ds, d=d: d in ds).to_numpy()  # over the (small) kernel vocabulary
+        runs[directions == d] = ok
+    return ScoringTable(pids, vocab, times, problems["censored"].to_numpy(dtype=bool), runs,
+                        directions, problems["dtype"].to_numpy(dtype=object))
+
+
+@dataclass
+class Choices:
+    """Per-problem outcome of scoring one ranking set (arrays over the table's problems)."""
+
+    predicted: np.ndarray   # bool: the problem has a ranking
+    t_choice: np.ndarray
+    exact: np.ndarray       # choice listed: time exact
+    censored: np.ndarray    # choice outside a censored list: time is a lower bound
+    failed: np.ndarray
+    top: dict[int, np.ndarray]
+    best_at: dict[int, np.ndarray]
+    choice_kernel: np.ndarray  # kernel index or -1
+
+
+def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarray) -> Choices:
+    """Score rankings given in long form: row i says problem prob_idx[i] ranks kernel kern_idx[i]
+    next. Rows of one problem must appear in preference order (problems may interleave)."""
+    n, m = table.times.shape
+    prob_idx = np.asarray(prob_idx, dtype=np.int64)
+    kern_idx = np.asarray(kern_idx, dtype=np.int64)
+    if len(prob_idx) > 1 and (prob_idx[1:] < prob_idx[:-1]).any():
+        order = np.argsort(prob_idx, kind="stable")
+        p, k = prob_idx[order], kern_idx[order]
+    else:  # already grouped by problem (the usual case): skip the sort
+        p, k = prob_idx, kern_idx
+    cell = p * m + k
+    if len(cell) and np.bincount(cell, minlength=n * m).max() > 1:
+        _, first = np.unique(cell, return_index=True)  # the first mention of a kernel counts
+        keep = np.zeros(len(p), dtype=bool)
+        keep[first] = True
+        p, k = p[keep], k[keep]
+
+    predicted = np.bincount(p, minlength=n) > 0
+    t = table.times[p, k]
+    listed = ~np.isnan(t)
+    t_last = table.t_last
+    applicable = listed | (table.censored[p] & table.runs_in_direction[p, k])
+    p, k, t, listed = p[applicable], k[applicable], t[applicable], listed[applicable]
+    t = np.where(listed, t, t_last[p])
+    # position among the applicable candidates of each problem
+    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if len(p) else np.zeros(0, dtype=np.int64)
+    lengths = np.diff(np.r_[starts, len(p)])
+    pos = np.arange(len(p)) - np.repeat(starts, lengths)
+
+    first_rows = starts
+    has_choice = np.zeros(n, dtype=bool)
+    has_choice[p[first_rows]] = True
+    t_choice = t_last.copy()  # failures are timed at the slowest listed kernel
+    t_choice[p[first_rows]] = t[first_rows]
+    exact = np.zeros(n, dtype=bool)
+    exact[p[first_rows]] = listed[first_rows]
+    censored = has_choice & ~exact
+    failed = predicted & ~has_choice
+    choice_kernel = np.full(n, -1)
+    choice_kernel[p[first_rows]] = k[first_rows]
+
+    t_best = table.t_best
+    fastest = listed & (t <= t_best[p])
+    top = {kk: np.bincount(p[fastest & (pos < kk)], minlength=n) > 0 for kk in TOP_K}
+    best_at = {}
+    for nn in LOP_AT:
+        b = np.full(n, np.inf)
+        sel = pos < nn
+        np.minimum.at(b, p[sel], t[sel])
+        b[~has_choice] = t_choice[~has_choice]
+        best_at[nn] = b
+    return Choices(predicted, t_choice, exact, censored, failed, top, best_at, choice_kernel)
+
+
+def _stats(mask: np.ndarray, c: Choices, t_best: np.ndarray, t_ref: np.ndarray | None) -> dict:
+    n = int(mask.sum())
+    if n == 0:
+        return {"n": 0}
+    tb, tc = t_best[mask], c.t_choice[mask]
+    lop = (tc - tb) / tb
+    out = {
+        "n": n,
+        **{f"top{k}": float(c.top[k][mask].mean()) for k in TOP_K},
+        "within5": float((tc <= (1 + WITHIN) * tb).mean()),
+        "lop_mean": float(lop.mean()),
+        "lop_median": float(np.median(lop)),
+        "lop_p90": float(np.quantile(lop, 0.9)),
+        "lop_max": float(lop.max()),
+        "geomean_slowdown": float(np.exp(np.mean(np.log(tc / tb)))),
+        **{f"lop_at_{nn}": float(((c.best_at[nn][mask] - tb) / tb).mean()) for nn in LOP_AT},
+        "share_exact": float(c.exact[mask].mean()),
+        "share_censored": float(c.censored[mask].mean()),
+        "share_failed": float(c.failed[mask].mean()),
+    }
+    if t_ref is not None:
+        tr = t_ref[mask]
+        ok = ~np.isnan(tr)
+        out["speedup_geomean"] = float(np.exp(np.mean(np.log(tr[ok] / tc[ok])))) if ok.any() else None
+        out["speedup_total"] = float(tr[ok].sum() / tc[ok].sum()) if ok.any() else None
+        out["speedup_n"] = int(ok.sum())
+    else:
+        out["speedup_geomean"] = out["speedup_total"] = None
+    return out
+
+
+def summarize(table: ScoringTable, c: Choices, scored: np.ndarray, t_ref: np.ndarray | None = None) -> dict:
+    """Every metric overall, per direction and per data type, over the ``scored`` problems."""
+    t_best = table.t_best
+    metrics = {"overall": _stats(scored, c, t_best, t_ref), "by_direction": {}, "by_dtype": {}}
+    for key, values in (("by_direction", table.direction), ("by_dtype", table.dtype)):
+        for v in sorted(set(values[scored])):
+            metrics[key][str(v)] = _stats(scored & (values == v), c, t_best, t_ref)
+    return metrics

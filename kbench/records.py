@@ -1,0 +1,106 @@
+"""Typed, versioned result records: what `kbench evaluate --json` writes and the leaderboard reads.
+
+A record is a pydantic model; ``EvaluationResult.model_json_schema()`` is the
+JSON Schema (shipped as ``kbench/schemas/result.schema.json``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from datetime import date
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class DatasetRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    version: str
+    checksum: str = Field(description="sha256 over the dataset's file checksums (manifest 'checksum')")
+
+
+class PredictionsRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str | None = None
+    sha256: str | None = Field(None, description="sha256 of the predictions file as given")
+    rows: int
+
+
+class Counts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    problems_in_part: int
+    predicted: int = Field(description="problems of the part present in the predictions")
+    scored: int
+    coverage: float
+    choices_exact: int
+    choices_censored: int = Field(description="choice outside a censored list: time is a lower bound")
+    failures: int = Field(description="no applicable kernel in the ranking")
+
+
+class SeedSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    seeds: list[int]
+    per_seed: list[dict[str, float | None]]
+    mean: dict[str, float | None]
+    std: dict[str, float | None] = Field(description="unbiased (ddof=1) standard deviation over seeds")
+
+
+class EvaluationResult(BaseModel):
+    """Every metric of one scored predictions file, overall and per direction / data type."""
+
+    model_config = ConfigDict(extra="forbid")
+    record_type: str = "kbench.evaluation"
+    schema_version: int = RECORD_SCHEMA_VERSION
+    kbench_version: str
+    method: str | None = None
+    dataset: DatasetRef
+    split: str
+    part: str
+    reference: str | None = Field(None, description="heuristic that speed-ups are measured against")
+    predictions: PredictionsRef
+    date: str = Field(default_factory=lambda: date.today().isoformat())
+    counts: Counts
+    metrics: dict = Field(description="{'overall': {...}, 'by_direction': {F: {...}}, 'by_dtype': {...}}")
+    bounds: dict[str, str] = Field(default_factory=dict,
+                                   description="metrics that are bounds because of censoring, and which way")
+    seeds: SeedSummary | None = None
+    extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
+
+    @property
+    def overall(self) -> dict:
+        return self.metrics["overall"]
+
+
+def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return None, None
+    mean = statistics.fmean(vals)
+    return mean, (statistics.stdev(vals) if len(vals) > 1 else None)
+
+
+def aggregate_seeds(results: list[EvaluationResult], seeds: list[int]) -> EvaluationResult:
+    """One record for several seeds: every metric is the mean over seeds, with per-seed scores
+    and the unbiased (ddof=1) standard deviation kept in ``seeds``."""
+    if not results:
+        raise ValueError("aggregate_seeds needs at least one result")
+    base = results[0].model_copy(deep=True)
+    per_seed = [{k: v for k, v in r.overall.items() if isinstance(v, (int, float)) or v is None}
+                for r in results]
+    keys = list(per_seed[0])
+    mean, std = {}, {}
+    for k in keys:
+        mean[k], std[k] = _mean_std([p.get(k) for p in per_seed])
+
+    def avg_tree(trees):
+        if isinstance(trees[0], dict):
+            return {k: avg_tree([t.get(k) for t in trees]) for k in trees[0]}
+        m, _ = _mean_std(trees) if isinstance(trees[0], (int, float)) or trees[0] is None else (trees[0], None)
+        return m
+
+    base.metrics = avg_tree([r.metrics for r in results])
+    base.seeds = SeedSummary(seeds=list(seeds), per_seed=per_seed, mean=mean, std=std)
+    return base
