@@ -517,20 +517,23 @@ class FdeepModel:
         return cls(data, source)
 
     # -- inference ----------------------------------------------------------
-    def predict(self, *inputs: np.ndarray | Sequence[np.ndarray], dtype=np.float32) -> list[np.ndarray]:
+    def predict(self, *inputs: np.ndarray | Sequence[np.ndarray], dtype=np.float32,
+                batch_size: int | None = 4096) -> list[np.ndarray]:
         """Run a batch. ``predict(x)`` or ``predict(x1, x2, ...)`` or ``predict([x1, x2])``.
 
         Each input is an array of shape ``(batch, *input_shape)``; a 1-sample
         input may omit the batch axis. Returns the model outputs in order.
         Computation is in ``dtype`` (float32 by default, as frugally-deep).
+        Rows are processed ``batch_size`` at a time (bounded memory: every
+        layer's output of a chunk is held until the chunk is done); ``None``
+        runs everything at once.
         """
         if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
             inputs = tuple(inputs[0])
         if len(inputs) != len(self.inputs):
             raise ValueError(f"{self.source}: model takes {len(self.inputs)} input(s), got {len(inputs)}")
-        cache: dict[tuple[str, int], list[np.ndarray]] = {}
-        for (name, node, _), x, shape in zip(self.inputs, inputs,
-                                             self.input_shapes or [None] * len(inputs)):
+        arrays = []
+        for (name, _, _), x, shape in zip(self.inputs, inputs, self.input_shapes or [None] * len(inputs)):
             x = np.asarray(x, dtype=dtype)
             if shape is not None:
                 if x.shape == tuple(shape):
@@ -539,7 +542,18 @@ class FdeepModel:
                     raise ValueError(
                         f"{self.source}: input {name!r} must have shape (batch, {', '.join(map(str, shape))}), "
                         f"got {x.shape}")
-            cache[(name, node)] = [x]
+            arrays.append(x)
+        n = arrays[0].shape[0]
+        if any(a.shape[0] != n for a in arrays):
+            raise ValueError(f"{self.source}: inputs have different batch sizes {[a.shape[0] for a in arrays]}")
+        if batch_size is None or n <= batch_size:
+            return self._run(arrays)
+        parts = [self._run([a[i:i + batch_size] for a in arrays]) for i in range(0, n, batch_size)]
+        return [np.concatenate([p[j] for p in parts]) for j in range(len(self.outputs))]
+
+    def _run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        cache: dict[tuple[str, int], list[np.ndarray]] = {
+            (name, node): [x] for (name, node, _), x in zip(self.inputs, arrays)}
 
         def tensor(name: str, node: int, index: int) -> np.ndarray:
             key = (name, node)

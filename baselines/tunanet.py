@@ -122,9 +122,11 @@ _RULES = {
 
 def in_dtype(dtype: pd.Series) -> pd.Series:
     """MIOpen's "in" data type: the key's type field, or its first name when mixed."""
-    s = pd.Series(dtype, dtype="string")
-    first = s.str.extract(r"^(" + "|".join(_MIOPEN_TYPES) + ")", expand=False)
-    return first.fillna(s).astype(object)
+    s = pd.Series(dtype)
+    codes, uniq = pd.factorize(s.astype(str))  # a handful of distinct values: parse those once
+    u = pd.Series(uniq, dtype="string")
+    first = u.str.extract(r"^(" + "|".join(_MIOPEN_TYPES) + ")", expand=False).fillna(u)
+    return pd.Series(first.to_numpy(dtype=object)[codes], index=s.index, dtype=object)
 
 
 def in_layout(problems: pd.DataFrame) -> pd.Series:
@@ -291,19 +293,18 @@ def _dataset_arch(dataset) -> str:
         if isinstance(v, str):
             candidates.append(v)
     info = getattr(dataset, "info", None)
-    if isinstance(info, dict):
-        for key in ("name", "dataset", "arch", "gfx", "device", "source_file", "source"):
-            v = info.get(key)
-            if isinstance(v, str):
-                candidates.append(v)
+    for key in ("name", "dataset", "arch", "gfx", "device", "source_file", "source"):
+        v = info.get(key) if isinstance(info, dict) else getattr(info, key, None)
+        if isinstance(v, str):
+            candidates.append(v)
     for c in candidates:
         key = c.strip().lower()
         if key in DEVICE_ARCH:
             return DEVICE_ARCH[key]
-    for c in candidates:  # a longer string naming the find-db file or gfx id
+    for c in candidates:  # a longer string naming the device or the find-db file
         low = c.lower()
         for key in sorted(DEVICE_ARCH, key=len, reverse=True):
-            if key.startswith("gfx") and key in low:
+            if key in low:
                 return DEVICE_ARCH[key]
     raise KbenchInputError(
         "tunanet: cannot tell which MIOpen model applies to this dataset "
@@ -341,6 +342,7 @@ class TunaNet:
     """
 
     name = "tunanet"
+    description = "MIOpen's shipped TunaNet solver-selection network (pre-trained reference; 2D, supported problems only)"
 
     def __init__(self, arch: str | None = None, model_dir: str | Path | None = None,
                  filter_direction: bool = True):
@@ -383,6 +385,14 @@ class TunaNet:
     def supports(self, problems: pd.DataFrame) -> pd.Series:
         """Boolean Series (same index): MIOpen would consult TunaNet for this problem."""
         return self.net.supports(problems)
+
+    def supported_ids(self, dataset, ids: Iterable[str]) -> list[str]:
+        """The ids among ``ids`` that TunaNet supports (to score other models on the same subset)."""
+        if self._net is None:
+            self.fit(dataset)
+        problems = dataset.problems
+        rows = problems[problems["problem_id"].isin(pd.Index(list(ids)))]
+        return rows.loc[self.supports(rows).to_numpy(), "problem_id"].tolist()
 
     def features(self, problems: pd.DataFrame) -> pd.DataFrame:
         """Normalised network inputs, one column per metadata feature (for inspection)."""

@@ -34,6 +34,9 @@ CENSORING_RULES = {
         "solver that ran (complete)."
     ),
     "complete": "Every candidate was timed: lists are complete, an unlisted kernel is not applicable.",
+    "complete-layers-sampled-random": "see kbench.sources.cnnopt.CENSORING_TEXT",
+    "tuning-optimum": ("Only the winning parameter tuple per (problem, solver) is recorded by MIOpen's "
+                       "exhaustive tuning (perf-db); there are no runtimes and no ranking of the others."),
 }
 
 
@@ -102,6 +105,31 @@ def spec_info(spec: DatasetSpec, censoring: str, report: dict, splits: pd.DataFr
         "citation": spec.citation, "censoring": {"rule": censoring, "text": CENSORING_RULES[censoring]},
         "default_split": spec.default_split, "cleaning": report, "splits": split_sizes(splits),
     }
+
+
+def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
+    """Build any registered dataset from its raw file into ``out_root/<name>``; returns the manifest."""
+    spec = DATASETS[name]
+    if spec.task == "tuning":
+        return build_tuning_dataset(name, raw_root, out_root)
+    if spec.task == "tile-selection":
+        from kbench.sources.cnnopt import write_tiles_dataset
+        return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)
+    return build_miopen_dataset(name, raw_root, out_root)
+
+
+def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
+    """Convert one MIOpen perf-db (tuned parameters) into ``out_root/<name>``."""
+    from kbench.tuning.dataset import convert_perfdb
+
+    spec = DATASETS[name]
+    path = Path(raw_root) / spec.raw_file
+    if not path.exists():
+        raise KbenchInputError(f"{path}: raw perf-db for {name!r} not found; pass --raw pointing "
+                               "at the shared data folder (the one holding miopen/ and mituna/).")
+    tables, report = convert_perfdb(path, mituna_dir=Path(raw_root) / "mituna")
+    return write_dataset(Path(out_root) / name, tables,
+                         spec_info(spec, "tuning-optimum", report, tables["splits"]))
 
 
 def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:

@@ -71,7 +71,75 @@ def composition_tables(ds) -> dict[str, pd.DataFrame]:
     return {"by_direction_dtype": by, "by_layout": layout, "kernel_families": fam}
 
 
+def render_tuning_card(ds, data_prefix: str = "") -> str:
+    """Card of a tuning dataset (perf-db optima: no runtimes)."""
+    info = ds.info
+    src = info.get("source", {})
+    clean = info.get("cleaning", {})
+    t = ds.targets
+    per_solver = t.groupby("solver").size().rename("targets").sort_values(ascending=False).reset_index()
+    split_rows = pd.DataFrame([{"split": s, **sizes} for s, sizes in info.get("splits", {}).items()])
+    key_src = ds.problems["key_source"].value_counts().rename_axis("key_source").rename("problems").reset_index() \
+        if "key_source" in ds.problems else pd.DataFrame()
+    scalar_report = {k: v for k, v in clean.items() if isinstance(v, (int, float, str))}
+    return "\n".join([
+        _yaml_front_matter(ds, data_prefix),
+        f"# kbench `{ds.name}`: MIOpen tuning parameters on {info.get('device')}",
+        "",
+        f"Given a convolution problem and a tunable solver, predict the solver's optimal tuning parameters. "
+        f"{len(ds.problems):,} problems, {len(t):,} (problem, solver) optima from MIOpen's perf-db. "
+        f"Dataset version {ds.version}, checksum `{ds.checksum[:16]}`. Load it with `kbench.load(\"{ds.name}\")`.",
+        "",
+        "## Motivation",
+        "Exhaustive tuning of a kernel's parameters is slow; models that predict the optimum (e.g. sequence "
+        "models with constrained decoding) skip it. This dataset gives the recorded optima with standard splits.",
+        "",
+        "## Composition",
+        "Optima per solver:",
+        "",
+        _table(per_solver),
+        "",
+        "How each problem key was resolved (perf-db configs do not store the output size of strided backward "
+        "problems; it is taken from the same device's find-db where possible):",
+        "",
+        _table(key_src) if len(key_src) else "",
+        "",
+        "Tables: `problems` (canonical columns, ids shared with the kernel-selection sets), `targets` "
+        "(problem_id, solver, typed parameter columns, raw `params`), `splits`.",
+        "",
+        "## Censoring",
+        info.get("censoring", {}).get("text", ""),
+        "",
+        "## Collection process",
+        f"MIOpen's perf-db for this device from {src.get('repository', '')} at commit `{src.get('commit', '')}`, "
+        "written by exhaustive tuning runs. kbench did not re-measure.",
+        "",
+        "## Preprocessing and cleaning",
+        "\n".join(f"- {k}: {_fmt(v)}" for k, v in scalar_report.items()),
+        "",
+        "## Splits",
+        "Grouped by geometry and assigned by a stable hash, exactly as for the kernel-selection sets "
+        "(`random` ~ 70/10/20; `networks`: test = real-network layer geometries).",
+        "",
+        _table(split_rows) if len(split_rows) else "",
+        "",
+        "## Uses and out-of-scope uses",
+        "Predicting tuning parameters (seq2seq, classifiers per parameter); not runtime prediction (no times).",
+        "",
+        "## Distribution and maintenance",
+        f"Shipped in the kbench package; license {info.get('license')}. Rebuilt by `kbench build-data {ds.name}`.",
+        "",
+        "## Citation",
+        "```bibtex",
+        info.get("citation", ""),
+        "```",
+        "",
+    ])
+
+
 def render_card(ds, data_prefix: str = "") -> str:
+    if ds.task == "tuning":
+        return render_tuning_card(ds, data_prefix)
     info = ds.info
     clean = info.get("cleaning", {})
     src = info.get("source", {})

@@ -42,13 +42,24 @@ def print_frame(df, title: str | None = None, float_fmt: str = "{:.4g}") -> None
 
 # -- commands -------------------------------------------------------------------
 def cmd_datasets(args) -> int:
+    import pandas as pd
+
     import kbench
     df = kbench.list_datasets()
     if args.json:
         print(df.to_json(orient="records", indent=2))
+    elif args.markdown:
+        cols = ["name", "aliases", "device", "task", "problems", "kernels", "runtimes", "targets", "censoring",
+                "license"]
+        shown = df[df["available"]][cols]
+        print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+        for row in shown.itertuples(index=False):
+            print("| " + " | ".join("" if pd.isna(v) else f"{int(v):,}" if isinstance(v, (int, float)) else str(v)
+                                    for v in row) + " |")
     else:
-        cols = ["name", "aliases", "device", "task", "problems", "kernels", "runtimes", "censoring", "license"]
-        shown = df[cols].astype({c: "Int64" for c in ("problems", "kernels", "runtimes")}).astype(str)
+        cols = ["name", "aliases", "device", "task", "problems", "kernels", "runtimes", "targets", "censoring",
+                "license"]
+        shown = df[cols].astype({c: "Int64" for c in ("problems", "kernels", "runtimes", "targets")}).astype(str)
         print_frame(shown.replace({"<NA>": "", "None": ""}), title="kbench datasets")
     return 0
 
@@ -76,18 +87,22 @@ def cmd_info(args) -> int:
 
 
 def cmd_build_data(args) -> int:
-    from kbench.build import PACKAGE_DATA, build_miopen_dataset
+    from kbench.build import PACKAGE_DATA, build_dataset
     from kbench.cards import write_card
     from kbench.registry import DATASETS, resolve_name
     from kbench.errors import KbenchInputError, suggest
-    names = args.names or [n for n, s in DATASETS.items() if s.vendor == "AMD"]
+    names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     out_root = Path(args.out) if args.out else PACKAGE_DATA
     for name in names:
         canonical = resolve_name(name)
         if canonical is None:
             raise KbenchInputError(f"unknown dataset {name!r}.{suggest(name, list(DATASETS))}")
-        manifest = build_miopen_dataset(canonical, args.raw, out_root)
-        card = write_card(canonical, Path(args.cards), data_root=out_root)
+        manifest = build_dataset(canonical, args.raw, out_root)
+        if DATASETS[canonical].task == "tile-selection":
+            from kbench.sources.cnnopt import write_data_card
+            card = write_data_card(canonical.removesuffix("-tiles"), Path(args.cards) / f"{canonical}.md", args.raw)
+        else:
+            card = write_card(canonical, Path(args.cards), data_root=out_root)
         print(f"{canonical}: {manifest['files']['problems.parquet']['rows']:,} problems -> "
               f"{out_root / canonical}; card {card}")
     return 0
@@ -102,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("datasets", help="list the datasets")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table (as in the README)")
     p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("info", help="describe one dataset")

@@ -23,6 +23,8 @@ from kbench.errors import DataIntegrityError, KbenchInputError, suggest
 from kbench.registry import DATASETS, resolve_name
 
 CORE_TABLES = ("problems", "runtimes", "kernels", "splits")
+# Low-cardinality string columns read as pandas categoricals: faster to load, smaller in memory.
+CATEGORICAL = {"runtimes": ["kernel", "algorithm"], "splits": ["random", "networks"]}
 
 
 class Dataset:
@@ -49,12 +51,22 @@ class Dataset:
         return self.tables["problems"]
 
     @property
-    def runtimes(self) -> pd.DataFrame:
-        return self.tables["runtimes"]
+    def runtimes(self) -> pd.DataFrame | None:
+        """Measured times (None for tuning datasets, which record only the optimum)."""
+        return self.tables.get("runtimes")
 
     @property
-    def kernels(self) -> pd.DataFrame:
-        return self.tables["kernels"]
+    def kernels(self) -> pd.DataFrame | None:
+        return self.tables.get("kernels")
+
+    @property
+    def targets(self) -> pd.DataFrame | None:
+        """Tuning datasets: the optimal parameter tuple per (problem, solver)."""
+        return self.tables.get("targets")
+
+    @property
+    def task(self) -> str:
+        return self.manifest.get("task", "kernel-selection")
 
     @property
     def heuristics(self) -> pd.DataFrame | None:
@@ -75,6 +87,8 @@ class Dataset:
     @property
     def censored(self) -> pd.Series:
         """Per-problem censoring flag, indexed by ``problem_id``."""
+        if "censored" not in self.problems:
+            return pd.Series(False, index=self.problems["problem_id"])
         return self.problems.set_index("problem_id")["censored"]
 
     # -- splits -----------------------------------------------------------------
@@ -128,8 +142,12 @@ class Dataset:
         return rt.loc[idx, ["problem_id", "kernel", "time_ms"]].reset_index(drop=True)
 
     def __repr__(self) -> str:
-        return (f"Dataset({self.name!r}: {len(self.problems):,} problems, {len(self.kernels)} kernels, "
-                f"{len(self.runtimes):,} runtimes, splits={self.split_names}, device={self.info.get('device')!r})")
+        if self.task == "tuning":
+            what = f"{len(self.targets):,} tuned optima"
+        else:
+            what = f"{len(self.kernels)} kernels, {len(self.runtimes):,} runtimes"
+        return (f"Dataset({self.name!r}: {len(self.problems):,} problems, {what}, "
+                f"splits={self.split_names}, device={self.info.get('device')!r})")
 
 
 def _dataset_dir(name: str) -> Path:
@@ -160,7 +178,10 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
             if sha256_file(fpath) != meta["sha256"]:
                 raise DataIntegrityError(f"{fpath}: sha256 does not match the manifest (corrupt). {repair}")
         try:
-            tables[fname.removesuffix(".parquet")] = pq.read_table(fpath).to_pandas()
+            table_name = fname.removesuffix(".parquet")
+            schema_names = pq.read_schema(fpath).names
+            cats = [c for c in CATEGORICAL.get(table_name, []) if c in schema_names]
+            tables[table_name] = pq.read_table(fpath, read_dictionary=cats or None).to_pandas()
         except Exception as exc:  # pyarrow raises several types for a broken file
             raise DataIntegrityError(f"{fpath}: cannot be read as parquet ({exc}). {repair}") from exc
     missing = [t for t in ("problems", "splits") if t not in tables]
@@ -207,6 +228,7 @@ def list_datasets() -> pd.DataFrame:
             "name": spec.name, "aliases": ",".join(spec.aliases), "device": spec.device,
             "vendor": spec.vendor, "task": spec.task,
             "problems": files.get("problems.parquet", {}).get("rows"),
+            "targets": files.get("targets.parquet", {}).get("rows"),
             "kernels": files.get("kernels.parquet", {}).get("rows"),
             "runtimes": files.get("runtimes.parquet", {}).get("rows"),
             "censoring": m.get("censoring", {}).get("rule"), "license": spec.license,

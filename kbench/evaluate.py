@@ -302,4 +302,32 @@ class Evaluator:
     score = __call__
 
 
-__all__ = ["Evaluator", "read_predictions", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]
+def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "random", part: str = "test",
+                    allow_partial: bool = False, method: str | None = None):
+    """Score predicted parameter tuples on a tuning dataset; returns a TuningResult record."""
+    import kbench
+    from kbench.records import TuningResult
+    from kbench.tuning.metrics import score_tuning
+
+    ds = kbench.load(dataset) if isinstance(dataset, str) else dataset
+    path = sha = None
+    if isinstance(preds, (str, Path)):
+        path = str(preds)
+        preds, sha = read_predictions(preds)
+    if "problem_id" not in preds.columns:
+        raise KbenchInputError(f"predictions: missing required column 'problem_id' (columns: {list(preds.columns)}).")
+    ids = ds.split(split)[part]
+    problems = ds.problems[ds.problems["problem_id"].isin(ids)]
+    metrics = score_tuning(preds, ds.targets, solver, problems)
+    if metrics.get("n_missing") and not allow_partial:
+        raise KbenchInputError(
+            f"predictions: {metrics['n_missing']} {solver} problems of {split}/{part} have no prediction; "
+            "predict all of them or pass --allow-partial (missing ones count as wrong and invalid).")
+    return TuningResult(
+        kbench_version=__version__, method=method,
+        dataset=DatasetRef(name=ds.name, version=ds.version, checksum=ds.checksum), split=split, part=part,
+        solver=solver, predictions=PredictionsRef(path=path, sha256=sha, rows=int(len(preds))),
+        metrics={k: v for k, v in metrics.items()})
+
+
+__all__ = ["Evaluator", "evaluate_tuning", "read_predictions", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]

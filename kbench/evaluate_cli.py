@@ -59,6 +59,9 @@ def cmd_evaluate(args) -> int:
     if not args.predictions:
         raise KbenchInputError("give a predictions file (kbench evaluate preds.csv --dataset mi100), "
                                "or --explain for the expected format.")
+    import kbench
+    if kbench.load(args.dataset).task == "tuning":
+        return _evaluate_tuning(args)
     ev = _evaluator(args)
     result = ev(args.predictions, allow_partial=args.allow_partial, method=args.method)
     if args.json:
@@ -71,6 +74,25 @@ def cmd_evaluate(args) -> int:
         print_report(result)
     if args.json and not args.quiet:
         print(f"record written to {args.json}")
+    return 0
+
+
+def _evaluate_tuning(args) -> int:
+    from kbench.cli import _console
+    from kbench.evaluate import evaluate_tuning
+    result = evaluate_tuning(args.dataset, args.predictions, solver=args.solver, split=args.split,
+                             part=args.part, allow_partial=args.allow_partial, method=args.method)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(result.model_dump_json(indent=2) + "\n")
+    if not args.quiet:
+        m = result.metrics
+        console = _console()
+        console.print(f"[bold]{result.dataset.name}[/bold] {result.split}/{result.part} solver {result.solver}")
+        console.print(f"average accuracy {m['average_accuracy']:.4f}   perfect prediction "
+                      f"{m['perfect_prediction']:.4f}   valid share {m.get('valid_share')}")
+        for name, acc in m.get("parameter_accuracy", {}).items():
+            console.print(f"  {name}: {acc:.4f}")
     return 0
 
 
@@ -99,6 +121,7 @@ def register_cli(sub) -> None:
     p.add_argument("--against", metavar="CSV", help="predictions file of the reference heuristic for speed-up")
     p.add_argument("--no-reference", action="store_true", help="skip the speed-up over the heuristic")
     p.add_argument("--method", help="method name stored in the record")
+    p.add_argument("--solver", default="ConvAsm1x1U", help="tuning datasets: the solver whose tuples are scored")
     p.add_argument("--explain", action="store_true", help="print the expected predictions format and exit")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing (with --json)")
     p.set_defaults(func=cmd_evaluate)

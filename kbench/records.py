@@ -104,3 +104,22 @@ def aggregate_seeds(results: list[EvaluationResult], seeds: list[int]) -> Evalua
     base.metrics = avg_tree([r.metrics for r in results])
     base.seeds = SeedSummary(seeds=list(seeds), per_seed=per_seed, mean=mean, std=std)
     return base
+
+
+class TuningResult(BaseModel):
+    """Scores of predicted tuning-parameter tuples on a tuning dataset (seq2seq paper metrics)."""
+
+    model_config = ConfigDict(extra="forbid")
+    record_type: str = "kbench.tuning-evaluation"
+    schema_version: int = RECORD_SCHEMA_VERSION
+    kbench_version: str
+    method: str | None = None
+    dataset: DatasetRef
+    split: str
+    part: str
+    solver: str
+    predictions: PredictionsRef
+    date: str = Field(default_factory=lambda: date.today().isoformat())
+    metrics: dict = Field(description="average_accuracy, perfect_prediction, valid_share, parameter_accuracy, counts")
+    seeds: SeedSummary | None = None
+    extra: dict = Field(default_factory=dict)

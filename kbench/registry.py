@@ -61,6 +61,20 @@ DATASETS: dict[str, DatasetSpec] = {
         _amd("gfx1030", "gfx1030_36", "AMD RDNA2 gfx1030 (36 CUs)", "gfx1030"),
     ]
 }
+
+
+def _tuning(name, alias, device, arch):
+    return DatasetSpec(
+        name=name, aliases=(f"{alias}-tuning",), device=device, arch=arch, vendor="AMD", library="MIOpen",
+        task="tuning", license="MIT", raw_file=f"miopen/{alias}.db.bz2", source=MIOPEN_SOURCE,
+        citation=MIOPEN_CITATION,
+    )
+
+
+for _spec in (_tuning("mi50-tuning", "gfx906_60", "AMD Instinct MI50/MI60 class (gfx906, 60 CUs)", "gfx906"),
+              _tuning("mi300x-tuning", "gfx942130", "AMD Instinct MI300X (gfx942, 304 CUs)", "gfx942")):
+    DATASETS[_spec.name] = _spec
+
 DEFAULT_DATASET = "mi100"
 
 
@@ -76,3 +90,13 @@ def resolve_name(name: str) -> str | None:
 def register(spec: DatasetSpec) -> None:
     """Add a dataset spec (used by the sources that build further datasets)."""
     DATASETS[spec.name] = spec
+
+
+def _register_tile_datasets() -> None:
+    # The tile-size datasets (PACT 2022 artifact) describe themselves in their converter.
+    from kbench.sources.cnnopt import dataset_spec
+    for gpu in ("v100", "rtx2080ti"):
+        register(dataset_spec(gpu))
+
+
+_register_tile_datasets()

@@ -71,8 +71,9 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError, suggest
-from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, stable_hash, to_miopen_key
+from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, parse_miopen_keys, to_miopen_key
 from kbench.sources.cnnopt_features import GPU_SPECS
+from kbench.splits import assign_networks_split
 
 #: HPCRL/AE-PACT commit the raw files come from.
 SOURCE_COMMIT = "7e118b5e7827ffa1254cc681a2c98f2dac67f92d"
@@ -129,10 +130,9 @@ REFERENCE_STANDARD = "cudnn8.2_best_no_fft_winograd"
 REFERENCE_ALL = "cudnn8.2_best_any"
 #: Network names of the cuDNN profile prefixes (``cres3`` -> ResNet-18 layer res3).
 NETWORKS = {"res": "ResNet-18", "yolo": "YOLO-9000", "defo": "DefoNet"}
-#: Share of training-pool geometries carved out as ``valid`` (grouped stable hash).
-VALID_FRACTION = 0.1
-VALID_SALT = "kbench-tiles-valid"
-SPLIT_NAME = "paper"
+#: The standard split (test = the benchmark layers, as in the paper), built by
+#: :func:`kbench.splits.assign_networks_split` like the AMD datasets' ``networks`` split.
+SPLIT_NAME = "networks"
 _NS_PER = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}  # -> ms
 _REG_RE = re.compile(r"^Reg\.timesForProblem(\d+)x(\d+)x(\d+)_(\d+)_(\d+)\.csv(\.gz)?$")
 _PROFILE_RE = re.compile(r"^c(res|yolo|defo)(\d+)-algo(\d+)\.csv(\.gz)?$")
@@ -414,9 +414,15 @@ def _median_of_problem(df: pd.DataFrame) -> pd.Series:
 
 
 def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str, pd.DataFrame], dict]:
-    """Build the tables of one tile dataset and a report of every cleaning step."""
+    """Build the tables of one tile dataset and a report of every cleaning step.
+
+    ``raw_dir`` is the ``cnnopt`` folder or the shared data folder holding it
+    (default :data:`DEFAULT_RAW_DIR`).
+    """
     gpu = resolve_gpu(gpu)
     raw_dir = Path(raw_dir) if raw_dir is not None else DEFAULT_RAW_DIR
+    if (raw_dir / "cnnopt").is_dir():  # the shared data folder itself was given
+        raw_dir = raw_dir / "cnnopt"
     spec = GPU_SPECS[gpu]
     cfg = GPUS[gpu]
     raw, rep = read_tile_folder(raw_dir / cfg["tiles"])
@@ -535,11 +541,12 @@ def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str
     stride2 = raw[(raw["stride"] == 2) & (raw["role"] != "layer")].drop_duplicates("problem_id")
     report["random_stride2_problems_by_file_role"] = {str(k): int(v) for k, v in stride2["role"].value_counts().items()}
 
-    # splits: test = layers, train/valid = random problems by grouped stable hash
-    h = stable_hash(problems["geometry_id"], salt=VALID_SALT)
-    u = h.str.slice(0, 8).apply(int, base=16) / 2.0**32
-    split = np.where(problems["role"] == "layer", "test", np.where(u < VALID_FRACTION, "valid", "train"))
-    splits = pd.DataFrame({"problem_id": problems["problem_id"], SPLIT_NAME: split})
+    # splits: the project's ``networks`` split with the benchmark layers as the network layers:
+    # test = layers, train/valid = random problems by the grouped stable hash of kbench.splits
+    splits = pd.DataFrame({
+        "problem_id": problems["problem_id"],
+        SPLIT_NAME: assign_networks_split(problems, problems[problems["role"] == "layer"]).to_numpy(),
+    })
 
     kernels = kernel_table(runtimes)
     references = reference_table(prof, layers, problems)
@@ -579,31 +586,54 @@ def build_tiles_dataset(gpu: str, raw_dir: str | Path | None = None) -> dict[str
     return convert_tiles(gpu, raw_dir)[0]
 
 
-def dataset_info(gpu: str, report: dict) -> dict:
-    """Manifest information of a tile dataset (source, license, device, counts)."""
+CENSORING_TEXT = (
+    "Benchmark layers (split test) list every valid configuration of the kernel schema(s) measured for "
+    "the layer (complete = True). Random-size problems list a sample of configurations (complete = False): "
+    "an unlisted configuration was not measured, nothing is known about its speed. No list is cut by "
+    "speed (censored = False everywhere).")
+
+
+def dataset_spec(gpu: str):
+    """A :class:`kbench.registry.DatasetSpec` for a tile dataset (the lead registers it)."""
+    from kbench.registry import DatasetSpec
+
     gpu = resolve_gpu(gpu)
     spec = GPU_SPECS[gpu]
+    return DatasetSpec(
+        name=GPUS[gpu]["dataset"], device=spec.name, arch={"v100": "sm_70", "rtx2080ti": "sm_75"}[gpu],
+        vendor="NVIDIA", library="hand-written CUDA kernels (PACT 2022)", task="tile-selection",
+        license="none stated (cite the paper)",
+        raw_file=f"cnnopt/{GPUS[gpu]['tiles']}",
+        source={"repository": f"https://{SOURCE_REPO}", "commit": SOURCE_COMMIT,
+                "folder": f"{GPUS[gpu]['tiles']}/, {GPUS[gpu]['cudnn']}/", "license": "none stated"},
+        citation=CITATION, default_split=SPLIT_NAME,
+    )
+
+
+def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
+    """Manifest information of a tile dataset, with the keys of :func:`kbench.build.spec_info`."""
+    from kbench.build import DATASET_VERSION, split_sizes
+
+    spec = dataset_spec(gpu)
+    cleaning = {k: v for k, v in report.items() if k != "files"}
     return {
-        "name": GPUS[gpu]["dataset"],
-        "device": spec.name,
-        "source": f"{SOURCE_REPO} @ {SOURCE_COMMIT}",
-        "citation": CITATION,
-        "license": "none stated by the source repository; cite the paper",
-        "splits": {SPLIT_NAME: "train = random-size problems, valid = 10% of them by grouped hash, "
-                               "test = network layers"},
+        "name": spec.name, "aliases": list(spec.aliases), "version": DATASET_VERSION,
+        "device": spec.device, "arch": spec.arch, "vendor": spec.vendor, "library": spec.library,
+        "task": spec.task, "license": spec.license, "source": spec.source, "citation": spec.citation,
+        "censoring": {"rule": "complete-layers-sampled-random", "text": CENSORING_TEXT},
+        "default_split": spec.default_split, "cleaning": cleaning, "splits": split_sizes(splits),
         "references": {REFERENCE_STANDARD: "best cuDNN 8.2 legacy algorithm excluding FFT and Winograd",
                        REFERENCE_ALL: "best cuDNN 8.2 legacy algorithm of all eight"},
-        "counts": {k: report[k] for k in ("problems", "runtime_entries", "kernels")},
+        "gpu_spec": GPU_SPECS[resolve_gpu(gpu)].as_dict(),
     }
 
 
 def write_tiles_dataset(gpu: str, out_dir: str | Path, raw_dir: str | Path | None = None) -> dict:
-    """Convert and write one tile dataset with the project's writer; returns the report."""
-    from kbench.build import write_dataset  # provided by the lead's build module
+    """Convert and write one tile dataset with :func:`kbench.build.write_dataset`; returns the manifest."""
+    from kbench.build import write_dataset
 
     tables, report = convert_tiles(gpu, raw_dir)
-    write_dataset(out_dir, tables, dataset_info(gpu, report))
-    return report
+    return write_dataset(out_dir, tables, dataset_info(gpu, report, tables["splits"]))
 
 
 # --------------------------------------------------------------------------- data card
@@ -636,6 +666,14 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
                     + (f"{_fmt(r.time_ms)} ({r.algorithm.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')})"
                        if r is not None else "n/a") + f" | {speed} |")
     speedups = (std["time_ms"] / best["time_ms"].reindex(std.index)).dropna()
+    n_any_better = int((anyref["time_ms"] < std["time_ms"].reindex(anyref.index)).sum())
+    # an example layer whose padding-free input is larger than its output ("same" padding)
+    same = lay[(lay["stride_h"] == 1) & (lay["fil_h"] > 1)].sort_values(["network", "layer"])
+    ex = next(same.itertuples(), None)
+    refx = std.reset_index()
+    refx["x_ref"] = parse_miopen_keys(refx["reference_key"])["x_h"].to_numpy()
+    refx["x_h"] = pr.set_index("problem_id")["x_h"].reindex(refx["problem_id"]).to_numpy()
+    diff = refx[refx["x_ref"] != refx["x_h"]].sort_values("layer")
     sched = rnd["n_listed"]
     by_schema = rt.groupby("schema")["problem_id"].nunique()
     kschema = kn["schema"].value_counts()
@@ -659,8 +697,9 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "  output size H x W, filter R x R, stride. The kernels read an input that is already padded",
         "  (the kernel templates say so and run with padding 0), and the cuDNN reference was run the same way,",
         "  so `problem_id` is the MIOpen key of the padding-free convolution that was measured:",
-        "  pad 0 and input size (y-1)*stride + R. A network layer with \"same\" padding p therefore appears",
-        "  with input size = its input + 2p (e.g. ResNet-18's 3x3 layer at 56x56 is `64-58-58-3x3-64-56-56-...`).",
+        "  pad 0 and input size (y-1)*stride + R. A stride-1 network layer with \"same\" padding p therefore",
+        "  appears with input size = its input + 2p"
+        + (f" (e.g. {ex.network} {ex.layer}: `{ex.problem_id}`)." if ex is not None else "."),
         f"  All {len(pr)} problems satisfy the output-size rule "
         f"({', '.join(f'{k}: {v}' for k, v in report['output_size_status'].items())}).",
         "- A candidate (`kernel`) is a kernel schema plus a tile configuration; the id keeps the source's",
@@ -681,9 +720,10 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "",
         "## Splits",
         "",
-        f"Split `{SPLIT_NAME}` follows the paper: `test` = the benchmark layers ({counts.get('test', 0)}),",
+        f"Split `{SPLIT_NAME}` is the paper's: `test` = the benchmark layers ({counts.get('test', 0)}),",
         f"`train` ({counts.get('train', 0)}) and `valid` ({counts.get('valid', 0)}) = the random-size problems,",
-        f"valid chosen by a stable hash of the geometry ({VALID_FRACTION:.0%} of geometries, salt `{VALID_SALT}`).",
+        "valid chosen by the stable geometry hash of `kbench.splits.assign_networks_split` (the AMD datasets'",
+        "`networks` split, with the benchmark layers as the network layers).",
         "The random-size problems come from the paper's training files (`train_set_*`) and from its",
         "held-out files (`test_set_*`, random sizes the paper used to pick a random seed).",
         "",
@@ -693,7 +733,8 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "without FFT and Winograd (the standard reference). Oracle speed-up = cuDNN time / best measured",
         "configuration.",
         "",
-        "| network | layer | problem_id | schemas | candidates | best ms | best kernel | cuDNN ms (algorithm) | oracle speed-up |",
+        "| network | layer | problem_id | schemas | candidates | best ms | best kernel "
+        "| cuDNN ms (algorithm) | oracle speed-up |",
         "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
@@ -711,7 +752,8 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         f"- The stride-2 training set (`train_set_c_rskernel_stride2.csv`, named by the paper's driver) is not in",
         f"  the source. The only random-size stride-2 problems are "
         f"{sum(s2.values())} from the held-out file ({', '.join(f'{k}: {v}' for k, v in s2.items()) or 'none'}),",
-        f"  so the {report['layers_by_stride'].get('2', 0)} stride-2 layers have almost no training data of their schema.",
+        f"  so the {report['layers_by_stride'].get('2', 0)} stride-2 layers have almost no training data of",
+        "  their schema.",
         f"- Excluded scratch files (`*_test.csv`, byte-identical in the V100 and RTX 2080 Ti folders, so not",
         f"  measurements of both GPUs): {len(report['scratch_files_excluded'])} files, "
         f"{report['scratch_rows_excluded']} rows.",
@@ -759,10 +801,12 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "algorithm ran: "
         + ", ".join(f"{k.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')} {v}"
                     for k, v in report["cudnn_layers_per_algorithm_that_ran"].items()) + ".",
-        "For stride-2 layers cuDNN was given one more input row and column than the kernels (e.g. 230 vs 229",
-        "for ResNet-18's first layer): same output and arithmetic, the extra row is never read; `reference_key`",
-        "keeps the geometry cuDNN ran.",
-        f"Best-any beats the standard reference on {int((anyref['time_ms'] < std['time_ms'].reindex(anyref.index)).sum())}"
+        f"On {len(diff)} layer(s) cuDNN was given a larger input than the kernels read"
+        + (f" (e.g. {diff.iloc[0]['layer']}: input {int(diff.iloc[0]['x_ref'])} vs {int(diff.iloc[0]['x_h'])})"
+           if len(diff) else "")
+        + ": same output and arithmetic, the extra rows and columns are never read; `reference_key` keeps",
+        "the geometry cuDNN ran.",
+        f"Best-any beats the standard reference on {n_any_better}"
         f" of {len(anyref)} layers.",
         "",
         "## Device",

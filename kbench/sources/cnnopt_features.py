@@ -309,3 +309,31 @@ def tile_features(runtimes: pd.DataFrame, problems: pd.DataFrame, gpu: str | Gpu
 def analytical_ranking_score(features: pd.DataFrame) -> pd.Series:
     """The ``analytical`` ablation's score: bandwidth-scaled data movement (lower is better)."""
     return features["analytical_time_s"]
+
+
+#: Problem-size inputs of the paper's models (the "problem sizes" feature group).
+PROBLEM_INPUTS = ["k", "c", "y_h", "y_w", "fil_h", "stride_h"]
+#: Tile-size inputs (the "tile sizes" feature group); the schema enters one-hot.
+TILE_INPUTS = ["schema_RS", "schema_RS2", "schema_S", "tile_k", "tile_h", "tile_w", "warp_k", "warp_h",
+               "warp_w", "block_k", "block_h", "block_w", "c_split"]
+
+
+def feature_groups(runtimes: pd.DataFrame, problems: pd.DataFrame,
+                   gpu: str | GpuSpec) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Model inputs of every runtime row, in the paper's three groups.
+
+    Returns ``(X, groups)``: ``X`` on ``runtimes``' index with the problem sizes,
+    the tile sizes (schema one-hot) and the analytic features; ``groups`` maps
+    ``"problem"``, ``"tile"`` and ``"analytic"`` to their column lists (``ml-rf``
+    uses the first two, ``hybrid-rf`` all three).
+    """
+    prob = problems.drop_duplicates("problem_id").set_index("problem_id")[PROBLEM_INPUTS]
+    x = prob.loc[runtimes["problem_id"].to_numpy()].reset_index(drop=True)
+    x.index = runtimes.index
+    for s in SCHEMAS:
+        x[f"schema_{s}"] = (runtimes["schema"].to_numpy() == s).astype(np.int8)
+    for c in TILE_COLUMNS[1:]:
+        x[c] = runtimes[c].to_numpy()
+    feats = tile_features(runtimes, problems, gpu)
+    x = pd.concat([x, feats], axis=1)
+    return x, {"problem": list(PROBLEM_INPUTS), "tile": list(TILE_INPUTS), "analytic": list(FEATURE_COLUMNS)}

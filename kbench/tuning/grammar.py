@@ -117,15 +117,14 @@ ASM1X1U_LEGAL_VALUES: dict[str, tuple[int, ...]] = {
 _TYPE_SIZE = {"FP32": 4, "FP16": 2, "BF16": 2, "INT8": 1, "FP64": 8}
 
 
-def _i64(v, n=None) -> np.ndarray:
+def _i64(v) -> np.ndarray:
+    """Integer array; missing, non-numeric or non-integral values become -1 (never legal)."""
     a = np.asarray(v)
-    if a.dtype == object or a.dtype.kind not in "iub":
-        a = pd.to_numeric(pd.Series(np.ravel(a)), errors="coerce").to_numpy(dtype=float)
-        a = np.where(np.isnan(a), -1, a).astype(np.int64).reshape(np.shape(v))
-    a = a.astype(np.int64)
-    if n is not None and a.ndim == 0:
-        a = np.full(n, a, dtype=np.int64)
-    return a
+    if a.dtype.kind in "iub":
+        return a.astype(np.int64)
+    f = pd.to_numeric(pd.Series(np.ravel(a), dtype=object), errors="coerce").to_numpy(dtype=float)
+    f = np.where(np.isnan(f) | (f != np.round(f)), -1, f)
+    return f.astype(np.int64).reshape(a.shape)
 
 
 def asm1x1u_problem_inputs(problems: pd.DataFrame) -> pd.DataFrame:

@@ -199,10 +199,11 @@ def _spatial(cfg: pd.DataFrame, dim: str, is3d: np.ndarray):
 def resolve_keys(cfg: pd.DataFrame, known_keys: pd.Series | None = None) -> pd.DataFrame:
     """The problem key of each config row and how its output size was found.
 
-    Returns ``problem_id``, ``key_source`` (see the module doc) and
-    ``n_key_matches`` (how many candidate keys are in ``known_keys``), aligned
-    with ``cfg`` (reset index). Rows with a non-positive spatial size are kept
-    here; :func:`perfdb_tables` drops them.
+    Returns ``problem_id``, ``key_source`` (see the module doc),
+    ``n_key_matches`` (how many candidate keys are in ``known_keys``) and the
+    chosen direction-relative ``out_d/h/w``, aligned with ``cfg`` (reset
+    index). Rows with a non-positive spatial size are kept here;
+    :func:`perfdb_tables` drops them.
     """
     c = cfg.reset_index(drop=True)
     n = len(c)
@@ -250,6 +251,7 @@ def resolve_keys(cfg: pd.DataFrame, known_keys: pd.Series | None = None) -> pd.D
         "problem_id": config_keys(c, chosen["d"], chosen["h"], chosen["w"]).to_numpy(),
         "key_source": source,
         "n_key_matches": n_match,
+        "out_d": chosen["d"], "out_h": chosen["h"], "out_w": chosen["w"],
     })
 
 
@@ -318,12 +320,16 @@ def perfdb_tables(db_path, fdb_path="auto") -> dict:
 
     cfg = joined.drop_duplicates("config_id").reset_index(drop=True)
     keys = resolve_keys(cfg, known)
+    # An empty image (e.g. a 3x3 filter on a 2x2 input without padding) is no convolution.
+    sizes = np.column_stack([cfg[["in_h", "in_w"]].to_numpy(np.int64),
+                             keys[["out_h", "out_w"]].to_numpy(np.int64)])
+    is3d = (cfg["spatial_dim"] == 3).to_numpy()
+    depth = np.column_stack([cfg["in_d"].to_numpy(np.int64), keys["out_d"].to_numpy(np.int64)])
+    degenerate = (sizes <= 0).any(axis=1) | (is3d & (depth <= 0).any(axis=1))
+    cfg, keys = cfg[~degenerate].reset_index(drop=True), keys[~degenerate].reset_index(drop=True)
     problems = parse_miopen_keys(keys["problem_id"], source=Path(db_path).name)
     problems["key_source"] = keys["key_source"].to_numpy()
     problems["config_id"] = cfg["config_id"].to_numpy()
-    sizes = [f"{t}_{s}" for t in ("x", "y") for s in ("d", "h", "w")]
-    degenerate = (problems[sizes] <= 0).any(axis=1)
-    problems = problems[~degenerate].reset_index(drop=True)
     if problems["problem_id"].duplicated().any():
         dup = problems.loc[problems["problem_id"].duplicated(), "problem_id"].head(3).tolist()
         raise DataIntegrityError(f"{Path(db_path).name}: config rows give the same key, e.g. {dup}")
@@ -345,7 +351,7 @@ def perfdb_tables(db_path, fdb_path="auto") -> dict:
         "source": Path(db_path).name,
         "find_db": Path(fdb_path).name if fdb_path is not None else None,
         "perfdb_rows": int(len(joined)),
-        "config_rows": int(len(cfg)),
+        "config_rows": int(len(cfg) + degenerate.sum()),
         "dropped_degenerate_problems": int(degenerate.sum()),
         "dropped_degenerate_rows": int(len(joined) - len(t)),
         "problems": int(len(problems)),

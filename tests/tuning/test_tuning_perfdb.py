@@ -130,8 +130,10 @@ def test_config_key_round_trip(direction, dtype, layout, c, k, n, x, f, pad, s, 
     """config row -> key -> canonical columns -> key is the identity, and the
     canonical output size follows the convolution rule (forward) or is one of
     the s inputs that give the row's dy (backward)."""
-    if x + 2 * pad - d * (f - 1) - 1 < 0:
+    if direction == "F" and x + 2 * pad - d * (f - 1) - 1 < 0:
         return  # empty output: not a convolution
+    if direction != "F" and (x - 1) * s - 2 * pad + d * (f - 1) + 1 < 1:
+        return  # no input size gives this dy
     cfg = pd.DataFrame([[layout, dtype, direction, 2, c, x, x + 1, 1, f, f, 1, k, n, pad, pad, 0,
                          s, s, 0, d, d, 0, 0, g]], columns=_CFG_COLS)
     keys = resolve_keys(cfg)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import bz2
 import sqlite3
 
+import pandas as pd
+
 # MIOpen's perf-db schema (as in the shipped gfx906_60.db).
 CONFIG_SQL = (
     "CREATE TABLE `config` (`id` INTEGER PRIMARY KEY ASC,`layout` TEXT NOT NULL,"
@@ -79,3 +81,12 @@ def make_perfdb(folder, name="gfxtest_1.db", compress=True):
     out.write_bytes(bz2.compress(path.read_bytes()))
     path.unlink()
     return out
+
+
+def problem(direction="F", dtype="FP32", n=16, c=64, k=64, x=14, y=14):
+    """One canonical problem row (1x1, stride 1: x and y given separately)."""
+    return pd.DataFrame([dict(
+        direction=direction, dtype=dtype, cast="", layout="NCHW", spatial_dims=2, n=n, c=c, k=k,
+        groups=1, x_d=1, x_h=x, x_w=x, y_d=1, y_h=y, y_w=y, fil_d=1, fil_h=1, fil_w=1,
+        pad_d=0, pad_h=0, pad_w=0, stride_d=1, stride_h=1, stride_w=1,
+        dil_d=1, dil_h=1, dil_w=1, bias=0)])

@@ -1,0 +1,52 @@
+"""Render bench/results/*.json into the README's performance table (between the bench markers).
+
+    python bench/report.py            # rewrites the block in README.md
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def rows() -> list[str]:
+    res = ROOT / "bench" / "results"
+    out = ["| what | measured | target | machine |", "|---|---|---|---|"]
+
+    def mach(d):
+        m = d.get("machine", {})
+        return f"{m.get('cpu_count')} cores, {m.get('processor')}, Python {m.get('python')}"
+
+    if (res / "load.json").exists():
+        d = json.loads((res / "load.json").read_text())
+        out.append(f"| `kbench.load(\"{d['dataset']}\")`, fresh process, import excluded (median of "
+                   f"{len(d['load_seconds'])}) | {d['load_median_s']:.3f} s | < 0.5 s | {mach(d)} |")
+        out.append(f"| parsing the raw find-db instead (`convert_finddb`) | {d['parse_raw_finddb_s']:.1f} s | | {mach(d)} |")
+    if (res / "evaluate.json").exists():
+        d = json.loads((res / "evaluate.json").read_text())
+        out.append(f"| `Evaluator(...)(preds)` on {d['dataset']} {d['split']}/test ({d['problems']:,} problems, "
+                   f"{d['kernels_per_ranking']} kernels ranked each; median) | {d['api_call_median_s']:.3f} s | < 0.2 s | {mach(d)} |")
+        out.append(f"| whole `kbench evaluate` command, same file (median) | {d['cli_command_median_s']:.2f} s | < 2 s | {mach(d)} |")
+    for extra in sorted(res.glob("*.md")):
+        out.append(extra.read_text().strip())
+    return out
+
+
+def main() -> None:
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    block = START + "\n" + "\n".join(rows()) + "\n" + END
+    if START in text:
+        head, rest = text.split(START, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.replace("BENCH_TABLE", block)
+    readme.write_text(text)
+    print(block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""``python -m kbench.collect WHAT ...``: the ``kbench collect`` commands without the main CLI."""
+
+import sys
+
+from kbench.collect.cli import main
+
+sys.exit(main())

@@ -1,0 +1,895 @@
+"""``kbench collect cudnn``: measure every cuDNN engine configuration per problem.
+
+For each problem (a 2D convolution in one direction, data type and layout) the
+collector
+
+1. builds the convolution as a cuDNN graph with the cuDNN frontend Python API
+   (``conv_fprop`` / ``conv_dgrad`` / ``conv_wgrad``) and asks cuDNN for its
+   execution plans with heuristic mode A, mode B and the fallback list, each
+   on a graph of its own so that each list's order is recorded as cuDNN gave
+   it; a fourth graph asks for all three and holds the union (distinct
+   engine configurations, named like ``eng67_k2=5_k13=0``);
+2. finds each plan's numerical notes (tensor cores, down-converted inputs,
+   reduced-precision reduction, FFT, Winograd, non-determinism) with the
+   frontend's note filters, and its behaviour notes;
+3. builds every plan, runs it once on random data (never zeros) into an output
+   poisoned with NaN, and compares it with PyTorch's convolution computed in
+   float64 from the same inputs: ``rel_err = |out - ref|_2 / |ref|_2``. A plan
+   over the data type's tolerance (:data:`TOLERANCE`) is flagged wrong and
+   never counts as a winner. For FP32 data it also computes the error that
+   TF32 rounding of the inputs alone causes (``e_tf32``) and calls a plan
+   ``fp32`` precise when its error is under a tenth of that, else ``reduced``;
+4. times each plan: a CUDA graph of ``k`` back-to-back executions is captured
+   (``k`` chosen so one replay takes about :data:`COARSE_TARGET_MS`), replayed
+   once to warm up and then timed replay by replay with CUDA events, one plan at
+   a time; time per execution = replay time / ``k``. Every plan gets a coarse
+   time (median of :data:`COARSE_REPLAYS` replays); the plans within
+   :data:`PRECISE_BAND` of the best, cuDNN's own choices and PyTorch's choice
+   are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
+   :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
+   is shared), and the best plan once more at the end (``repeat_ms``, the noise
+   check). The L2 cache is not flushed: back-to-back executions on the same
+   buffers, the way a layer runs inside a network step (stated in the card);
+5. records what PyTorch runs for the same convolution with
+   ``torch.backends.cudnn.benchmark = False``, by matching the kernels it
+   launches (PyTorch profiler) against those of cuDNN's top plans;
+6. records the GPU's clocks and temperature per problem, and the GPU name,
+   driver, CUDA, cuDNN, frontend and PyTorch versions at start and end. It
+   never changes clocks, power limits or any other card setting.
+
+Every failure (a plan that does not build, run, capture or compute the right
+answer) is recorded with its error text and never stops the run. A CUDA error
+that poisons the process ends it with exit code 3 after saving what was done;
+the next run resumes (see :mod:`kbench.collect.writer`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench.errors import KbenchInputError
+
+DIRECTIONS = ("F", "B", "W")
+DTYPES = ("FP16", "BF16", "FP32")
+LAYOUTS = ("NCHW", "NHWC")
+#: relative L2 error over which a plan's output is "wrong" (never a winner)
+TOLERANCE = {"FP16": 1e-2, "BF16": 4e-2, "FP32": 1e-2}
+#: FP32 plan counts as full-FP32 when its error is under this fraction of TF32 rounding's error
+FP32_PRECISE_FRACTION = 0.1
+COARSE_TARGET_MS = 0.5
+MAX_INNER = 100
+COARSE_REPLAYS = 3
+PRECISE_BAND = 0.3
+PRECISE_MAX_PLANS = 8
+PRECISE_ROUNDS = 4
+PRECISE_REPLAYS = 5
+WORKSPACE_CAP = 4 << 30
+TORCH_PROFILE_TOP = 8
+NOTE_NAMES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT",
+              "WINOGRAD", "NONDETERMINISTIC")
+REDUCED_NOTES = {"TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"}
+GEOMETRY = ["n", "c", "k", "groups", "x_h", "x_w", "fil_h", "fil_w", "pad_h", "pad_w",
+            "stride_h", "stride_w", "dil_h", "dil_w"]
+DEFAULTS = {"groups": 1, "pad_h": 0, "pad_w": 0, "stride_h": 1, "stride_w": 1, "dil_h": 1, "dil_w": 1}
+ALIASES = {"h": "x_h", "w": "x_w", "r": "fil_h", "s": "fil_w", "g": "groups"}
+
+
+class FatalCudaError(RuntimeError):
+    """The CUDA context is unusable: end the process, the next run resumes."""
+
+
+# ---------------------------------------------------------------------------- problems
+def parse_list(value: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    if value is None:
+        return allowed
+    items = tuple(v.strip().upper() for v in str(value).split(",") if v.strip())
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise KbenchInputError(f"--{what}: {', '.join(bad) or 'nothing'} not understood; "
+                               f"choose from {','.join(allowed)}")
+    return items
+
+
+def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=None) -> pd.DataFrame:
+    """Read a problems CSV (e.g. the corpus) into one row per problem-direction, with its key.
+
+    Required columns: n, c, k, x_h, x_w, fil_h, fil_w (or h, w, r, s). Optional:
+    groups, pad_*, stride_*, dil_* (defaults 1/0/1/1), dtype, layout (else
+    every one of ``dtypes`` / ``layouts``), order, kind, sources.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise KbenchInputError(f"{path}: problems file not found.")
+    try:
+        df = pd.read_csv(path)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
+        raise KbenchInputError(f"{path}: cannot read as CSV ({exc}).") from None
+    df = df.rename(columns={k: v for k, v in ALIASES.items() if k in df and v not in df})
+    missing = [c for c in ("n", "c", "k", "x_h", "x_w", "fil_h", "fil_w") if c not in df]
+    if missing:
+        raise KbenchInputError(f"{path}: missing column(s) {', '.join(missing)}; a problems file needs "
+                               "n, c, k, x_h, x_w, fil_h, fil_w (optional groups, pad_*, stride_*, dil_*, "
+                               "dtype, layout).")
+    for col, default in DEFAULTS.items():
+        if col not in df:
+            df[col] = default
+    geo = df[GEOMETRY].apply(pd.to_numeric, errors="coerce")
+    bad = geo.isna().any(axis=1) | (geo[["n", "c", "k", "groups", "x_h", "x_w", "fil_h", "fil_w",
+                                        "stride_h", "stride_w", "dil_h", "dil_w"]] < 1).any(axis=1)
+    bad |= (geo[["pad_h", "pad_w"]] < 0).any(axis=1)
+    bad |= (geo["c"] % geo["groups"] != 0) | (geo["k"] % geo["groups"] != 0)
+    df[GEOMETRY] = geo.fillna(1).astype(np.int64)
+    from kbench.problem import expected_output_size
+    for s in ("h", "w"):
+        df[f"y_{s}"] = expected_output_size(df[f"x_{s}"], df[f"fil_{s}"], df[f"pad_{s}"],
+                                            df[f"stride_{s}"], df[f"dil_{s}"])
+    bad |= (df["y_h"] < 1) | (df["y_w"] < 1)
+    if bad.any():
+        rows = ", ".join(str(i + 2) for i in np.flatnonzero(bad.to_numpy())[:5])
+        raise KbenchInputError(f"{path}: {int(bad.sum())} row(s) are not valid convolutions (non-integer "
+                               f"or non-positive sizes, channels not divisible by groups, or an empty "
+                               f"output), e.g. line(s) {rows}.")
+    df = _expand(df, "dtype", dtypes, DTYPES, path)
+    df = _expand(df, "layout", layouts, LAYOUTS, path)
+    if "order" not in df:
+        df["order"] = np.arange(len(df))
+    for col in ("kind", "sources"):
+        if col not in df:
+            df[col] = ""
+    df = df.sort_values("order", kind="stable").reset_index(drop=True)
+    out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
+    out["direction"] = list(directions) * len(df)
+    out["key"] = problem_keys(out)
+    out["kind"] = out["kind"].fillna("").astype(str)
+    out["sources"] = out["sources"].fillna("").astype(str)
+    return out.drop_duplicates("key").reset_index(drop=True)
+
+
+def _expand(df, col, wanted, allowed, path):
+    if col in df:
+        df[col] = df[col].astype(str).str.upper()
+        bad = ~df[col].isin(allowed)
+        if bad.any():
+            raise KbenchInputError(f"{path}: column {col} has {sorted(df.loc[bad, col].unique())[:5]}; "
+                                   f"allowed: {', '.join(allowed)}")
+        return df[df[col].isin(wanted)] if wanted else df
+    values = wanted or allowed
+    return df.merge(pd.DataFrame({col: list(values)}), how="cross")
+
+
+def canonical(df: pd.DataFrame) -> pd.DataFrame:
+    """Canonical problem columns (docs/data_model.md) for problem-direction rows."""
+    out = pd.DataFrame(index=df.index)
+    out["direction"] = df["direction"].astype(str)
+    out["dtype"] = df["dtype"].astype(str)
+    out["cast"] = ""
+    lay = df["layout"].astype(str)
+    out["layout_x"], out["layout_w"], out["layout_y"] = lay, lay, lay
+    out["spatial_dims"] = np.int8(2)
+    for col in ("n", "c", "k", "groups"):
+        out[col] = df[col].astype(np.int64)
+    for p in ("x", "y", "fil", "pad", "stride", "dil"):
+        out[f"{p}_d"] = 0 if p == "pad" else 1
+        out[f"{p}_h"] = df[f"{p}_h"].astype(np.int64)
+        out[f"{p}_w"] = df[f"{p}_w"].astype(np.int64)
+    out["bias"] = np.int8(0)
+    return out
+
+
+def problem_keys(df: pd.DataFrame) -> pd.Series:
+    """MIOpen problem keys built from the true geometry (:func:`kbench.problem.to_miopen_key`)."""
+    from kbench.problem import to_miopen_key
+    can = canonical(df.reset_index(drop=True))
+    return pd.Series(to_miopen_key(can).to_numpy(), index=df.index, dtype=str)
+
+
+# ---------------------------------------------------------------------------- pure helpers
+def timing_stats(per_exec_ms: list[float]) -> dict:
+    """median, min, quartiles and count of per-execution times."""
+    a = np.asarray([v for v in per_exec_ms if v is not None and np.isfinite(v)], dtype=float)
+    if not len(a):
+        return {"median": None, "min": None, "q1": None, "q3": None, "n": 0}
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {"median": float(med), "min": float(a.min()), "q1": float(q1), "q3": float(q3), "n": int(len(a))}
+
+
+def inner_count(single_ms: float, target_ms: float = COARSE_TARGET_MS, cap: int = MAX_INNER) -> int:
+    """Executions per captured graph so that one replay takes about ``target_ms``."""
+    if not single_ms or not np.isfinite(single_ms) or single_ms <= 0:
+        return 1
+    return int(min(cap, max(1, math.ceil(target_ms / single_ms))))
+
+
+def classify_note_probe(message: str) -> bool | None:
+    """Read a note probe's build error: True = the plan has the note, False = not, None = unclear.
+
+    The probe graph keeps only plans WITH the note (``select_numeric_notes``)
+    and bars every plan by a workspace limit of -1 bytes: a plan without the
+    note fails as "deselected", one with it passes the note filter and fails on
+    the workspace limit. Neither builds anything.
+    """
+    m = message.lower()
+    if "deselecting execution plan" in m and "workspace" not in m:
+        return False
+    if "workspace" in m:
+        return True
+    return None
+
+
+def default_set(plan: dict, dtype: str, notes_reliable: bool) -> bool:
+    """Is a plan in the default candidate set of its data type?
+
+    FP32: full-FP32 arithmetic only (calibrated error class ``fp32``, and no
+    tensor-core / down-convert / reduced-precision note where notes are
+    known); TF32 and down-converting plans form the opt-in ``tf32`` variant.
+    FP16/BF16: every plan without a reduced-precision-reduction note.
+    """
+    notes = set(filter(None, (plan.get("numeric_notes") or "").split(";"))) if notes_reliable else set()
+    if dtype == "FP32":
+        if plan.get("precision") != "fp32":
+            return False
+        return not (notes & REDUCED_NOTES)
+    return "REDUCED_PRECISION_REDUCTION" not in notes
+
+
+def split_segments(kernel_names: list[str], marker: str = "spin_kernel") -> list[list[str]]:
+    """Split a stream's kernel names (in time order) at marker kernels."""
+    segs, cur = [], []
+    for name in kernel_names:
+        if marker in name:
+            segs.append(cur)
+            cur = []
+        else:
+            cur.append(name)
+    segs.append(cur)
+    return segs
+
+
+def match_torch(torch_kernels: list[str], plan_kernels: dict[str, list[str]]) -> list[str]:
+    """Plans whose kernel sequence equals the cuDNN kernels PyTorch launched.
+
+    PyTorch may add its own kernels around cuDNN's (layout copies, fills);
+    those are dropped first: only names that some plan also launched count.
+    """
+    known = {k for ks in plan_kernels.values() for k in ks}
+    core = [k for k in torch_kernels if k in known]
+    if not core:
+        return []
+    return [p for p, ks in plan_kernels.items() if ks == core]
+
+
+# ---------------------------------------------------------------------------- environment
+SMI_FIELDS = ["name", "driver_version", "pci.bus_id", "clocks.sm", "clocks.mem", "clocks.max.sm",
+              "clocks.max.mem", "temperature.gpu", "power.draw", "power.limit", "pstate",
+              "clocks_event_reasons.active", "memory.total", "persistence_mode", "compute_mode"]
+
+
+def nvidia_smi() -> dict:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=30)
+        vals = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
+        return {f"smi_{k.replace('.', '_')}": v for k, v in zip(SMI_FIELDS, vals)}
+    except Exception as exc:  # noqa: BLE001
+        return {"smi_error": str(exc)[:300]}
+
+
+def environment(torch, cudnn_fe) -> dict:
+    props = torch.cuda.get_device_properties(0)
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "cc": f"{props.major}.{props.minor}",
+        "gpu_memory_bytes": int(props.total_memory),
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_cudnn": torch.backends.cudnn.version(),
+        "cudnn_backend": cudnn_fe.backend_version_string() if cudnn_fe else None,
+        "cudnn_frontend": getattr(cudnn_fe, "__version__", None),
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "torch_allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "env_NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+        "env_CUDNN_FRONTEND_ENABLE_FROST_ENGINES": os.environ.get("CUDNN_FRONTEND_ENABLE_FROST_ENGINES"),
+    }
+    env.update(nvidia_smi())
+    return env
+
+
+class _Nvml:
+    """SM clock and temperature per problem through NVML (read only)."""
+
+    def __init__(self):
+        self.h = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:  # noqa: BLE001
+            self.h = None
+
+    def sample(self) -> dict:
+        if self.h is None:
+            return {}
+        try:
+            nv = self.nv
+            return {"sm_clock_mhz": nv.nvmlDeviceGetClockInfo(self.h, nv.NVML_CLOCK_SM),
+                    "temp_c": nv.nvmlDeviceGetTemperature(self.h, nv.NVML_TEMPERATURE_GPU)}
+        except Exception:  # noqa: BLE001
+            return {}
+
+
+# ---------------------------------------------------------------------------- the GPU part
+@dataclass
+class Options:
+    notes: bool = True
+    torch_choice: bool = True
+    precise: bool = True
+    seed: int = 0
+
+
+@dataclass
+class PlanState:
+    index: int
+    rec: dict
+    graph: object = None  # captured CUDA graph
+    k: int = 1
+    times: list = field(default_factory=list)
+
+
+class CudnnCollector:
+    """Holds the GPU state (torch, cuDNN handle, stream) and measures one problem at a time."""
+
+    def __init__(self, options: Options | None = None):
+        import torch
+        import cudnn  # nvidia-cudnn-frontend
+        self.torch, self.cudnn = torch, cudnn
+        self.opt = options or Options()
+        if not torch.cuda.is_available():
+            raise KbenchInputError("collect cudnn needs a CUDA GPU; none is visible to PyTorch.")
+        torch.backends.cudnn.benchmark = False
+        self.stream = torch.cuda.Stream()
+        self.handle = cudnn.create_handle()
+        cudnn.set_stream(handle=self.handle, stream=self.stream.cuda_stream)
+        self.nvml = _Nvml()
+        self.gen = torch.Generator(device="cuda")
+        self.gen.manual_seed(self.opt.seed)
+        self.workspace = torch.empty(1, dtype=torch.uint8, device="cuda")
+        self.notes_reliable = None  # decided on the first problem (see _note_probe_check)
+        cd = cudnn.data_type
+        self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
+        self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
+        hm = cudnn.heur_mode
+        self.modes = {"a": hm.A, "b": hm.B, "fallback": hm.FALLBACK}
+        nn = cudnn.numerical_note
+        self.notes = {n: getattr(nn, n) for n in NOTE_NAMES if hasattr(nn, n)}
+
+    def env(self) -> dict:
+        return environment(self.torch, self.cudnn)
+
+    # -- tensors ------------------------------------------------------------------
+    def _rand(self, shape, dtype, channels_last):
+        t = self.torch
+        x = t.empty(shape, dtype=t.float32, device="cuda").uniform_(-1, 1, generator=self.gen)
+        x = x.to(dtype)
+        return x.contiguous(memory_format=t.channels_last) if channels_last else x.contiguous()
+
+    def _tensors(self, p):
+        t = self.torch
+        cl = p["layout"] == "NHWC"
+        dt = self.tdt[p["dtype"]]
+        xs = (p["n"], p["c"], p["x_h"], p["x_w"])
+        ws = (p["k"], p["c"] // p["groups"], p["fil_h"], p["fil_w"])
+        ys = (p["n"], p["k"], p["y_h"], p["y_w"])
+        d = p["direction"]
+
+        def empty(shape):
+            e = t.empty(shape, dtype=dt, device="cuda")
+            return e.contiguous(memory_format=t.channels_last) if cl else e
+        x = self._rand(xs, dt, cl) if d in "FW" else empty(xs)
+        w = self._rand(ws, dt, cl) if d in "FB" else empty(ws)
+        y = self._rand(ys, dt, cl) if d in "BW" else empty(ys)
+        out = {"F": y, "B": x, "W": w}[d]
+        return x, w, y, out
+
+    def _reference(self, p, x, w, y):
+        """float64 PyTorch result of the same convolution from the same inputs."""
+        t = self.torch
+        args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
+                    dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
+        return self._torch_conv(p, x.double().contiguous(), w.double().contiguous(),
+                                y.double().contiguous(), args)
+
+    def _torch_conv(self, p, x, w, y, args):
+        t = self.torch
+        d = p["direction"]
+        if d == "F":
+            return t.nn.functional.conv2d(x, w, None, **args)
+        mask = [True, False, False] if d == "B" else [False, True, False]
+        res = t.ops.aten.convolution_backward(y, x, w, None, list(args["stride"]), list(args["padding"]),
+                                              list(args["dilation"]), False, [0, 0], args["groups"], mask)
+        return res[0] if d == "B" else res[1]
+
+    # -- graphs -----------------------------------------------------------------------
+    def _graph(self, p, x, w, y):
+        cudnn = self.cudnn
+        g = cudnn.pygraph(io_data_type=self.cdt[p["dtype"]], intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
+        kw = dict(padding=[p["pad_h"], p["pad_w"]], stride=[p["stride_h"], p["stride_w"]],
+                  dilation=[p["dil_h"], p["dil_w"]], compute_data_type=cudnn.data_type.FLOAT)
+        d = p["direction"]
+        cdt = self.cdt[p["dtype"]]
+        if d == "F":
+            X = g.tensor(name="X", dim=list(x.size()), stride=list(x.stride()), data_type=cdt)
+            W = g.tensor(name="W", dim=list(w.size()), stride=list(w.stride()), data_type=cdt)
+            O = g.conv_fprop(image=X, weight=W, name="conv", **kw)
+            O.set_output(True).set_dim(list(y.size())).set_stride(list(y.stride())).set_data_type(cdt)
+            pack = {X: x, W: w, O: y}
+        elif d == "B":
+            DY = g.tensor(name="DY", dim=list(y.size()), stride=list(y.stride()), data_type=cdt)
+            W = g.tensor(name="W", dim=list(w.size()), stride=list(w.stride()), data_type=cdt)
+            O = g.conv_dgrad(loss=DY, filter=W, name="dgrad", **kw)
+            O.set_output(True).set_dim(list(x.size())).set_stride(list(x.stride())).set_data_type(cdt)
+            pack = {DY: y, W: w, O: x}
+        else:
+            X = g.tensor(name="X", dim=list(x.size()), stride=list(x.stride()), data_type=cdt)
+            DY = g.tensor(name="DY", dim=list(y.size()), stride=list(y.stride()), data_type=cdt)
+            O = g.conv_wgrad(image=X, loss=DY, name="wgrad", **kw)
+            O.set_output(True).set_dim(list(w.size())).set_stride(list(w.stride())).set_data_type(cdt)
+            pack = {X: x, DY: y, O: w}
+        g.validate()
+        g.build_operation_graph()
+        return g, pack
+
+    def _plan_list(self, p, x, w, y, modes, note=None):
+        """(graph, pack, [plan names], error) for ``modes`` (list of heur_mode)."""
+        try:
+            g, pack = self._graph(p, x, w, y)
+            if note is not None:
+                g.select_numeric_notes([note])
+                g.deselect_workspace_greater_than(-1)
+            g.create_execution_plans(modes)
+            names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+            return g, pack, names, ""
+        except Exception as exc:  # noqa: BLE001
+            return None, None, [], _err(exc)
+
+    def _note_flags(self, p, x, w, y, names, all_modes) -> dict[str, set]:
+        """{plan name: set of numerical notes}, from one filter-probe graph per note."""
+        flags = {n: set() for n in names}
+        unclear = 0
+        for note_name, note in self.notes.items():
+            g, _, pnames, err = self._plan_list(p, x, w, y, all_modes, note=note)
+            if g is None:
+                raise RuntimeError(f"note probe {note_name}: {err}")
+            for i, name in enumerate(pnames):
+                try:
+                    g.build_plan_at_index(i)
+                    has = True  # built despite the -1 byte limit: cannot happen unless the filter is off
+                    unclear += 1
+                except Exception as exc:  # noqa: BLE001
+                    has = classify_note_probe(str(exc))
+                    if has is None:
+                        unclear += 1
+                        continue
+                if has and name in flags:
+                    flags[name].add(note_name)
+        if unclear:
+            raise RuntimeError(f"note probe: {unclear} unclear answers")
+        return flags
+
+    # -- execution and timing -----------------------------------------------------------
+    def _run(self, g, pack, index):
+        g.execute_plan_at_index(pack, self.workspace, index=index, handle=self.handle)
+
+    def _check_cuda(self):
+        t = self.torch
+        try:
+            t.cuda.synchronize()
+            v = t.ones(1, device="cuda").add_(1).item()
+            if v != 2.0:
+                raise FatalCudaError("CUDA sanity check computed a wrong value")
+        except FatalCudaError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise FatalCudaError(f"CUDA context unusable: {_err(exc)}") from exc
+
+    def _single_ms(self, g, pack, index) -> float:
+        t = self.torch
+        s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        with t.cuda.stream(self.stream):
+            s.record()
+            self._run(g, pack, index)
+            e.record()
+        e.synchronize()
+        return s.elapsed_time(e)
+
+    def _capture(self, g, pack, index, k):
+        t = self.torch
+        cg = t.cuda.CUDAGraph()
+        with t.cuda.stream(self.stream):
+            cg.capture_begin(capture_error_mode="thread_local")
+            try:
+                for _ in range(k):
+                    self._run(g, pack, index)
+            finally:
+                cg.capture_end()
+        return cg
+
+    def _replays(self, ps: PlanState, n: int) -> list[float]:
+        t = self.torch
+        evs = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(n)]
+        with t.cuda.stream(self.stream):
+            for s, e in evs:
+                s.record()
+                ps.graph.replay()
+                e.record()
+        self.stream.synchronize()
+        return [s.elapsed_time(e) / ps.k for s, e in evs]
+
+    def _eager(self, g, pack, index, k, n) -> list[float]:
+        """Fallback when capture fails: k back-to-back launches behind a spin kernel."""
+        t = self.torch
+        out = []
+        for _ in range(n):
+            s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            with t.cuda.stream(self.stream):
+                t.cuda._sleep(int(k * 100e-6 * 1.5e9))  # keeps the GPU busy while the host queues
+                s.record()
+                for _ in range(k):
+                    self._run(g, pack, index)
+                e.record()
+            e.synchronize()
+            out.append(s.elapsed_time(e) / k)
+        return out
+
+    # -- PyTorch's choice --------------------------------------------------------------
+    def _torch_choice(self, p, x, w, y, g, pack, indices, names) -> dict:
+        t = self.torch
+        import tempfile
+        args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
+                    dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
+        xx, ww, yy = x.clone(), w.clone(), y.clone()  # torch writes its own outputs; keep ours
+        with t.cuda.stream(self.stream):
+            self._torch_conv(p, xx, ww, yy, args)  # warm: torch builds its plan outside the profile
+        self.stream.synchronize()
+        acts = [t.profiler.ProfilerActivity.CUDA]
+        with t.profiler.profile(activities=acts) as prof:
+            with t.cuda.stream(self.stream):
+                self._torch_conv(p, xx, ww, yy, args)
+                t.cuda._sleep(100)
+                for i in indices:
+                    self._run(g, pack, i)
+                    t.cuda._sleep(100)
+            self.stream.synchronize()
+        with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+            prof.export_chrome_trace(fh.name)
+            trace = json.load(open(fh.name))
+        evs = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
+        evs.sort(key=lambda e: e.get("ts", 0))
+        segs = split_segments([e["name"] for e in evs])
+        torch_k = segs[0] if segs else []
+        plan_k = {names[i]: segs[j + 1] for j, i in enumerate(indices) if j + 1 < len(segs)}
+        matched = match_torch(torch_k, plan_k)
+        return {"torch_kernels": "|".join(torch_k)[:2000], "torch_plans": ";".join(matched),
+                "torch_status": "matched" if matched else "unmatched", "plan_kernels": plan_k}
+
+    # -- one problem ------------------------------------------------------------------
+    def measure(self, p: dict) -> tuple[dict, list[dict]]:
+        t = self.torch
+        t0 = time.perf_counter()
+        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *GEOMETRY, "y_h", "y_w")}
+        rec.update(kind=p.get("kind", ""), sources=p.get("sources", ""), order=int(p.get("order", -1)),
+                   flop=2.0 * p["n"] * p["k"] * (p["c"] // p["groups"]) * p["fil_h"] * p["fil_w"]
+                   * p["y_h"] * p["y_w"], status="ok", error="")
+        rec.update({f"{k}_start": v for k, v in self.nvml.sample().items()})
+        try:
+            x, w, y, out = self._tensors(p)
+            ref = self._reference(p, x, w, y)
+            ref_norm = float(ref.norm())
+            e_tf32 = None
+            if p["dtype"] == "FP32":
+                tx, tw, ty = (_tf32_round(t, v) for v in (x, w, y))
+                rt = self._reference(p, tx, tw, ty)
+                e_tf32 = float((rt - ref).norm()) / ref_norm if ref_norm > 0 else None
+                del rt, tx, tw, ty
+            rec.update(ref_norm=ref_norm, e_tf32=e_tf32)
+        except Exception as exc:  # noqa: BLE001
+            self._check_cuda()
+            rec.update(status="failed", error="setup: " + _err(exc))
+            return rec, []
+        plans = self._measure_plans(p, rec, x, w, y, out, ref, ref_norm, e_tf32)
+        rec.update({f"{k}_end": v for k, v in self.nvml.sample().items()})
+        rec["t_total_s"] = time.perf_counter() - t0
+        del x, w, y, out, ref
+        return rec, plans
+
+    def _measure_plans(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32):
+        t = self.torch
+        cudnn = self.cudnn
+        # 1. cuDNN's lists, one graph per heuristic mode, then the union.
+        for tag, mode in self.modes.items():
+            _, _, names, err = self._plan_list(p, x, w, y, [mode])
+            rec[f"heur_{tag}"] = ";".join(names)
+            rec[f"heur_{tag}_error"] = err
+        all_modes = list(self.modes.values())
+        g, pack, names, err = self._plan_list(p, x, w, y, all_modes)
+        rec["n_plans"] = len(names)
+        if g is None or not names:
+            rec.update(status="no_plans", error=err or "cuDNN proposed no plan")
+            return []
+        ranks = {tag: {n: i for i, n in enumerate(rec[f"heur_{tag}"].split(";")) if n}
+                 for tag in self.modes}
+        # 2. notes
+        flags, notes_err = None, ""
+        if self.opt.notes and self.notes_reliable is not False:
+            try:
+                flags = self._note_flags(p, x, w, y, names, all_modes)
+            except Exception as exc:  # noqa: BLE001
+                notes_err = _err(exc)
+        rec["notes_error"] = notes_err
+        plans: list[PlanState] = []
+        t_build = time.perf_counter()
+        for i, name in enumerate(names):
+            r = {"plan": name, "engine_id": None, "knobs": "", "behavior_notes": "",
+                 "numeric_notes": None if flags is None else ";".join(sorted(flags.get(name, ()))),
+                 "rank_a": ranks["a"].get(name, -1), "rank_b": ranks["b"].get(name, -1),
+                 "rank_fallback": ranks["fallback"].get(name, -1), "build_ok": False, "build_error": "",
+                 "exec_ok": False, "exec_error": "", "correct": False, "rel_err": None, "precision": "",
+                 "workspace_bytes": None, "timing_method": "", "inner_k": None}
+            try:
+                eid, knobs = g.get_engine_and_knobs_at_index(i)
+                r["engine_id"] = int(eid)
+                r["knobs"] = json.dumps({str(getattr(k, "name", k)): int(v) for k, v in knobs.items()},
+                                        sort_keys=True)
+            except Exception as exc:  # noqa: BLE001
+                r["knobs_error"] = _err(exc)
+            try:
+                bn = g.get_behavior_notes_for_plan_at_index(i)
+                r["behavior_notes"] = ";".join(sorted(str(getattr(b, "name", b)) for b in bn))
+            except Exception as exc:  # noqa: BLE001
+                r["behavior_notes_error"] = _err(exc)
+            tb = time.perf_counter()
+            try:
+                g.build_plan_at_index(i)
+                r["build_ok"] = True
+                r["workspace_bytes"] = int(g.get_workspace_size_plan_at_index(i))
+            except Exception as exc:  # noqa: BLE001
+                r["build_error"] = _err(exc)
+            r["build_ms"] = 1e3 * (time.perf_counter() - tb)
+            plans.append(PlanState(i, r))
+        rec["t_build_s"] = time.perf_counter() - t_build
+        built = [ps for ps in plans if ps.rec["build_ok"]]
+        rec["n_built"] = len(built)
+        # 3. one workspace for all (captured graphs keep its address)
+        ws_need = max([ps.rec["workspace_bytes"] for ps in built
+                       if ps.rec["workspace_bytes"] <= WORKSPACE_CAP] + [1])
+        if self.workspace.numel() < ws_need:
+            self.workspace = None
+            t.cuda.empty_cache()
+            self.workspace = t.empty(ws_need, dtype=t.uint8, device="cuda")
+        # 4. run once, check, capture, coarse timing
+        t_time = time.perf_counter()
+        tol = TOLERANCE[p["dtype"]]
+        for ps in built:
+            r = ps.rec
+            if r["workspace_bytes"] > WORKSPACE_CAP:
+                r["exec_error"] = f"workspace {r['workspace_bytes']} bytes over the {WORKSPACE_CAP} cap"
+                continue
+            try:
+                out.fill_(float("nan"))
+                with t.cuda.stream(self.stream):
+                    self._run(g, pack, ps.index)
+                self.stream.synchronize()
+                r["exec_ok"] = True
+            except Exception as exc:  # noqa: BLE001
+                r["exec_error"] = _err(exc)
+                self._check_cuda()
+                continue
+            err = float((out.double() - ref).norm()) / ref_norm if ref_norm > 0 else float((out.double() - ref).norm())
+            r["rel_err"] = err if math.isfinite(err) else None
+            r["correct"] = bool(math.isfinite(err) and err <= tol)
+            if p["dtype"] == "FP32":
+                r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
+                                  else "reduced")
+            try:
+                single = self._single_ms(g, pack, ps.index)
+                ps.k = inner_count(single)
+                ps.graph = self._capture(g, pack, ps.index, ps.k)
+                r["timing_method"] = "graph"
+                warm = self._replays(ps, 1)[0]  # warm-up replay (time per execution)
+                if warm * ps.k < COARSE_TARGET_MS / 2 and ps.k < MAX_INNER:
+                    # one launch measured the host too: re-capture with k from the replay
+                    ps.k = inner_count(warm)
+                    ps.graph = self._capture(g, pack, ps.index, ps.k)
+                    self._replays(ps, 1)
+                ps.times = self._replays(ps, COARSE_REPLAYS)
+            except Exception as exc:  # noqa: BLE001
+                r["capture_error"] = _err(exc)
+                ps.graph = None
+                self._check_cuda()
+                try:
+                    ps.times = self._eager(g, pack, ps.index, ps.k, COARSE_REPLAYS)
+                    r["timing_method"] = "eager"
+                except Exception as exc2:  # noqa: BLE001
+                    r["exec_error"] = _err(exc2)
+                    r["exec_ok"] = False
+                    self._check_cuda()
+                    continue
+            r["inner_k"] = ps.k
+            st = timing_stats(ps.times)
+            r.update(coarse_ms=st["median"], coarse_n=st["n"] * ps.k)
+        timed = [ps for ps in built if ps.rec.get("coarse_ms") is not None]
+        valid = [ps for ps in timed if ps.rec["correct"]]
+        rec["n_valid"] = len(valid)
+        # 5. PyTorch's choice
+        by_name = {ps.rec["plan"]: ps for ps in plans}
+        torch_plans: list[str] = []
+        if self.opt.torch_choice:
+            a_order = [n for n in rec["heur_a"].split(";") if n in by_name and by_name[n].rec["exec_ok"]]
+            cand = a_order[:TORCH_PROFILE_TOP]
+            if valid:
+                best = min(valid, key=lambda q: q.rec["coarse_ms"]).rec["plan"]
+                if best not in cand:
+                    cand.append(best)
+            try:
+                tc = self._torch_choice(p, x, w, y, g, pack, [by_name[n].index for n in cand], names)
+                for n, ks in tc.pop("plan_kernels").items():
+                    by_name[n].rec["kernels"] = "|".join(ks)[:2000]
+                rec.update(tc)
+                torch_plans = [n for n in rec["torch_plans"].split(";") if n]
+            except Exception as exc:  # noqa: BLE001
+                rec.update(torch_status="error", torch_error=_err(exc))
+                self._check_cuda()
+        # 6. precise re-timing
+        if self.opt.precise and valid:
+            chosen = self._precise_candidates(p, valid, rec, torch_plans)
+            rounds: dict[int, list] = {ps.index: [] for ps in chosen}
+            for _ in range(PRECISE_ROUNDS):
+                for ps in chosen:
+                    reps = (self._replays(ps, PRECISE_REPLAYS) if ps.graph is not None
+                            else self._eager(g, pack, ps.index, ps.k, PRECISE_REPLAYS))
+                    rounds[ps.index] += reps
+            for ps in chosen:
+                st = timing_stats(rounds[ps.index])
+                ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
+                              precise_q3_ms=st["q3"], precise_n=st["n"] * ps.k)
+            best = min(chosen, key=lambda q: q.rec["precise_ms"])
+            reps = (self._replays(best, PRECISE_ROUNDS * PRECISE_REPLAYS) if best.graph is not None
+                    else self._eager(g, pack, best.index, best.k, PRECISE_ROUNDS * PRECISE_REPLAYS))
+            best.rec["repeat_ms"] = timing_stats(reps)["median"]
+            rec["n_precise"] = len(chosen)
+        rec["t_time_s"] = time.perf_counter() - t_time
+        for ps in plans:
+            ps.graph = None
+        if self.notes_reliable is None and flags is not None:
+            self.notes_reliable = True
+        return [ps.rec for ps in plans]
+
+    def _precise_candidates(self, p, valid, rec, torch_plans):
+        best = min(q.rec["coarse_ms"] for q in valid)
+        near = sorted([q for q in valid if q.rec["coarse_ms"] <= (1 + PRECISE_BAND) * best],
+                      key=lambda q: q.rec["coarse_ms"])[:PRECISE_MAX_PLANS]
+        chosen = {q.index: q for q in near}
+        by_name = {q.rec["plan"]: q for q in valid}
+        in_set = [q for q in valid if default_set(q.rec, p["dtype"], bool(self.notes_reliable))]
+        extra = []
+        for tag in ("a", "b"):
+            order = [n for n in rec.get(f"heur_{tag}", "").split(";") if n in by_name]
+            if order:
+                extra.append(by_name[order[0]])
+            order_set = [n for n in order if by_name[n] in in_set]
+            if order_set:
+                extra.append(by_name[order_set[0]])
+        if in_set:
+            extra.append(min(in_set, key=lambda q: q.rec["coarse_ms"]))
+        extra += [by_name[n] for n in torch_plans if n in by_name]
+        for q in extra:
+            chosen.setdefault(q.index, q)
+        return list(chosen.values())
+
+
+def _tf32_round(t, v):
+    """Round float32 values to TF32 (10 mantissa bits), nearest, as float32."""
+    v = v.contiguous().float()
+    i = v.view(t.int32)
+    r = (i + 0x1000) & ~0x1FFF
+    return r.view(t.float32)
+
+
+def _err(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip()}"[:800]
+
+
+# ---------------------------------------------------------------------------- the run
+def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dtypes=None, layouts=None,
+            time_budget_s: float | None = None, limit: int | None = None, batch_size: int = 10,
+            options: Options | None = None, progress: bool = True) -> dict:
+    """Measure every pending problem-direction of ``problems`` into the raw folder ``out_dir``."""
+    from kbench.collect.writer import CRASH_LIMIT, RawWriter
+    todo = load_problems(problems, directions, dtypes, layouts)
+    writer = RawWriter(out_dir, batch_size=batch_size)
+    done, unfinished = writer.resume_state()
+    crashed = [k for k, n in unfinished.items() if n >= CRASH_LIMIT]
+    if crashed:  # recorded once, then skipped like done ones
+        rows = todo[todo["key"].isin(crashed)]
+        for _, row in rows.iterrows():
+            rec = {k: _py(row[k]) for k in ("key", "direction", "dtype", "layout", *GEOMETRY, "y_h", "y_w")}
+            rec.update(status="crashed", error=f"the process ended during this problem {unfinished[row['key']]} times")
+            writer.add(rec, [])
+        writer.flush()
+        done |= set(crashed)
+    pending = todo[~todo["key"].isin(done)]
+    if limit is not None:
+        pending = pending.head(limit)
+    summary = {"total": int(len(todo)), "already_done": int(len(todo) - len(todo[~todo["key"].isin(done)])),
+               "pending": int(len(pending)), "measured": 0, "run_id": writer.run_id}
+    if not len(pending):
+        return summary
+    stop = {"flag": False}
+
+    def _stop(signum, frame):  # finish the current problem, save, exit
+        stop["flag"] = True
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    col = CudnnCollector(options)
+    writer.write_env("start", col.env())
+    t_start = time.monotonic()
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(pending), unit="pd", mininterval=5, dynamic_ncols=False, file=sys.stderr,
+                   desc="collect cudnn")
+    fatal = None
+    try:
+        for _, row in pending.iterrows():
+            if stop["flag"]:
+                break
+            if time_budget_s is not None and time.monotonic() - t_start > time_budget_s:
+                break
+            p = {k: _py(v) for k, v in row.items()}
+            writer.start(p["key"])
+            try:
+                rec, plans = col.measure(p)
+            except FatalCudaError as exc:
+                fatal = str(exc)
+                break
+            writer.add(rec, plans)
+            summary["measured"] += 1
+            if bar is not None:
+                bar.update(1)
+    finally:
+        writer.flush()
+        if bar is not None:
+            bar.close()
+        elapsed = time.monotonic() - t_start
+        summary["elapsed_s"] = elapsed
+        summary["per_minute"] = 60.0 * summary["measured"] / elapsed if elapsed > 0 else 0.0
+        try:
+            end_env = col.env() if fatal is None else nvidia_smi()
+        except Exception as exc:  # noqa: BLE001
+            end_env = {"env_error": _err(exc)}
+        writer.write_env("end", {**end_env, "measured": summary["measured"],
+                                 "elapsed_s": elapsed, "fatal": fatal})
+    if fatal:
+        summary["fatal"] = fatal
+    return summary
+
+
+def _py(v):
+    return v.item() if hasattr(v, "item") else v

@@ -1,0 +1,485 @@
+"""Publishing kbench datasets to the Hugging Face Hub and loading them back.
+
+>>> from kbench.hub import publish, load_from_hub               # doctest: +SKIP
+>>> publish("mi100", "ORG/kbench-mi100", dry_run=True)           # doctest: +SKIP
+>>> ds = kbench.load("hf://ORG/kbench-mi100", revision="<sha>")  # doctest: +SKIP
+
+A published dataset repo holds::
+
+    README.md              data card with YAML front matter: configs (one per table), dataset_info, license
+    kbench_manifest.json   hub format, schema and dataset version, sha256 + size of every other file
+    data/manifest.json     the kbench dataset manifest (the same file as an embedded dataset folder)
+    data/<table>.parquet   problems, runtimes, kernels, splits (+ heuristics, ... where present)
+
+so ``datasets.load_dataset("ORG/REPO", "runtimes")`` works on it, and ``load_from_hub``
+verifies every file against ``kbench_manifest.json`` before reading it. Downloads are
+cached under ``$KBENCH_CACHE/hub`` (default ``~/.cache/kbench/hub``) and load offline from
+there with ``HF_HUB_OFFLINE=1``. ``huggingface_hub`` is needed (``pip install 'kbench[hub]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from kbench import __version__
+from kbench.build import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
+from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError
+
+HUB_FORMAT = 1
+KBENCH_MANIFEST = "kbench_manifest.json"
+DATA_DIR = "data"
+REPO_TYPE = "dataset"
+LOGIN_HELP = ("log in with `hf auth login` (or `huggingface-cli login`), or set the HF_TOKEN "
+              "environment variable to a token with write access (https://huggingface.co/settings/tokens)")
+_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class HubError(KbenchError):
+    """The Hub (or the network to it) failed; the message says what to retry."""
+
+    exit_code = 1
+
+
+# -- helpers ----------------------------------------------------------------------
+def _hf():
+    try:
+        import huggingface_hub
+    except ModuleNotFoundError as exc:  # optional dependency
+        raise HubError("the Hugging Face Hub support needs huggingface_hub: "
+                       "pip install 'kbench[hub]'") from exc
+    return huggingface_hub
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+    return _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE") or bool(constants.HF_HUB_OFFLINE)
+
+
+def _endpoint(endpoint: str | None) -> str | None:
+    # huggingface_hub reads HF_ENDPOINT once at import; read it at call time too.
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    return endpoint.rstrip("/") if endpoint else None
+
+
+def kbench_cache_dir() -> Path:
+    """The kbench cache folder: ``$KBENCH_CACHE``, else ``$XDG_CACHE_HOME/kbench`` (``~/.cache/kbench``)."""
+    if os.environ.get("KBENCH_CACHE"):
+        return Path(os.environ["KBENCH_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kbench"
+
+
+def hub_cache_dir() -> Path:
+    """Where Hub downloads are cached (a ``huggingface_hub`` cache layout)."""
+    return kbench_cache_dir() / "hub"
+
+
+def check_repo_id(repo_id: str) -> str:
+    repo_id = str(repo_id).strip()
+    if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or len(repo_id) > 96:
+        raise KbenchInputError(
+            f"invalid Hub repo id {repo_id!r}: expected ORG/NAME (letters, digits, '-', '_', '.'), "
+            "e.g. my-org/kbench-mi100.")
+    return repo_id
+
+
+def _hf_dtype(t) -> str | None:
+    """The ``datasets`` dtype name of a primitive arrow type (None: not described)."""
+    import pyarrow as pa
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return str(t)  # int8 ... uint64
+    if pa.types.is_floating(t):
+        return {16: "float16", 32: "float32", 64: "float64"}[t.bit_width]
+    if pa.types.is_large_string(t):
+        return "large_string"
+    if pa.types.is_string(t):
+        return "string"
+    if pa.types.is_large_binary(t):
+        return "large_binary"
+    if pa.types.is_binary(t):
+        return "binary"
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        return str(t)
+    if pa.types.is_timestamp(t):
+        return f"timestamp[{t.unit}]" if t.tz is None else f"timestamp[{t.unit}, tz={t.tz}]"
+    return None
+
+
+def _dataset_info_entry(table: str, path: Path) -> dict:
+    """One ``dataset_info`` entry of the card YAML (features, split size) from a parquet file."""
+    pf = pq.ParquetFile(path)
+    features = []
+    for f in pf.schema_arrow:
+        dtype = _hf_dtype(f.type)
+        if dtype is None:  # a nested/unusual type: let `datasets` infer the features itself
+            features = None
+            break
+        features.append({"name": f.name, "dtype": dtype})
+    meta = pf.metadata
+    num_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    entry = {"config_name": table}
+    if features is not None:
+        entry["features"] = features
+    entry.update({
+        "splits": [{"name": "train", "num_bytes": int(num_bytes), "num_examples": int(meta.num_rows)}],
+        "download_size": int(path.stat().st_size),
+        "dataset_size": int(num_bytes),
+    })
+    return entry
+
+
+def _resolve_dataset(dataset):
+    from kbench.dataset import Dataset, load
+    if isinstance(dataset, Dataset):
+        return dataset
+    return load(str(dataset))
+
+
+def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    return a.shape == b.shape and list(a.columns) == list(b.columns) and (a.dtypes == b.dtypes).all() \
+        and a.reset_index(drop=True).equals(b.reset_index(drop=True))
+
+
+def _pristine_tables(ds) -> set[str]:
+    """Tables of ``ds`` still held exactly by the parquet files of its folder (those are copied verbatim)."""
+    from kbench.dataset import read_dataset_folder
+    if ds.path is None or not (Path(ds.path) / "manifest.json").is_file():
+        return set()
+    try:
+        disk = read_dataset_folder(Path(ds.path), ds.name, verify=True)
+    except KbenchError:
+        return set()
+    return {t for t, frame in ds.tables.items() if t in disk.tables and _same_frame(disk.tables[t], frame)}
+
+
+def _hub_section(repo_id: str | None, tables: list[str]) -> str:
+    repo = repo_id or "ORG/REPO"
+    second = "runtimes" if "runtimes" in tables else tables[0]
+    return "\n".join([
+        "## Loading from the Hugging Face Hub",
+        "```python",
+        "import kbench",
+        f'ds = kbench.load("hf://{repo}")          # verified against kbench_manifest.json, cached; revision= pins a commit',
+        "import datasets",
+        f'{second} = datasets.load_dataset("{repo}", "{second}", split="train")',
+        "```",
+        f"Configs (one per table, parquet under `{DATA_DIR}/`): " + ", ".join(f"`{t}`" for t in tables) + ". "
+        f"`{DATA_DIR}/manifest.json` is the kbench dataset manifest; `{KBENCH_MANIFEST}` records the sha256 "
+        "of every file in this repository.",
+        "",
+    ])
+
+
+def _hub_readme(ds, tables: list[str], data_dir: Path, repo_id: str | None) -> str:
+    try:
+        import yaml
+    except ModuleNotFoundError as exc:  # comes with huggingface_hub
+        raise HubError("building the Hub card needs PyYAML: pip install 'kbench[hub]'") from exc
+    from kbench.cards import render_card
+    card = render_card(ds, data_prefix=f"{DATA_DIR}/")
+    if not card.startswith("---\n") or "\n---\n" not in card[4:]:
+        raise KbenchError("internal: the data card has no YAML front matter")  # render_card always writes one
+    end = card.index("\n---\n", 3)
+    front, body = card[4:end], card[end + len("\n---\n"):]
+    meta = yaml.safe_load(front) or {}
+    declared = [c["config_name"] for c in meta.get("configs", [])]
+    if declared != tables:
+        raise KbenchError(f"internal: card configs {declared} differ from the tables {tables}")
+    info = [_dataset_info_entry(t, data_dir / f"{t}.parquet") for t in tables]
+    front = front.rstrip("\n") + "\n" + yaml.safe_dump({"dataset_info": info}, sort_keys=False,
+                                                       default_flow_style=False)
+    section = _hub_section(repo_id, tables)
+    if "\n## Citation" in body:
+        head, tail = body.split("\n## Citation", 1)
+        body = head.rstrip("\n") + "\n\n" + section + "\n## Citation" + tail
+    else:
+        body = body.rstrip("\n") + "\n\n" + section
+    return "---\n" + front + "---\n" + body
+
+
+def build_hub_folder(dataset, out_dir, repo_id: str | None = None) -> dict:
+    """Write the Hub folder of ``dataset`` (a :class:`Dataset`, name, alias or folder) into ``out_dir``.
+
+    ``out_dir`` must not exist or be empty (nothing of the user's is overwritten); it is
+    written in a temporary sibling and moved into place at the end. Returns the kbench
+    manifest (``kbench_manifest.json``).
+    """
+    ds = _resolve_dataset(dataset)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise KbenchInputError(f"{out_dir}: exists and is not an empty folder; choose a new output folder.")
+    tables = [t for t in TABLE_ORDER if t in ds.tables] + sorted(set(ds.tables) - set(TABLE_ORDER))
+    bad = [t for t in tables if not _TABLE_NAME.fullmatch(t)]
+    if bad:
+        raise KbenchInputError(f"table names {bad} cannot be Hub configs: use lower-case letters, digits, '_'.")
+    for core in ("problems", "splits"):
+        if core not in ds.tables:
+            raise KbenchInputError(f"dataset {ds.name!r} has no {core!r} table; only complete kbench datasets "
+                                   "can be published.")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    try:
+        data = tmp / DATA_DIR
+        data.mkdir()
+        files, rewritten = {}, False
+        pristine = _pristine_tables(ds)
+        for t in tables:
+            fname = f"{t}.parquet"
+            if t in pristine:
+                shutil.copyfile(Path(ds.path) / fname, data / fname)
+            else:
+                write_table(ds.tables[t], data / fname)
+                rewritten = True
+            files[fname] = {"sha256": sha256_file(data / fname), "bytes": (data / fname).stat().st_size,
+                            "rows": int(len(ds.tables[t]))}
+        manifest = {k: v for k, v in ds.manifest.items() if k not in ("files", "checksum")}
+        manifest.setdefault("kbench_schema", SCHEMA_VERSION)
+        manifest.setdefault("name", ds.name)
+        if rewritten and "splits" in ds.tables:
+            manifest["splits"] = split_sizes(ds.tables["splits"])
+        manifest["files"] = files
+        manifest["checksum"] = hashlib.sha256(
+            "".join(f"{k}:{v['sha256']}" for k, v in sorted(files.items())).encode()).hexdigest()
+        (data / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+        from kbench.dataset import Dataset
+        view = Dataset(ds.name, {t: ds.tables[t] for t in tables}, manifest, data)
+        (tmp / "README.md").write_text(_hub_readme(view, tables, data, repo_id))
+
+        hub_files = {}
+        for rel in ["README.md", f"{DATA_DIR}/manifest.json"] + [f"{DATA_DIR}/{t}.parquet" for t in tables]:
+            entry = {"sha256": sha256_file(tmp / rel), "bytes": (tmp / rel).stat().st_size}
+            if rel.endswith(".parquet"):
+                entry["rows"] = files[Path(rel).name]["rows"]
+            hub_files[rel] = entry
+        kmanifest = {
+            "kbench_hub_format": HUB_FORMAT,
+            "kbench_schema": manifest["kbench_schema"],
+            "name": ds.name,
+            "version": manifest.get("version", "unknown"),
+            "checksum": manifest["checksum"],
+            "published_with_kbench": __version__,
+            "tables": {t: f"{DATA_DIR}/{t}.parquet" for t in tables},
+            "files": hub_files,
+        }
+        (tmp / KBENCH_MANIFEST).write_text(json.dumps(kmanifest, indent=2) + "\n")
+        tmp.chmod(0o755)
+        if out_dir.exists():
+            out_dir.rmdir()  # empty, checked above
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return kmanifest
+
+
+# -- publish ----------------------------------------------------------------------
+@dataclass
+class PublishResult:
+    repo_id: str
+    revision: str
+    files: dict = field(default_factory=dict)  # path in repo -> {"sha256", "bytes"[, "rows"]}
+    commit_message: str = ""
+    dry_run: bool = False
+    commit: str | None = None
+    commit_url: str | None = None
+
+
+def _commit_message(ds_name: str, version: str) -> str:
+    return f"Publish kbench dataset {ds_name} {version} (kbench {__version__})"
+
+
+def _print_plan(res: PublishResult, private: bool, endpoint: str | None, has_token: bool) -> None:
+    total = sum(f["bytes"] for f in res.files.values())
+    print(f"dry run: nothing uploaded. `kbench publish` would upload in one commit to "
+          f"{endpoint or 'https://huggingface.co'}/datasets/{res.repo_id} (revision {res.revision}, "
+          f"{'private' if private else 'public'} if created):")
+    print(f"  commit message: {res.commit_message}")
+    width = max(len(p) for p in res.files)
+    for path, meta in res.files.items():
+        rows = f"  {meta['rows']:>10,} rows" if "rows" in meta else " " * 17
+        print(f"  {path:<{width}}  {meta['bytes']:>12,} bytes{rows}  sha256 {meta['sha256']}")
+    print(f"  {len(res.files)} files, {total:,} bytes")
+    if not has_token:
+        print(f"  note: no Hugging Face token found; to publish, {LOGIN_HELP}.")
+
+
+def _hub_failure(exc, what: str, retry: str) -> KbenchError:
+    """A KbenchError for a failed Hub call: the client's own message plus what to retry."""
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    detail = str(exc).strip().replace("\n\n", "\n")
+    if isinstance(exc, HfHubHTTPError) and status in (401, 403) and not isinstance(exc, RepositoryNotFoundError):
+        return KbenchInputError(f"{what}: the Hub refused the token (HTTP {status}): {detail}\n"
+                                f"Check that it has write access, or {LOGIN_HELP}.")
+    kind = f"the Hub answered HTTP {status}" if status else f"network error ({type(exc).__name__})"
+    return HubError(f"{what}: {kind}: {detail}\n{retry}")
+
+
+def publish(name, repo_id: str, private: bool = False, revision: str = "main", dry_run: bool = False,
+            token: str | None = None, endpoint: str | None = None) -> PublishResult:
+    """Publish dataset ``name`` (name, alias, folder or :class:`Dataset`) to the dataset repo ``repo_id``.
+
+    Creates the repo if needed and uploads README.md, kbench_manifest.json and data/ in one
+    commit on ``revision`` (a branch; created from main if missing). The folder is built in a
+    temporary directory that is removed afterwards, whatever happens. ``dry_run`` prints
+    exactly what would be uploaded and contacts nobody.
+    """
+    repo_id = check_repo_id(repo_id)
+    revision = str(revision or "main")
+    ds = _resolve_dataset(name)
+    hf = _hf()
+    endpoint = _endpoint(endpoint)
+    token = token or hf.get_token()
+    with tempfile.TemporaryDirectory(prefix="kbench-publish-") as tmpdir:
+        folder = Path(tmpdir) / "hub"
+        kmanifest = build_hub_folder(ds, folder, repo_id=repo_id)
+        files = {KBENCH_MANIFEST: {"sha256": sha256_file(folder / KBENCH_MANIFEST),
+                                   "bytes": (folder / KBENCH_MANIFEST).stat().st_size},
+                 **kmanifest["files"]}
+        res = PublishResult(repo_id, revision, files, _commit_message(ds.name, kmanifest["version"]), dry_run)
+        if dry_run:
+            _print_plan(res, private, endpoint, has_token=bool(token))
+            return res
+        if not token:
+            raise KbenchInputError(f"no Hugging Face token found, so {repo_id} cannot be published: "
+                                   f"{LOGIN_HELP}. (`--dry-run` shows what would be uploaded without one.)")
+        if _offline():
+            raise KbenchInputError("HF_HUB_OFFLINE is set: publishing needs the network. Unset it and retry.")
+        cli = f"kbench publish {ds.name} --repo-id {repo_id}" + (f" --revision {revision}" if revision != "main" else "")
+        retry = (f"Nothing was changed locally, and a Hub commit is all-or-nothing, so {repo_id} holds either "
+                 f"the whole dataset or none of this upload. Retry with `{cli}`.")
+        api = hf.HfApi(endpoint=endpoint, token=token, library_name="kbench", library_version=__version__)
+        import httpx2
+        net_errors = (hf.errors.HfHubHTTPError, httpx2.HTTPError, OSError)
+        try:
+            api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            if revision != "main":
+                api.create_branch(repo_id, branch=revision, repo_type=REPO_TYPE, exist_ok=True)
+        except net_errors as exc:
+            raise _hub_failure(exc, f"creating the dataset repo {repo_id} failed", retry) from exc
+        ops = [hf.CommitOperationAdd(path_in_repo=p, path_or_fileobj=str(folder / p)) for p in files]
+        try:
+            info = api.create_commit(
+                repo_id, ops, commit_message=res.commit_message, repo_type=REPO_TYPE, revision=revision,
+                commit_description=(f"kbench dataset {ds.name} version {kmanifest['version']}, checksum "
+                                    f"{kmanifest['checksum']}, hub format {HUB_FORMAT}. Files and sha256 in "
+                                    f"{KBENCH_MANIFEST}."))
+        except net_errors as exc:
+            raise _hub_failure(exc, f"uploading {ds.name} to {repo_id} failed", retry) from exc
+        except ValueError as exc:  # the Hub rejected the README metadata
+            raise HubError(f"uploading {ds.name} to {repo_id} failed: {exc}\n{retry}") from exc
+    res.commit = info.oid
+    res.commit_url = info.commit_url
+    return res
+
+
+# -- load -------------------------------------------------------------------------
+def _drop_cached(path: Path) -> None:
+    """Remove a cached file (the snapshot link and the blob it points to) so the next load refetches it."""
+    for p in {path.resolve(), path}:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _check_file(folder: Path, rel: str, meta: dict, where: str) -> None:
+    path = folder / rel
+    retry = ("The bad copy was removed from the kbench cache; load again to download it afresh. If this "
+             "repeats, the repository's files were changed outside `kbench publish` (republish the dataset).")
+    if not path.is_file():
+        raise DataIntegrityError(f"{where}: {rel} is listed in {KBENCH_MANIFEST} but missing from the "
+                                 "download. Load again with network access to complete it.")
+    size = path.stat().st_size
+    if size != meta.get("bytes") or sha256_file(path) != meta.get("sha256"):
+        _drop_cached(path)
+        what = f"size {size} bytes, manifest says {meta.get('bytes')}" if size != meta.get("bytes") \
+            else "sha256 does not match"
+        raise DataIntegrityError(f"{where}: {rel}: {what} {KBENCH_MANIFEST} (corrupted download or altered "
+                                 f"file). {retry}")
+
+
+def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | None = None,
+                  endpoint: str | None = None):
+    """Download (once) and load a kbench dataset published on the Hub; returns a :class:`Dataset`.
+
+    ``revision`` is a branch, tag or commit sha (default: main). Every file is checked against
+    the repo's ``kbench_manifest.json``. Cached under ``$KBENCH_CACHE/hub``; with
+    ``HF_HUB_OFFLINE=1`` (or no network) it loads from that cache.
+    """
+    repo_id = check_repo_id(repo_id)
+    hf = _hf()
+    from huggingface_hub.errors import (HfHubHTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+    import httpx2
+    from kbench.dataset import read_dataset_folder
+
+    endpoint = _endpoint(endpoint)
+    offline = _offline()
+    cache = hub_cache_dir()
+    rev = revision or "main"
+    where = f"hf://{repo_id}@{rev}"
+    common = dict(repo_type=REPO_TYPE, cache_dir=str(cache), endpoint=endpoint, token=token,
+                  local_files_only=offline)
+    try:
+        mpath = Path(hf.hf_hub_download(repo_id, KBENCH_MANIFEST, revision=revision, **common))
+        commit = mpath.parent.name
+        where = f"hf://{repo_id}@{commit}"
+        try:
+            kmanifest = json.loads(mpath.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            _drop_cached(mpath)
+            raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} is not valid JSON ({exc}).") from exc
+        if not isinstance(kmanifest, dict) or "kbench_hub_format" not in kmanifest \
+                or not isinstance(kmanifest.get("files"), dict):
+            raise KbenchInputError(f"{where}: {KBENCH_MANIFEST} is not a kbench manifest; this repo is not a "
+                                   "kbench dataset (publish one with `kbench publish`).")
+        if int(kmanifest["kbench_hub_format"]) > HUB_FORMAT:
+            raise KbenchInputError(f"{where}: published with a newer kbench (hub format "
+                                   f"{kmanifest['kbench_hub_format']}, this kbench reads {HUB_FORMAT}); "
+                                   "upgrade kbench.")
+        wanted = sorted(kmanifest["files"])
+        if f"{DATA_DIR}/manifest.json" not in wanted or any(".." in p or p.startswith("/") for p in wanted):
+            raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} does not list {DATA_DIR}/manifest.json "
+                                     "(or lists unsafe paths); republish the dataset with `kbench publish`.")
+        folder = Path(hf.snapshot_download(repo_id, revision=commit, allow_patterns=wanted, **common))
+    except (RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError) as exc:
+        if isinstance(exc, RevisionNotFoundError):
+            raise KbenchInputError(f"hf://{repo_id}: revision {rev!r} not found (a branch, tag or commit sha "
+                                   "of the dataset repo).") from exc
+        if isinstance(exc, RepositoryNotFoundError):
+            raise KbenchInputError(f"hf://{repo_id}: no such dataset repo on the Hub, or it is private and "
+                                   f"you are not logged in ({LOGIN_HELP}).") from exc
+        raise KbenchInputError(f"hf://{repo_id}@{rev}: no {KBENCH_MANIFEST}; this repo is not a kbench "
+                               "dataset (publish one with `kbench publish`).") from exc
+    except LocalEntryNotFoundError as exc:
+        if offline:
+            raise KbenchInputError(f"hf://{repo_id}@{rev} is not in the kbench cache ({cache}) and "
+                                   "HF_HUB_OFFLINE is set: load it once with network access first.") from exc
+        raise HubError(f"hf://{repo_id}@{rev}: cannot reach the Hub and it is not in the kbench cache "
+                       f"({cache}): {exc}\nRetry with network access.") from exc
+    except (HfHubHTTPError, httpx2.HTTPError) as exc:
+        raise _hub_failure(exc, f"downloading hf://{repo_id}@{rev} failed",
+                           "Nothing was added to the kbench cache for the failed files; retry the load.") from exc
+
+    for rel, meta in kmanifest["files"].items():
+        _check_file(folder, rel, meta, where)
+    return read_dataset_folder(folder / DATA_DIR, kmanifest.get("name"), verify=False)
+

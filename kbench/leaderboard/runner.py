@@ -1,0 +1,462 @@
+"""``kbench run``: train and score every baseline that applies to a dataset, for several seeds.
+
+Every (baseline, seed) writes its records as soon as it is done::
+
+    results/<dataset>/<split>/<method>/seed-<k>/preds.csv.gz   test predictions (deterministic gzip)
+    results/<dataset>/<split>/<method>/seed-<k>/result.json    test record; extra: valid metrics, timings
+    results/<dataset>/<split>/<method>/result.json             all seeds aggregated (aggregate_seeds)
+    results/<dataset>/<split>/<method>/meta.json               submission metadata (SubmissionMeta)
+
+A re-run skips every (method, seed) whose ``seed-<k>/result.json`` is finished
+and matches the dataset (version and checksum), so an interrupted run resumes
+where it stopped. Baselines come from the registry in ``baselines.base``
+(``BASELINES``, filled by ``discover()``), so a baseline added later is run
+without any change here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench.errors import KbenchInputError, suggest
+from kbench.leaderboard import DEFAULT_ROLES, MIN_SEEDS
+from kbench.leaderboard.store import (atomic_write_text, load_dataset, predictions_csv_gz, record_json)
+from kbench.records import EvaluationResult, aggregate_seeds
+
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+DEFAULT_DATASET = "mi100"
+DEFAULT_SPLIT = "random"
+LATENCY_CALLS = 20          # single-problem predict calls timed per fitted model
+LATENCY_BUDGET_S = 10.0     # stop timing earlier than that if a call is slow
+SEED_DIR = "seed-{seed}"
+
+
+# ----------------------------------------------------------------------------- registry
+def registry() -> dict[str, type]:
+    """The baseline registry (``baselines.base.BASELINES`` after ``discover()``)."""
+    try:
+        from baselines import base
+    except ImportError as exc:
+        raise KbenchInputError(f"the baselines package cannot be imported ({exc}); install kbench with "
+                               "its baselines (pip install -e '.[baselines]').") from exc
+    base.discover()
+    return base.BASELINES
+
+
+def unavailable_modules() -> dict[str, str]:
+    try:
+        from baselines import base
+        return dict(base.UNAVAILABLE)
+    except ImportError:
+        return {}
+
+
+def select_baselines(dataset, names: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """(baselines to run, {skipped name: reason}). Named baselines must exist and support the dataset."""
+    reg = registry()
+    skipped: dict[str, str] = {}
+    if names:
+        chosen = []
+        for name in names:
+            if name not in reg:
+                known = sorted(reg)
+                raise KbenchInputError(f"unknown baseline {name!r}. Available: {', '.join(known) or 'none'}."
+                                       f"{suggest(name, known)}")
+            if not reg[name]().supports(dataset):
+                raise KbenchInputError(f"baseline {name!r} does not support dataset {dataset.name!r} "
+                                       f"(task {dataset.info.get('task')!r}); `kbench baseline list` shows "
+                                       "what each baseline supports.")
+            if name not in chosen:
+                chosen.append(name)
+        return chosen, skipped
+    chosen = []
+    for name in sorted(reg):
+        cls = reg[name]
+        if not getattr(cls, "benchmark", True):
+            skipped[name] = "not part of the default benchmark set"
+            continue
+        try:
+            ok = cls().supports(dataset)
+        except Exception as exc:  # a broken supports() must not stop the run
+            skipped[name] = f"supports() failed: {type(exc).__name__}: {exc}"
+            continue
+        if ok:
+            chosen.append(name)
+        else:
+            skipped[name] = f"does not support {dataset.name}"
+    for mod, err in unavailable_modules().items():
+        skipped[f"baselines.{mod}"] = f"module cannot be imported: {err}"
+    return chosen, skipped
+
+
+# ----------------------------------------------------------------------------- measurements
+def machine_description() -> str:
+    """The CPU this process runs on, as the OS reports it."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine()
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"CPU: {model}, {n} cores available"
+
+
+def count_parameters(model) -> int | None:
+    """Learned parameters: the model's own count when it gives one, else the size of its saved arrays."""
+    n = getattr(model, "n_parameters", None)
+    if callable(n):
+        n = n()
+    if n is None:
+        n = (getattr(model, "fit_info", None) or {}).get("n_parameters")
+    if n is None and hasattr(model, "get_state"):
+        try:
+            _, arrays = model.get_state()
+            n = int(sum(np.asarray(a).size for a in arrays.values())) if arrays else None
+        except Exception:
+            n = None
+    return None if n is None else int(n)
+
+
+def model_size_bytes(model) -> int | None:
+    """Bytes of the folder ``model.save`` writes, or None if it cannot be saved."""
+    if not hasattr(model, "save"):
+        return None
+    with tempfile.TemporaryDirectory(prefix="kbench-size-") as tmp:
+        try:
+            model.save(Path(tmp) / "model")
+        except Exception:
+            return None
+        return int(sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file()))
+
+
+def cpu_latency_ms(model, dataset, ids: np.ndarray) -> float | None:
+    """Median wall time of ``predict`` on one problem (batch 1), over up to LATENCY_CALLS problems."""
+    if len(ids) == 0:
+        return None
+    picks = ids[np.linspace(0, len(ids) - 1, num=min(LATENCY_CALLS, len(ids))).astype(int)]
+    model.predict(dataset, picks[:1])  # warm-up (lazy caches, imports)
+    times, start = [], time.perf_counter()
+    for pid in picks:
+        t0 = time.perf_counter()
+        model.predict(dataset, np.asarray([pid], dtype=object))
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() - start > LATENCY_BUDGET_S and len(times) >= 3:
+            break
+    return 1000.0 * statistics.median(times)
+
+
+# ----------------------------------------------------------------------------- one method
+@dataclass
+class MethodOutcome:
+    method: str
+    ran: list[int] = field(default_factory=list)       # seeds computed in this run
+    resumed: list[int] = field(default_factory=list)   # seeds found finished
+    record: EvaluationResult | None = None            # aggregated
+    error: str | None = None
+
+
+@dataclass
+class RunReport:
+    dataset: str
+    split: str
+    out: Path
+    seeds: list[int]
+    outcomes: list[MethodOutcome] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    leaderboard: Path | None = None
+
+    @property
+    def failed(self) -> list[MethodOutcome]:
+        return [o for o in self.outcomes if o.error]
+
+
+def method_dir(out: Path, dataset: str, split: str, method: str) -> Path:
+    return Path(out) / dataset / split / method
+
+
+def finished_seed(folder: Path, dataset, split: str, method: str) -> EvaluationResult | None:
+    """The seed's record if it is complete and was made on this dataset, else None."""
+    path = folder / "result.json"
+    if not path.exists() or not (folder / "preds.csv.gz").exists():
+        return None
+    try:
+        record = EvaluationResult.model_validate_json(path.read_text(encoding="utf-8"))
+    except Exception:
+        return None
+    ok = (record.method == method and record.split == split and record.part == "test"
+          and record.dataset.name == dataset.name and record.dataset.checksum == dataset.checksum
+          and record.dataset.version == dataset.version)
+    return record if ok else None
+
+
+class _Step:
+    """Progress-bar status text for the current step."""
+
+    def __init__(self, bar, method: str, seed: int):
+        self.bar, self.prefix = bar, f"{method} seed {seed}"
+
+    def __call__(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{self.prefix}: {what}", refresh=True)
+
+
+def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_time: float, step,
+                measure: bool) -> tuple[EvaluationResult, bytes]:
+    """Predict test and valid, score both; returns (test record with extra, test preds gz)."""
+    from kbench.evaluate import sha256_bytes
+    step("predict test")
+    t0 = time.perf_counter()
+    preds = model.predict(dataset, ids["test"])
+    predict_s = time.perf_counter() - t0
+    gz = predictions_csv_gz(preds)
+    step("score")
+    record = evaluators["test"](preds, method=method, predictions_path="preds.csv.gz",
+                                predictions_sha256=sha256_bytes(gz))
+    extra = {"seed": seed, "fit_time_s": fit_time, "predict_time_s": predict_s,
+             "predict_ms_per_problem": 1000.0 * predict_s / max(len(ids["test"]), 1)}
+    if "valid" in evaluators and len(ids["valid"]):
+        step("predict valid")
+        vrec = evaluators["valid"](model.predict(dataset, ids["valid"]), method=method)
+        extra["valid"] = vrec.metrics["overall"]
+    if measure:
+        step("time batch-1 latency")
+        extra["latency_ms_cpu_batch1"] = cpu_latency_ms(model, dataset, np.asarray(ids["test"], dtype=object))
+        extra["n_parameters"] = count_parameters(model)
+        step("model size")
+        extra["model_size_bytes"] = model_size_bytes(model)
+    record.extra = extra
+    return record, gz
+
+
+def _reseed(record: EvaluationResult, seed: int) -> EvaluationResult:
+    out = record.model_copy(deep=True)
+    out.extra = {**out.extra, "seed": seed, "copied_from_seed": record.extra.get("seed")}
+    return out
+
+
+def _write_seed(folder: Path, record: EvaluationResult, gz: bytes) -> None:
+    from kbench.leaderboard.store import atomic_write_bytes
+    atomic_write_bytes(folder / "preds.csv.gz", gz)
+    atomic_write_text(folder / "result.json", record_json(record))  # written last: marks the seed done
+
+
+def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators: dict, seeds: list[int],
+               out: Path, bar=None, log=print) -> MethodOutcome:
+    outcome = MethodOutcome(name)
+    folder = method_dir(out, dataset.name, split, name)
+    records: dict[int, EvaluationResult] = {}
+    for seed in seeds:
+        rec = finished_seed(folder / SEED_DIR.format(seed=seed), dataset, split, name)
+        if rec is not None:
+            records[seed] = rec
+            outcome.resumed.append(seed)
+            if bar is not None:
+                bar.update(1)
+    stochastic = getattr(cls, "stochastic", True)
+    try:
+        for seed in seeds:
+            if seed in records:
+                continue
+            step = _Step(bar, name, seed)
+            seed_dir = folder / SEED_DIR.format(seed=seed)
+            if not stochastic and records:
+                # a deterministic baseline gives every seed the same predictions: reuse a finished seed
+                src_seed = next(iter(records))
+                step(f"deterministic: same as seed {src_seed}")
+                gz = (folder / SEED_DIR.format(seed=src_seed) / "preds.csv.gz").read_bytes()
+                rec = _reseed(records[src_seed], seed)
+            else:
+                model = cls()
+                step("fit")
+                t0 = time.perf_counter()
+                model.fit(dataset, ids["train"], ids["valid"], seed=seed)
+                fit_time = time.perf_counter() - t0
+                rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
+                                      measure=True)
+            _write_seed(seed_dir, rec, gz)
+            records[seed] = rec
+            outcome.ran.append(seed)
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        log(f"kbench run: {name} failed: {outcome.error}\n{traceback.format_exc(limit=4)}")
+        if bar is not None:
+            bar.update(len(seeds) - len(records))
+        return outcome
+    outcome.record = aggregate_method(folder, name, cls, [records[s] for s in seeds], seeds, dataset, split)
+    return outcome
+
+
+def _mean(values):
+    vals = [v for v in values if isinstance(v, (int, float))]
+    return statistics.fmean(vals) if vals else None
+
+
+def aggregate_method(folder: Path, name: str, cls: type, records: list[EvaluationResult], seeds: list[int],
+                     dataset, split: str) -> EvaluationResult:
+    """Write the all-seeds record and the metadata of one method; returns the record."""
+    from kbench import __version__
+    from kbench.leaderboard.schema import SubmissionMeta
+    from kbench.records import SeedSummary, _mean_std
+    agg = aggregate_seeds(records, seeds)
+    agg.predictions.path = f"{SEED_DIR.format(seed=seeds[0])}/preds.csv.gz"
+    valid = [r.extra.get("valid") for r in records]
+    extra: dict = {"seeds": list(seeds), "stochastic": bool(getattr(cls, "stochastic", True)),
+                   "fit_time_s": _mean([r.extra.get("fit_time_s") for r in records]),
+                   "fit_time_s_per_seed": [r.extra.get("fit_time_s") for r in records],
+                   "predict_ms_per_problem": _mean([r.extra.get("predict_ms_per_problem") for r in records]),
+                   "latency_ms_cpu_batch1": _median([r.extra.get("latency_ms_cpu_batch1") for r in records]),
+                   "n_parameters": records[0].extra.get("n_parameters"),
+                   "model_size_bytes": records[0].extra.get("model_size_bytes"),
+                   "hardware": machine_description()}
+    if all(isinstance(v, dict) for v in valid):
+        per_seed = [{k: x for k, x in v.items() if isinstance(x, (int, float)) or x is None} for v in valid]
+        mean, std = {}, {}
+        for k in per_seed[0]:
+            mean[k], std[k] = _mean_std([p.get(k) for p in per_seed])
+        extra["valid"] = SeedSummary(seeds=list(seeds), per_seed=per_seed, mean=mean, std=std).model_dump()
+    agg.extra = extra
+    role = getattr(cls, "leaderboard_role", None) or DEFAULT_ROLES.get(name) or (
+        "ceiling" if getattr(cls, "uses_test_labels", False) else "entry")
+    paper = getattr(cls, "paper", None)
+    module = getattr(cls, "wrapped", None) or cls
+    code = getattr(cls, "code", None) or (module.__module__.replace(".", "/") + ".py")
+    meta = SubmissionMeta(
+        method=name, display_name=getattr(cls, "display_name", None),
+        description=(getattr(cls, "description", "") or "").strip().split("\n")[0],
+        role=role, paper=paper if isinstance(paper, str) and paper.startswith("http") else None,
+        code=code, contact=getattr(cls, "contact", None) or "kbench maintainers",
+        command=(f"kbench run --dataset {dataset.name} --split {split} --baselines {name} "
+                 f"--seeds {' '.join(map(str, seeds))}"),
+        n_parameters=extra["n_parameters"], model_size_bytes=extra["model_size_bytes"],
+        training_hardware=extra["hardware"], training_time_s=extra["fit_time_s"],
+        inference_latency_ms=extra["latency_ms_cpu_batch1"], inference_hardware=extra["hardware"],
+        external_data=bool(getattr(cls, "external_data", False)),
+        kbench_version=__version__, dataset=agg.dataset, split=split, date=agg.date)
+    atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2) + "\n")
+    atomic_write_text(folder / "result.json", record_json(agg))
+    return agg
+
+
+def _median(values):
+    vals = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+# ----------------------------------------------------------------------------- the whole run
+def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, baselines: list[str] | None = None,
+                  seeds=DEFAULT_SEEDS, out: str | Path = "results", update_leaderboard: bool = False,
+                  leaderboard_root: str | Path = "leaderboard", progress: bool = True, log=None) -> RunReport:
+    from tqdm import tqdm
+
+    from kbench.evaluate import Evaluator
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    if not seeds:
+        raise KbenchInputError("--seeds needs at least one seed.")
+    if update_leaderboard and len(seeds) < MIN_SEEDS:
+        raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds (the leaderboard rules); "
+                               f"got {len(seeds)}: {seeds}.")
+    log = log or (lambda msg: tqdm.write(msg))
+    t_start = time.perf_counter()
+    ds = load_dataset(dataset)
+    ids = ds.split(split)  # raises a clear error for an unknown split
+    chosen, skipped = select_baselines(ds, baselines)
+    report = RunReport(ds.name, split, Path(out), seeds, skipped=skipped)
+    if not chosen:
+        raise KbenchInputError(f"no baseline in the registry supports dataset {ds.name!r}"
+                               + (f" (skipped: {', '.join(sorted(skipped))})" if skipped else "") + ".")
+    log(f"kbench run: {ds.name} split {split}: {', '.join(chosen)} x seeds {seeds} -> {out}")
+    for name, why in skipped.items():
+        log(f"  skipped {name}: {why}")
+    evaluators = {"test": Evaluator(ds, split=split, part="test", reference="default")}
+    if len(ids["valid"]):
+        evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference=evaluators["test"].reference_name
+                                        and "default")
+    reg = registry()
+    with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
+              disable=not progress, dynamic_ncols=True) as bar:
+        for name in chosen:
+            report.outcomes.append(run_method(name, reg[name], ds, split, ids, evaluators, seeds, Path(out),
+                                              bar=bar if progress else None, log=log))
+    if update_leaderboard:
+        report.leaderboard = publish(report, Path(leaderboard_root))
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def publish(report: RunReport, root: Path) -> Path:
+    """Copy the finished methods of a run into the leaderboard folder and rebuild the site."""
+    from kbench.leaderboard.schema import parse_meta, record_problems
+    from kbench.leaderboard.site import build
+    from kbench.leaderboard.store import write_entry
+    for o in report.outcomes:
+        if o.record is None:
+            continue
+        folder = method_dir(report.out, report.dataset, report.split, o.method)
+        meta = parse_meta(folder / "meta.json")
+        issues = record_problems(o.record, meta)
+        if issues:
+            raise KbenchInputError(f"{folder}: cannot go on the leaderboard:\n  - " + "\n  - ".join(issues))
+        gz = (folder / o.record.predictions.path).read_bytes()
+        write_entry(root, o.record, meta, gz)
+    build(root)
+    return root
+
+
+def results_frame(records: list[tuple[EvaluationResult, str]]) -> pd.DataFrame:
+    """A terminal leaderboard of aggregated records: (record, role) pairs."""
+    from kbench.leaderboard import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
+    rows = []
+    for rec, role in records:
+        o = rec.metrics["overall"]
+        sd = rec.seeds.std if rec.seeds else {}
+        rows.append({"method": rec.method, "role": role, "n seeds": len(rec.seeds.seeds) if rec.seeds else 1,
+                     PRIMARY_METRIC: o.get(PRIMARY_METRIC), "± std": sd.get(PRIMARY_METRIC),
+                     "top-1": o.get("top1"), "within 5%": o.get("within5"), "mean LoP": o.get("lop_mean"),
+                     "LoP@5": o.get("lop_at_5"), f"speed-up vs {rec.reference or 'ref'}": o.get("speedup_geomean"),
+                     "fit s": rec.extra.get("fit_time_s"), "latency ms": rec.extra.get("latency_ms_cpu_batch1")})
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["_ref"] = df["role"] != "entry"
+    df = df.sort_values(["_ref", PRIMARY_METRIC], ascending=[True, PRIMARY_LOWER_IS_BETTER], kind="stable")
+    df.insert(0, "rank", [str(i + 1) if not r else "ref" for i, r in enumerate(df["_ref"])])
+    return df.drop(columns="_ref").reset_index(drop=True)
+
+
+def report_records(report: RunReport) -> list[tuple[EvaluationResult, str]]:
+    out = []
+    for o in report.outcomes:
+        if o.record is None:
+            continue
+        meta_path = method_dir(report.out, report.dataset, report.split, o.method) / "meta.json"
+        role = json.loads(meta_path.read_text()).get("role", "entry") if meta_path.exists() else "entry"
+        out.append((o.record, role))
+    return out
+
+
+def clean_method(out: Path, dataset: str, split: str, method: str) -> None:
+    """Remove a method's results (``--restart``)."""
+    folder = method_dir(out, dataset, split, method)
+    if folder.exists():
+        shutil.rmtree(folder)

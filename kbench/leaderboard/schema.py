@@ -1,0 +1,276 @@
+"""JSON Schemas of the leaderboard files, and the validator of a leaderboard folder.
+
+Two schemas ship in ``kbench/schemas/`` (regenerate with ``kbench leaderboard schema --write``):
+
+* ``result.schema.json``: the result record, ``EvaluationResult.model_json_schema()``;
+* ``submission.schema.json``: the submission metadata, ``SubmissionMeta.model_json_schema()``.
+
+:func:`validate_tree` checks every file under a leaderboard folder: the layout,
+both schemas, and the consistency between a record, its metadata, its
+predictions file and the installed dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kbench.errors import KbenchInputError
+from kbench.leaderboard import MIN_SEEDS, ROLES
+from kbench.records import DatasetRef, EvaluationResult
+
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMA_FILES = {"result": "result.schema.json", "submission": "submission.schema.json"}
+META_SCHEMA_VERSION = 1
+METHOD_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,63}$"
+URL_PATTERN = r"^https?://[^\s]+$"
+# code: a URL, or a path inside the kbench repository (baselines/xgboost.py)
+CODE_PATTERN = r"^(https?://[^\s]+|[A-Za-z0-9_][A-Za-z0-9_./-]*)$"
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+
+
+class SubmissionMeta(BaseModel):
+    """Who made an entry, how to reproduce it, how big and how fast it is (``meta.json``)."""
+
+    model_config = ConfigDict(extra="forbid", title="kbench leaderboard submission")
+    record_type: Literal["kbench.submission"] = "kbench.submission"
+    schema_version: int = META_SCHEMA_VERSION
+    method: str = Field(pattern=METHOD_PATTERN,
+                        description="method id: lower-case letters, digits, '.', '_', '+', '-' (the folder name)")
+    display_name: str | None = Field(None, description="name shown on the leaderboard (default: method)")
+    description: str = Field("", description="one line")
+    role: Literal[ROLES] = Field("entry", description="entry (ranked), floor or ceiling (reference rows)")
+    paper: str | None = Field(..., pattern=URL_PATTERN, description="paper URL, or null")
+    code: str | None = Field(..., pattern=CODE_PATTERN,
+                             description="code URL, or a path in the kbench repository, or null")
+    contact: str = Field(min_length=1, description="e-mail address, GitHub handle or team name")
+    command: str = Field(min_length=1, description="the one command that reproduces the result")
+    n_parameters: int | None = Field(..., ge=0, description="number of learned parameters, or null")
+    model_size_bytes: int | None = Field(..., ge=0, description="size of the saved model in bytes, or null")
+    training_hardware: str = Field(min_length=1, description="where it was trained (CPU/GPU model, cores)")
+    training_time_s: float | None = Field(..., ge=0, description="training time per seed, seconds")
+    inference_latency_ms: float | None = Field(
+        ..., ge=0, description="inference latency per decision on CPU, batch 1 (one problem), milliseconds")
+    inference_hardware: str | None = Field(None, description="the CPU the latency was measured on")
+    external_data: bool = Field(description="trained with data outside the kbench dataset's train part")
+    kbench_version: str = Field(min_length=1)
+    dataset: DatasetRef
+    split: str = Field(min_length=1)
+    date: str | None = Field(None, pattern=DATE_PATTERN, description="submission date, YYYY-MM-DD")
+
+
+# ----------------------------------------------------------------------------- schemas
+def generated_schemas() -> dict[str, dict]:
+    """The schemas as the models define them now."""
+    return {"result": EvaluationResult.model_json_schema(), "submission": SubmissionMeta.model_json_schema()}
+
+
+def schema_text(schema: dict) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_schemas(folder: Path = SCHEMA_DIR) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for key, schema in generated_schemas().items():
+        path = folder / SCHEMA_FILES[key]
+        path.write_text(schema_text(schema), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def shipped_schema(key: str) -> dict:
+    path = SCHEMA_DIR / SCHEMA_FILES[key]
+    if not path.exists():  # a source checkout before `kbench leaderboard schema --write`
+        return generated_schemas()[key]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _schema_errors(doc, key: str) -> list[str]:
+    """JSON Schema errors (jsonschema when installed; pydantic checks the same model either way)."""
+    try:
+        import jsonschema
+    except ImportError:
+        return []
+    validator = jsonschema.Draft202012Validator(shipped_schema(key))
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in errors[:10]]
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    return [f"{'/'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors()[:10]]
+
+
+def read_json(path: Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise KbenchInputError(f"{path}: file not found.")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise KbenchInputError(f"{path}: not UTF-8 text ({exc}).") from exc
+    except json.JSONDecodeError as exc:
+        raise KbenchInputError(f"{path}: not valid JSON ({exc}).") from exc
+    if not isinstance(doc, dict):
+        raise KbenchInputError(f"{path}: expected a JSON object, found {type(doc).__name__}.")
+    return doc
+
+
+def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult:
+    """Read and validate a result record; one KbenchInputError lists what is wrong."""
+    doc = read_json(path) if doc is None else doc
+    if doc.get("record_type", "kbench.evaluation") != "kbench.evaluation":
+        hint = " (this looks like a meta.json: pass it with --meta)" if doc.get("record_type") == "kbench.submission" else ""
+        raise KbenchInputError(f"{path}: not a kbench result record (record_type {doc.get('record_type')!r}){hint}.")
+    errors = _schema_errors(doc, "result")
+    try:
+        record = EvaluationResult.model_validate(doc)
+    except ValidationError as exc:
+        errors = errors or _pydantic_errors(exc)
+        record = None
+    if errors:
+        raise KbenchInputError(f"{path}: does not match the result record schema "
+                               f"(kbench/schemas/{SCHEMA_FILES['result']}):\n  - " + "\n  - ".join(errors))
+    return record
+
+
+def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
+    """Read and validate a submission metadata file."""
+    doc = read_json(path) if doc is None else doc
+    errors = _schema_errors(doc, "submission")
+    try:
+        meta = SubmissionMeta.model_validate(doc)
+    except ValidationError as exc:
+        errors = errors or _pydantic_errors(exc)
+        meta = None
+    if errors:
+        raise KbenchInputError(f"{path}: does not match the submission schema "
+                               f"(kbench/schemas/{SCHEMA_FILES['submission']}):\n  - " + "\n  - ".join(errors))
+    return meta
+
+
+# ----------------------------------------------------------------------------- consistency
+def record_problems(record: EvaluationResult, meta: SubmissionMeta | None = None,
+                    min_seeds: int = MIN_SEEDS) -> list[str]:
+    """Rule and consistency problems of one record (and its metadata); empty when fine."""
+    out = []
+    if record.part != "test":
+        out.append(f"the record scores part {record.part!r}; leaderboard entries score 'test'")
+    if record.counts.coverage < 1.0:
+        out.append(f"coverage {record.counts.coverage:.2%}: every test problem must be predicted")
+    if not record.method or not re.match(METHOD_PATTERN, record.method):
+        out.append(f"method {record.method!r} is missing or not a valid id ({METHOD_PATTERN})")
+    seeds = record.seeds
+    n_seeds = len(seeds.seeds) if seeds else 1
+    if n_seeds < min_seeds:
+        out.append(f"{n_seeds} seed(s); the rules ask for at least {min_seeds} "
+                   "(aggregate them with kbench.records.aggregate_seeds)")
+    if seeds and len(seeds.per_seed) != len(seeds.seeds):
+        out.append(f"seeds lists {len(seeds.seeds)} seeds but per_seed has {len(seeds.per_seed)} entries")
+    if seeds and len(set(seeds.seeds)) != len(seeds.seeds):
+        out.append(f"repeated seeds {seeds.seeds}")
+    if meta is not None:
+        if meta.method != record.method:
+            out.append(f"meta.json method {meta.method!r} differs from the record's {record.method!r}")
+        if meta.dataset != record.dataset:
+            out.append(f"meta.json dataset {meta.dataset.model_dump()} differs from the record's "
+                       f"{record.dataset.model_dump()}")
+        if meta.split != record.split:
+            out.append(f"meta.json split {meta.split!r} differs from the record's {record.split!r}")
+        if meta.kbench_version != record.kbench_version:
+            out.append(f"meta.json kbench_version {meta.kbench_version!r} differs from the record's "
+                       f"{record.kbench_version!r}")
+    return out
+
+
+def dataset_problems(record: EvaluationResult) -> list[str]:
+    """The record's dataset must be the installed one (same version and checksum)."""
+    from kbench.leaderboard.store import load_dataset
+    try:
+        ds = load_dataset(record.dataset.name)
+    except KbenchInputError as exc:
+        return [f"dataset {record.dataset.name!r} cannot be loaded: {exc}"]
+    out = []
+    if record.dataset.version != ds.version:
+        out.append(f"dataset {ds.name} version {record.dataset.version!r} in the record, "
+                   f"{ds.version!r} installed")
+    if record.dataset.checksum != ds.checksum:
+        out.append(f"dataset {ds.name} checksum {record.dataset.checksum[:12]}… in the record, "
+                   f"{ds.checksum[:12]}… installed: the record was scored on other data")
+    if record.split not in ds.split_names:
+        out.append(f"dataset {ds.name} has no split {record.split!r} ({', '.join(ds.split_names)})")
+    return out
+
+
+# ----------------------------------------------------------------------------- the tree
+ENTRY_FILES = {"result.json", "meta.json", "preds.csv.gz"}
+GENERATED = {"README.md", "site"}
+
+
+def validate_tree(root: Path, check_data: bool = True) -> dict:
+    """Validate every file under a leaderboard folder; raises one KbenchInputError listing all problems.
+
+    Returns ``{"entries": n, "files": n}`` when everything is valid.
+    """
+    from kbench.evaluate import sha256_bytes
+    root = Path(root)
+    if not root.is_dir():
+        raise KbenchInputError(f"{root}: leaderboard folder not found.")
+    problems: list[str] = []
+    entries = files = 0
+    seen: dict[tuple[str, str, str], Path] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in GENERATED or rel.parts[0].startswith("."):
+            continue  # generated by `kbench leaderboard build` (checked with `build --check`)
+        if path.is_dir():
+            if len(rel.parts) > 3:
+                problems.append(f"{rel}: unexpected folder (layout: <dataset>/<split>/<method>/)")
+            continue
+        files += 1
+        if len(rel.parts) != 4 or rel.name not in ENTRY_FILES:
+            problems.append(f"{rel}: unexpected file (layout: <dataset>/<split>/<method>/"
+                            f"{{{', '.join(sorted(ENTRY_FILES))}}})")
+    for folder in sorted(p for p in root.glob("*/*/*") if p.is_dir()):
+        rel = folder.relative_to(root)
+        if rel.parts[0] in GENERATED or rel.parts[0].startswith("."):
+            continue
+        dataset, split, method = rel.parts
+        entries += 1
+        missing = [f for f in ("result.json", "meta.json") if not (folder / f).exists()]
+        if missing:
+            problems.append(f"{rel}: missing {', '.join(missing)}")
+            continue
+        try:
+            record = parse_record(folder / "result.json")
+            meta = parse_meta(folder / "meta.json")
+        except KbenchInputError as exc:
+            problems.append(str(exc).replace(str(root) + "/", ""))
+            continue
+        where = []
+        if record.dataset.name != dataset:
+            where.append(f"record dataset {record.dataset.name!r} is not the folder's {dataset!r}")
+        if record.split != split:
+            where.append(f"record split {record.split!r} is not the folder's {split!r}")
+        if record.method != method:
+            where.append(f"record method {record.method!r} is not the folder's {method!r}")
+        where += record_problems(record, meta)
+        preds = folder / "preds.csv.gz"
+        if preds.exists():
+            digest = sha256_bytes(preds.read_bytes())
+            if record.predictions.sha256 != digest:
+                where.append(f"preds.csv.gz sha256 {digest[:12]}… does not match the record's "
+                             f"{(record.predictions.sha256 or 'none')[:12]}…")
+        if check_data:
+            where += dataset_problems(record)
+        key = (dataset, split, method)
+        seen[key] = folder
+        problems += [f"{rel}: {w}" for w in where]
+    if problems:
+        raise KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} problem(s)):\n  - "
+                               + "\n  - ".join(problems))
+    return {"entries": entries, "files": files}
