@@ -41,6 +41,7 @@ DATA_DIR = "data"
 REPO_TYPE = "dataset"
 LOGIN_HELP = ("log in with `hf auth login` (or `huggingface-cli login`), or set the HF_TOKEN "
               "environment variable to a token with write access (https://huggingface.co/settings/tokens)")
+READ_LOGIN_HELP = "log in with `hf auth login` (or `huggingface-cli login`), or set HF_TOKEN"
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -59,6 +60,18 @@ def _hf():
         raise HubError("the Hugging Face Hub support needs huggingface_hub: "
                        "pip install 'kbench[hub]'") from exc
     return huggingface_hub
+
+
+def _network_errors() -> tuple:
+    """Exception types of a failed Hub call: HfHubHTTPError and requests' errors are OSErrors; httpx's are not."""
+    import importlib
+    errors = [OSError]
+    for module in ("httpx2", "httpx"):  # huggingface_hub 2.x / 1.x transport
+        try:
+            errors.append(importlib.import_module(module).HTTPError)
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errors)
 
 
 def _env_true(name: str) -> bool:
@@ -170,14 +183,14 @@ def _pristine_tables(ds) -> set[str]:
 
 def _hub_section(repo_id: str | None, tables: list[str]) -> str:
     repo = repo_id or "ORG/REPO"
-    second = "runtimes" if "runtimes" in tables else tables[0]
+    example = "runtimes" if "runtimes" in tables else tables[0]
     return "\n".join([
         "## Loading from the Hugging Face Hub",
         "```python",
         "import kbench",
-        f'ds = kbench.load("hf://{repo}")          # verified against kbench_manifest.json, cached; revision= pins a commit',
+        f'ds = kbench.load("hf://{repo}")  # checked against kbench_manifest.json, cached; revision= pins a commit',
         "import datasets",
-        f'{second} = datasets.load_dataset("{repo}", "{second}", split="train")',
+        f'{example} = datasets.load_dataset("{repo}", "{example}", split="train")',
         "```",
         f"Configs (one per table, parquet under `{DATA_DIR}/`): " + ", ".join(f"`{t}`" for t in tables) + ". "
         f"`{DATA_DIR}/manifest.json` is the kbench dataset manifest; `{KBENCH_MANIFEST}` records the sha256 "
@@ -320,14 +333,14 @@ def _print_plan(res: PublishResult, private: bool, endpoint: str | None, has_tok
         print(f"  note: no Hugging Face token found; to publish, {LOGIN_HELP}.")
 
 
-def _hub_failure(exc, what: str, retry: str) -> KbenchError:
+def _hub_failure(exc, what: str, retry: str, login: str = LOGIN_HELP) -> KbenchError:
     """A KbenchError for a failed Hub call: the client's own message plus what to retry."""
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError
     status = getattr(getattr(exc, "response", None), "status_code", None)
     detail = str(exc).strip().replace("\n\n", "\n")
-    if isinstance(exc, HfHubHTTPError) and status in (401, 403) and not isinstance(exc, RepositoryNotFoundError):
+    if isinstance(exc, HfHubHTTPError) and status in (401, 403):
         return KbenchInputError(f"{what}: the Hub refused the token (HTTP {status}): {detail}\n"
-                                f"Check that it has write access, or {LOGIN_HELP}.")
+                                f"Check the token and its permissions, or {login}.")
     kind = f"the Hub answered HTTP {status}" if status else f"network error ({type(exc).__name__})"
     return HubError(f"{what}: {kind}: {detail}\n{retry}")
 
@@ -347,6 +360,11 @@ def publish(name, repo_id: str, private: bool = False, revision: str = "main", d
     hf = _hf()
     endpoint = _endpoint(endpoint)
     token = token or hf.get_token()
+    if not dry_run and not token:
+        raise KbenchInputError(f"no Hugging Face token found, so {repo_id} cannot be published: "
+                               f"{LOGIN_HELP}. (`--dry-run` shows what would be uploaded without one.)")
+    if not dry_run and _offline():
+        raise KbenchInputError("HF_HUB_OFFLINE is set: publishing needs the network. Unset it and retry.")
     with tempfile.TemporaryDirectory(prefix="kbench-publish-") as tmpdir:
         folder = Path(tmpdir) / "hub"
         kmanifest = build_hub_folder(ds, folder, repo_id=repo_id)
@@ -357,19 +375,22 @@ def publish(name, repo_id: str, private: bool = False, revision: str = "main", d
         if dry_run:
             _print_plan(res, private, endpoint, has_token=bool(token))
             return res
-        if not token:
-            raise KbenchInputError(f"no Hugging Face token found, so {repo_id} cannot be published: "
-                                   f"{LOGIN_HELP}. (`--dry-run` shows what would be uploaded without one.)")
-        if _offline():
-            raise KbenchInputError("HF_HUB_OFFLINE is set: publishing needs the network. Unset it and retry.")
-        cli = f"kbench publish {ds.name} --repo-id {repo_id}" + (f" --revision {revision}" if revision != "main" else "")
+        what = str(name) if isinstance(name, (str, Path)) else ds.name  # what the user typed
+        cli = f"kbench publish {what} --repo-id {repo_id}"
+        cli += f" --revision {revision}" if revision != "main" else ""
         retry = (f"Nothing was changed locally, and a Hub commit is all-or-nothing, so {repo_id} holds either "
                  f"the whole dataset or none of this upload. Retry with `{cli}`.")
         api = hf.HfApi(endpoint=endpoint, token=token, library_name="kbench", library_version=__version__)
-        import httpx2
-        net_errors = (hf.errors.HfHubHTTPError, httpx2.HTTPError, OSError)
+        import huggingface_hub.errors as hf_errors
+        uri_error = getattr(hf_errors, "HfUriError", ())  # huggingface_hub >= 2
+        net_errors = _network_errors()
         try:
-            api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            try:
+                api.create_repo(repo_id, repo_type=REPO_TYPE, private=private, exist_ok=True)
+            except uri_error:
+                # Creation was refused (401/403) but the repo exists: huggingface_hub's exist_ok fallback then
+                # fails to build the URL of a non-default endpoint. Go on: the commit reports any permission issue.
+                pass
             if revision != "main":
                 api.create_branch(repo_id, branch=revision, repo_type=REPO_TYPE, exist_ok=True)
         except net_errors as exc:
@@ -426,10 +447,11 @@ def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | Non
     """
     repo_id = check_repo_id(repo_id)
     hf = _hf()
-    from huggingface_hub.errors import (HfHubHTTPError, LocalEntryNotFoundError, RemoteEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
-    import httpx2
+    import huggingface_hub.errors as hf_errors
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
     from kbench.dataset import read_dataset_folder
+    # a file missing from the repo (RemoteEntryNotFoundError since huggingface_hub 1.0; its local twin differs)
+    remote_missing = getattr(hf_errors, "RemoteEntryNotFoundError", hf_errors.EntryNotFoundError)
 
     endpoint = _endpoint(endpoint)
     offline = _offline()
@@ -460,24 +482,25 @@ def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | Non
             raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} does not list {DATA_DIR}/manifest.json "
                                      "(or lists unsafe paths); republish the dataset with `kbench publish`.")
         folder = Path(hf.snapshot_download(repo_id, revision=commit, allow_patterns=wanted, **common))
-    except (RemoteEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError) as exc:
-        if isinstance(exc, RevisionNotFoundError):
-            raise KbenchInputError(f"hf://{repo_id}: revision {rev!r} not found (a branch, tag or commit sha "
-                                   "of the dataset repo).") from exc
-        if isinstance(exc, RepositoryNotFoundError):
-            raise KbenchInputError(f"hf://{repo_id}: no such dataset repo on the Hub, or it is private and "
-                                   f"you are not logged in ({LOGIN_HELP}).") from exc
-        raise KbenchInputError(f"hf://{repo_id}@{rev}: no {KBENCH_MANIFEST}; this repo is not a kbench "
-                               "dataset (publish one with `kbench publish`).") from exc
-    except LocalEntryNotFoundError as exc:
+    except LocalEntryNotFoundError as exc:  # first: older huggingface_hub derive it from EntryNotFoundError
         if offline:
             raise KbenchInputError(f"hf://{repo_id}@{rev} is not in the kbench cache ({cache}) and "
                                    "HF_HUB_OFFLINE is set: load it once with network access first.") from exc
         raise HubError(f"hf://{repo_id}@{rev}: cannot reach the Hub and it is not in the kbench cache "
                        f"({cache}): {exc}\nRetry with network access.") from exc
-    except (HfHubHTTPError, httpx2.HTTPError) as exc:
+    except (remote_missing, RepositoryNotFoundError, RevisionNotFoundError) as exc:
+        if isinstance(exc, RevisionNotFoundError):
+            raise KbenchInputError(f"hf://{repo_id}: revision {rev!r} not found (a branch, tag or commit sha "
+                                   "of the dataset repo).") from exc
+        if isinstance(exc, RepositoryNotFoundError):
+            raise KbenchInputError(f"hf://{repo_id}: no such dataset repo on the Hub, or it is private and "
+                                   f"you are not logged in ({READ_LOGIN_HELP}).") from exc
+        raise KbenchInputError(f"hf://{repo_id}@{rev}: no {KBENCH_MANIFEST}; this repo is not a kbench "
+                               "dataset (publish one with `kbench publish`).") from exc
+    except _network_errors() as exc:
         raise _hub_failure(exc, f"downloading hf://{repo_id}@{rev} failed",
-                           "Nothing was added to the kbench cache for the failed files; retry the load.") from exc
+                           "Nothing was added to the kbench cache for the failed files; retry the load.",
+                           READ_LOGIN_HELP) from exc
 
     for rel, meta in kmanifest["files"].items():
         _check_file(folder, rel, meta, where)

@@ -382,6 +382,16 @@ class CudnnCollector:
     def env(self) -> dict:
         return environment(self.torch, self.cudnn)
 
+    def warm_up(self, seconds: float = 2.0) -> None:
+        """Keep the GPU busy for a moment so that the first problems do not meet idle clocks."""
+        t = self.torch
+        a = t.randn(4096, 4096, device="cuda", dtype=t.float16, generator=self.gen)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(20):
+                a = (a @ a).clamp_(-1, 1)
+            t.cuda.synchronize()
+
     # -- tensors ------------------------------------------------------------------
     def _rand(self, shape, dtype, channels_last):
         t = self.torch
@@ -823,7 +833,7 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
     """Measure every pending problem-direction of ``problems`` into the raw folder ``out_dir``."""
     from kbench.collect.writer import CRASH_LIMIT, RawWriter
     todo = load_problems(problems, directions, dtypes, layouts)
-    writer = RawWriter(out_dir, batch_size=batch_size)
+    writer = RawWriter(out_dir, batch_size=batch_size, max_batch_seconds=20.0)
     done, unfinished = writer.resume_state()
     crashed = [k for k, n in unfinished.items() if n >= CRASH_LIMIT]
     if crashed:  # recorded once, then skipped like done ones
@@ -848,6 +858,7 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     col = CudnnCollector(options)
+    col.warm_up()
     writer.write_env("start", col.env())
     t_start = time.monotonic()
     bar = None

@@ -36,9 +36,9 @@ fi
 
 while :; do
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
-  [ $LEFT -lt 40 ] && break
+  [ $LEFT -lt 60 ] && break
   timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
-      --time-budget $((LEFT - 40)) 2>&1 | tee -a $OUT/collect.log | tail -25
+      --time-budget $((LEFT - 100)) 2>&1 | tee -a $OUT/collect.log | tail -25
   rc=${PIPESTATUS[0]}
   echo "collector rc=$rc"
   [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume

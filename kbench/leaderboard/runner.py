@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import statistics
 import tempfile
 import time
@@ -218,7 +217,7 @@ class _Step:
 
 
 def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_time: float, step,
-                measure: bool) -> tuple[EvaluationResult, bytes]:
+                latency: bool) -> tuple[EvaluationResult, bytes]:
     """Predict test and valid, score both; returns (test record with extra, test preds gz)."""
     from kbench.evaluate import sha256_bytes
     step("predict test")
@@ -235,12 +234,12 @@ def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_tim
         step("predict valid")
         vrec = evaluators["valid"](model.predict(dataset, ids["valid"]), method=method)
         extra["valid"] = vrec.metrics["overall"]
-    if measure:
+    if latency:
         step("time batch-1 latency")
         extra["latency_ms_cpu_batch1"] = cpu_latency_ms(model, dataset, np.asarray(ids["test"], dtype=object))
-        extra["n_parameters"] = count_parameters(model)
-        step("model size")
-        extra["model_size_bytes"] = model_size_bytes(model)
+    extra["n_parameters"] = count_parameters(model)
+    step("model size")
+    extra["model_size_bytes"] = model_size_bytes(model)
     record.extra = extra
     return record, gz
 
@@ -270,6 +269,7 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
             if bar is not None:
                 bar.update(1)
     stochastic = getattr(cls, "stochastic", True)
+    measured = False  # batch-1 latency is timed once per method and run (it does not depend on the seed)
     try:
         for seed in seeds:
             if seed in records:
@@ -289,7 +289,8 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 model.fit(dataset, ids["train"], ids["valid"], seed=seed)
                 fit_time = time.perf_counter() - t0
                 rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
-                                      measure=True)
+                                      latency=not measured)
+                measured = True
             _write_seed(seed_dir, rec, gz)
             records[seed] = rec
             outcome.ran.append(seed)
@@ -390,8 +391,7 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
         log(f"  skipped {name}: {why}")
     evaluators = {"test": Evaluator(ds, split=split, part="test", reference="default")}
     if len(ids["valid"]):
-        evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference=evaluators["test"].reference_name
-                                        and "default")
+        evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference="default")
     reg = registry()
     with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
               disable=not progress, dynamic_ncols=True) as bar:
@@ -453,10 +453,3 @@ def report_records(report: RunReport) -> list[tuple[EvaluationResult, str]]:
         role = json.loads(meta_path.read_text()).get("role", "entry") if meta_path.exists() else "entry"
         out.append((o.record, role))
     return out
-
-
-def clean_method(out: Path, dataset: str, split: str, method: str) -> None:
-    """Remove a method's results (``--restart``)."""
-    folder = method_dir(out, dataset, split, method)
-    if folder.exists():
-        shutil.rmtree(folder)

@@ -13,7 +13,9 @@ predictions file and the installed dataset.
 from __future__ import annotations
 
 import json
+import math
 import re
+import statistics
 from pathlib import Path
 from typing import Literal
 
@@ -173,6 +175,8 @@ def record_problems(record: EvaluationResult, meta: SubmissionMeta | None = None
         out.append(f"seeds lists {len(seeds.seeds)} seeds but per_seed has {len(seeds.per_seed)} entries")
     if seeds and len(set(seeds.seeds)) != len(seeds.seeds):
         out.append(f"repeated seeds {seeds.seeds}")
+    if seeds and len(seeds.per_seed) == len(seeds.seeds):
+        out += seed_inconsistencies(record)
     if meta is not None:
         if meta.method != record.method:
             out.append(f"meta.json method {meta.method!r} differs from the record's {record.method!r}")
@@ -204,6 +208,31 @@ def dataset_problems(record: EvaluationResult) -> list[str]:
     if record.split not in ds.split_names:
         out.append(f"dataset {ds.name} has no split {record.split!r} ({', '.join(ds.split_names)})")
     return out
+
+
+def _close(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def seed_inconsistencies(record: EvaluationResult) -> list[str]:
+    """The seed summary must be what its per-seed scores give: mean, unbiased std, overall metrics."""
+    s = record.seeds
+    out = []
+    overall = record.metrics.get("overall", {}) if isinstance(record.metrics, dict) else {}
+    for key, mean in s.mean.items():
+        vals = [p.get(key) for p in s.per_seed]
+        vals = [v for v in vals if isinstance(v, (int, float)) and not math.isnan(v)]
+        want_mean = statistics.fmean(vals) if vals else None
+        want_std = statistics.stdev(vals) if len(vals) > 1 else None
+        if not _close(mean, want_mean):
+            out.append(f"seeds.mean.{key} = {mean} but the per-seed scores average {want_mean}")
+        if not _close(s.std.get(key), want_std):
+            out.append(f"seeds.std.{key} = {s.std.get(key)} but the per-seed scores give {want_std} (ddof=1)")
+        if key in overall and not _close(overall.get(key), mean):
+            out.append(f"metrics.overall.{key} = {overall.get(key)} but seeds.mean.{key} = {mean}")
+    return out[:8]
 
 
 # ----------------------------------------------------------------------------- the tree

@@ -154,6 +154,8 @@ def convert_finddb(path: str | Path) -> tuple[dict[str, pd.DataFrame], dict]:
     report["problems_with_exact_tie_for_fastest"] = int((second == first.reindex(second.index)).sum())
     ratio = runtimes["time_ms"] / best
     report["entries_ge_1000x_fastest"] = int((ratio >= OUTLIER_RATIO).sum())
+    report["entries_ge_1000x_fastest_kernels"] = {
+        str(k): int(v) for k, v in runtimes.loc[ratio >= OUTLIER_RATIO, "kernel"].value_counts().head(5).items()}
     report["max_ratio_to_fastest"] = float(ratio.max())
     report["problems"] = int(len(problems))
     report["runtime_entries"] = int(len(runtimes))

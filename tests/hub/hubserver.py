@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,6 +69,7 @@ class HubServer:
         self.corrupt: dict[str, callable] = {}
         self.requests: list[tuple[str, str]] = []
         self.unhandled: list[tuple[str, str]] = []
+        self.connections: set = set()
         self.lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self.httpd.daemon_threads = True
@@ -81,6 +83,12 @@ class HubServer:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+        with self.lock:  # also drop kept-alive connections: the Hub is really gone
+            for conn in list(self.connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
         self.thread.join(5)
 
     def _handler_class(self):
@@ -91,6 +99,16 @@ class HubServer:
 
             def log_message(self, *args):  # quiet
                 pass
+
+            def setup(self):
+                super().setup()
+                with hub.lock:
+                    hub.connections.add(self.connection)
+
+            def finish(self):
+                with hub.lock:
+                    hub.connections.discard(self.connection)
+                super().finish()
 
             def do_GET(self):
                 hub._dispatch(self, "GET")
@@ -168,6 +186,9 @@ class HubServer:
         return self._error(h, 404, f"hubserver: no route for {method} {path}", head=method == "HEAD")
 
     def _repo(self, h, repo_id: str, write: bool = False, head: bool = False) -> Repo | None:
+        if h.headers.get("Authorization") and not self._authorized(h):
+            self._error(h, 401, "Invalid credentials in Authorization header", head=head)
+            return None
         repo = self.repos.get(repo_id)
         if repo is None or ((write or repo.private) and not self._authorized(h)):
             self._error(h, 401 if not self._authorized(h) else 404, "Repository not found", "RepoNotFound", head)

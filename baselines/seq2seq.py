@@ -1,0 +1,881 @@
+"""``seq2seq``: an encoder-decoder that translates a problem descriptor into a parameter sequence.
+
+The task (issue 7): for a tunable solver (ConvAsm1x1U) predict the tuple of
+tuning parameters that won MIOpen's exhaustive tuning, one parameter per
+decoder step, and at inference keep only tuples the solver accepts. The same
+model and search serve *sequence-valued* kernel selection (``v100-tiles``:
+a tile configuration is a sequence of schema and tile sizes).
+
+Pieces (all used by the other tuning baselines too)
+---------------------------------------------------
+Descriptor (:func:`descriptor`)
+    The problem's fields, one sequence position each: ``direction``,
+    ``dtype`` (categorical) and ``n, c, k, x_h, x_w, y_h, y_w, fil_h, fil_w,
+    stride_h, stride_w, pad_h, pad_w`` (numeric, kbench's true x/w/y terms),
+    plus the solver's own direction-relative inputs when the space has a
+    grammar (ConvAsm1x1U: ``in_channels, out_channels, img_hw``, see
+    :func:`kbench.tuning.grammar.asm1x1u_problem_inputs`).
+Token encoding (:class:`DescriptorEncoder`, fitted on the training part)
+    Position ``j`` gets a field id (a learned embedding = one-hot times a
+    matrix), a value token (the value itself if it occurs in that field in
+    training, else the field's UNK token; categorical values the same way),
+    and for numeric fields ``log2(1 + v)`` z-normalised per field plus the
+    one-hot of ``min(tz(v), 7)`` (trailing zero bits: the divisibility that
+    the constraints test).
+Sequence spaces (:class:`GrammarSpace`, :class:`CandidateSpace`)
+    The output positions, each position's legal values, and the validity of
+    a prefix for a problem: a tuning grammar's prefix predicates
+    (``kbench.tuning.grammar``) or "some candidate of this problem starts with
+    this prefix" (the measured tile configurations of a problem).
+Search (:func:`beam_search`, :func:`greedy_decode`)
+    Model-agnostic: a *scorer* gives per-step log-probabilities. With
+    ``constrained=True`` a prefix is only extended by values that keep it
+    valid. A row whose beams all reach a dead end (every beam valid so far,
+    no valid continuation) falls back to scoring every valid tuple of the
+    problem (enumerated through the prefix predicates) and taking the best;
+    so a constrained search returns a valid tuple whenever one exists.
+
+Network (:class:`Seq2SeqNet`, PyTorch, CPU)
+    Encoder: field/value embeddings + numeric extras -> ``conv_layers`` Conv1D
+    layers (kernel 3, ReLU, same padding) over the descriptor positions ->
+    one bidirectional LSTM layer. Decoder: an LSTM cell, initialised from the
+    encoder's final states; at every step Bahdanau additive attention
+    ``a_j = softmax_j(v^T tanh(W_e e_j + W_h h_{t-1}))`` over the encoder
+    outputs, input = [embedding of the previous parameter token; context];
+    output layer over the joint token vocabulary (every position's values)
+    restricted to the current position's values. Loss: cross-entropy of
+    every step with teacher forcing. ``use_conv=False`` is the plain
+    encoder-decoder ablation (BiLSTM directly on the embeddings).
+
+Training and selection
+    Adam, gradient clipping 1.0, mini-batches shuffled by a seeded numpy
+    generator, ``torch.manual_seed(seed)``; after every epoch greedy decoding
+    of the *valid* problems; the epoch with the best valid perfect
+    prediction (ties: average accuracy) is kept; training stops after
+    ``patience`` epochs without improvement or at ``max_epochs``.
+    ``max_seconds`` is a safety cap only (it would make the epoch count
+    machine-dependent; ``fit_info['stopped_by']`` says which rule stopped).
+    Threads: ``torch.set_num_threads(threads)`` (default 2).
+
+Saving: ``baseline.json`` (configuration, vocabularies, normaliser, fit info)
+plus ``arrays.safetensors`` (the network's weights); never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from baselines.base import as_id_index, load_safetensors, problems_of, save_safetensors
+from kbench.errors import KbenchInputError
+
+SAVE_FORMAT = 1
+
+CATEGORICAL_FIELDS = ("direction", "dtype")
+NUMERIC_FIELDS = ("n", "c", "k", "x_h", "x_w", "y_h", "y_w", "fil_h", "fil_w",
+                  "stride_h", "stride_w", "pad_h", "pad_w")
+TZ_CAP = 7  # trailing-zero one-hot has TZ_CAP + 1 entries
+
+
+# =============================================================================== descriptor
+def descriptor(problems: pd.DataFrame, space=None) -> pd.DataFrame:
+    """The descriptor fields of each problem (same order), categorical as str, numeric as int64.
+
+    Adds the space's solver inputs (``space.extra_fields``) when it has any.
+    """
+    missing = [c for c in CATEGORICAL_FIELDS + NUMERIC_FIELDS if c not in problems.columns]
+    if missing:
+        raise KbenchInputError(f"problem table lacks descriptor column(s) {missing}")
+    out = {c: problems[c].astype(str).to_numpy(dtype=object) for c in CATEGORICAL_FIELDS}
+    for c in NUMERIC_FIELDS:
+        out[c] = pd.to_numeric(problems[c], errors="coerce").fillna(-1).to_numpy(np.int64)
+    if space is not None and getattr(space, "extra_fields", ()):
+        extra = space.extra_inputs(problems)
+        for c in space.extra_fields:
+            out[c] = extra[c].to_numpy(np.int64)
+    return pd.DataFrame(out)
+
+
+def trailing_zeros(v: np.ndarray, cap: int = TZ_CAP) -> np.ndarray:
+    """Trailing zero bits of positive integers, capped (0 for v <= 0)."""
+    v = np.asarray(v, dtype=np.int64)
+    out = np.zeros(v.shape, dtype=np.int64)
+    for b in range(cap):
+        out += (v > 0) & (v % (2 ** (b + 1)) == 0)
+    return out
+
+
+def numeric_matrix(desc: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Plain numeric features of a descriptor (for trees): raw values, log2(1+v), tz, one-hots."""
+    cols, names = [], []
+    for c in desc.columns:
+        if c in CATEGORICAL_FIELDS:
+            continue
+        v = desc[c].to_numpy(np.float64)
+        cols += [v, np.log2(1.0 + np.maximum(v, 0.0)), trailing_zeros(desc[c].to_numpy()).astype(float)]
+        names += [c, f"log_{c}", f"tz_{c}"]
+    for c, levels in (("direction", ("F", "B", "W")), ("dtype", ("FP32", "FP16", "BF16"))):
+        for lv in levels:
+            cols.append((desc[c].to_numpy() == lv).astype(float))
+            names.append(f"{c}_{lv}")
+    return np.column_stack(cols), names
+
+
+class DescriptorEncoder:
+    """Token / one-hot encoding of descriptor fields, fitted on training problems (JSON state)."""
+
+    def __init__(self, fields=None, vocab=None, mean=None, std=None):
+        self.fields = list(fields) if fields is not None else None
+        self.vocab: dict[str, list[str]] = vocab or {}
+        self.mean = dict(mean or {})
+        self.std = dict(std or {})
+
+    def fit(self, desc: pd.DataFrame) -> "DescriptorEncoder":
+        self.fields = list(desc.columns)
+        self.vocab = {c: sorted(pd.unique(desc[c].astype(str))) for c in self.fields}
+        for c in self.fields:
+            if c not in CATEGORICAL_FIELDS:
+                lv = np.log2(1.0 + np.maximum(desc[c].to_numpy(np.float64), 0.0))
+                self.mean[c], s = float(lv.mean()), float(lv.std())
+                self.std[c] = s if s > 1e-12 else 1.0
+        return self
+
+    @property
+    def n_tokens(self) -> int:
+        # per field: UNK then its values
+        return sum(len(v) + 1 for v in self.vocab.values())
+
+    n_numeric = 2 + TZ_CAP + 1  # is_numeric flag, standardised log2, tz one-hot
+
+    def transform(self, desc: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens (N, F) int64, numeric (N, F, n_numeric) float32)."""
+        missing = [c for c in self.fields if c not in desc.columns]
+        if missing:
+            raise KbenchInputError(f"descriptor lacks field(s) {missing}")
+        n, f = len(desc), len(self.fields)
+        tokens = np.zeros((n, f), dtype=np.int64)
+        numeric = np.zeros((n, f, self.n_numeric), dtype=np.float32)
+        base = 0
+        for j, c in enumerate(self.fields):
+            vocab = pd.Index(self.vocab[c])
+            pos = vocab.get_indexer(desc[c].astype(str))
+            tokens[:, j] = base + 1 + pos  # pos -1 (unseen) -> the field's UNK token `base`
+            base += len(vocab) + 1
+            if c not in CATEGORICAL_FIELDS:
+                v = desc[c].to_numpy(np.float64)
+                numeric[:, j, 0] = 1.0
+                numeric[:, j, 1] = (np.log2(1.0 + np.maximum(v, 0.0)) - self.mean[c]) / self.std[c]
+                numeric[np.arange(n), j, 2 + trailing_zeros(desc[c].to_numpy())] = 1.0
+        return tokens, numeric
+
+    def to_dict(self) -> dict:
+        return {"fields": self.fields, "vocab": self.vocab, "mean": self.mean, "std": self.std}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DescriptorEncoder":
+        return cls(d["fields"], d["vocab"], d["mean"], d["std"])
+
+
+# =============================================================================== sequence spaces
+class GrammarSpace:
+    """The output space of a tuning grammar (``kbench.tuning.grammar.Grammar``)."""
+
+    kind = "grammar"
+
+    def __init__(self, solver: str):
+        from kbench.tuning.grammar import get_grammar
+
+        self.solver = solver
+        self.grammar = get_grammar(solver)
+        self.params = tuple(self.grammar.params)
+        self.values = [np.asarray(self.grammar.legal_values[p], dtype=np.int64) for p in self.params]
+        self.extra_fields = ("in_channels", "out_channels", "img_hw")
+
+    def extra_inputs(self, problems: pd.DataFrame) -> pd.DataFrame:
+        return self.grammar.problem_inputs(problems.reset_index(drop=True))
+
+    def context(self, problems: pd.DataFrame) -> pd.DataFrame:
+        """Per-row data the validity checks read (aligned with ``problems``)."""
+        return self.grammar.problem_inputs(problems.reset_index(drop=True)).reset_index(drop=True)
+
+    def _rows(self, ctx: pd.DataFrame, rows: np.ndarray) -> dict:
+        sub = ctx.iloc[np.asarray(rows, dtype=np.int64)]
+        return {c: sub[c].to_numpy() for c in sub.columns}
+
+    def valid_next(self, ctx, rows: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+        """(N, V_L) bool: which values of position L = prefix.shape[1] keep each prefix valid."""
+        prefix = np.asarray(prefix, dtype=np.int64)
+        n, L = prefix.shape
+        if n == 0:
+            return np.zeros((0, len(self.values[L])), dtype=bool)
+        v = len(self.values[L])
+        vals = {p: np.repeat(prefix[:, i], v) for i, p in enumerate(self.params[:L])}
+        vals[self.params[L]] = np.tile(self.values[L], n)
+        inp = self._rows(ctx, np.repeat(np.asarray(rows, dtype=np.int64), v))
+        return self.grammar.prefix_valid(vals, inp, L + 1).reshape(n, v)
+
+    def is_valid(self, ctx, rows: np.ndarray, tuples: np.ndarray) -> np.ndarray:
+        tuples = np.asarray(tuples, dtype=np.int64)
+        if len(tuples) == 0:
+            return np.zeros(0, dtype=bool)
+        vals = {p: tuples[:, i] for i, p in enumerate(self.params)}
+        return self.grammar.prefix_valid(vals, self._rows(ctx, rows), None)
+
+    def enumerate_valid(self, ctx, row: int) -> np.ndarray:
+        """Every valid tuple (value indices, (M, P)) of one problem, by prefix expansion."""
+        pref = np.zeros((1, 0), dtype=np.int64)
+        idx = np.zeros((1, 0), dtype=np.int64)
+        for L in range(len(self.params)):
+            m = self.valid_next(ctx, np.full(len(pref), row), pref)
+            r, c = np.nonzero(m)
+            pref = np.column_stack([pref[r], self.values[L][c]])
+            idx = np.column_stack([idx[r], c])
+            if not len(pref):
+                break
+        return idx
+
+    def decode(self, idx: np.ndarray) -> np.ndarray:
+        """Value indices (N, P) -> parameter values (N, P)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return np.column_stack([self.values[t][idx[:, t]] for t in range(len(self.params))])
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        """Parameter values (N, P) -> value indices; -1 where a value is not legal."""
+        values = np.asarray(values, dtype=np.int64)
+        out = np.empty(values.shape, dtype=np.int64)
+        for t in range(len(self.params)):
+            out[:, t] = pd.Index(self.values[t]).get_indexer(values[:, t])
+        return out
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "solver": self.solver}
+
+
+class CandidateSpace:
+    """Sequences whose validity is "the problem lists a candidate with this prefix".
+
+    ``values[t]`` are integer codes (``labels[t]`` their printable values);
+    the per-problem candidate sets are given at :meth:`context` time as a
+    frame ``problem_id`` + the position columns (codes or labels).
+    """
+
+    kind = "candidates"
+    extra_fields = ()
+
+    def __init__(self, params, labels):
+        self.params = tuple(params)
+        self.labels = [np.asarray(lv, dtype=object) for lv in labels]
+        self.values = [np.arange(len(lv), dtype=np.int64) for lv in self.labels]
+        self.radix = np.array([len(v) for v in self.values], dtype=np.int64)
+
+    def encode_labels(self, frame: pd.DataFrame) -> np.ndarray:
+        """Label columns -> code matrix (N, P); -1 for unknown labels."""
+        out = np.empty((len(frame), len(self.params)), dtype=np.int64)
+        for t, p in enumerate(self.params):
+            out[:, t] = pd.Index(self.labels[t].astype(str)).get_indexer(frame[p].astype(str))
+        return out
+
+    def _key(self, rows, codes):
+        key = np.asarray(rows, dtype=np.int64).copy()
+        for t in range(codes.shape[1]):
+            key = key * self.radix[t] + codes[:, t]
+        return key
+
+    def context(self, problems: pd.DataFrame, candidates: pd.DataFrame) -> dict:
+        """Prefix key sets of each problem's candidates (rows = positions in ``problems``)."""
+        row = pd.Index(problems["problem_id"].astype(str)).get_indexer(candidates["problem_id"].astype(str))
+        codes = self.encode_labels(candidates)
+        ok = (row >= 0) & (codes >= 0).all(axis=1)
+        row, codes = row[ok], codes[ok]
+        keys = [np.unique(self._key(row, codes[:, :L])) for L in range(len(self.params) + 1)]
+        return {"keys": keys, "rows": row, "codes": codes, "n": len(problems)}
+
+    def valid_next(self, ctx, rows, prefix) -> np.ndarray:
+        prefix = np.asarray(prefix, dtype=np.int64)
+        n, L = prefix.shape
+        v = len(self.values[L])
+        base = self._key(rows, prefix) * self.radix[L]
+        cand = (base[:, None] + self.values[L][None, :]).ravel()
+        keys = ctx["keys"][L + 1]
+        pos = np.searchsorted(keys, cand)
+        hit = (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == cand)
+        return hit.reshape(n, v)
+
+    def is_valid(self, ctx, rows, tuples) -> np.ndarray:
+        tuples = np.asarray(tuples, dtype=np.int64)
+        keys = ctx["keys"][len(self.params)]
+        cand = self._key(rows, tuples)
+        pos = np.searchsorted(keys, cand)
+        return (pos < len(keys)) & (keys[np.minimum(pos, len(keys) - 1)] == cand)
+
+    def enumerate_valid(self, ctx, row: int) -> np.ndarray:
+        return np.unique(ctx["codes"][ctx["rows"] == row], axis=0)
+
+    def decode(self, idx):
+        return np.asarray(idx, dtype=np.int64)
+
+    def encode(self, values):
+        return np.asarray(values, dtype=np.int64)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "params": list(self.params),
+                "labels": [[str(x) for x in lv] for lv in self.labels]}
+
+
+def space_from_dict(d: dict):
+    if d["kind"] == "grammar":
+        return GrammarSpace(d["solver"])
+    if d["kind"] == "candidates":
+        return CandidateSpace(d["params"], d["labels"])
+    raise KbenchInputError(f"unknown sequence space kind {d['kind']!r}")
+
+
+# =============================================================================== search
+class TableScorer:
+    """A scorer with fixed per-row, per-position log-probabilities (no dependence on the prefix).
+
+    ``logp``: list over positions of (N, V_t) arrays. Used for per-parameter
+    classifiers (XGBoost) and in tests (random logits).
+    """
+
+    def __init__(self, logp: list[np.ndarray]):
+        self.logp = [np.asarray(a, dtype=np.float64) for a in logp]
+
+    def start(self, rows):
+        return np.asarray(rows, dtype=np.int64)
+
+    def step(self, state, prev, t):
+        return self.logp[t][state], state
+
+    def take(self, state, idx):
+        return state[idx]
+
+
+def log_softmax(x: np.ndarray, axis=-1) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    m = np.max(x, axis=axis, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+@dataclass
+class SearchResult:
+    """Search output for N problems: best tuple (value indices), its score, and diagnostics."""
+
+    best: np.ndarray         # (N, P) value indices; -1 where nothing was found
+    score: np.ndarray        # (N,) log-probability of ``best``
+    beams: np.ndarray        # (N, W, P) final beams, best first (-1 where empty)
+    beam_scores: np.ndarray  # (N, W), -inf where empty
+    fallback: np.ndarray     # (N,) bool: the beams died and every valid tuple was scored
+    found: np.ndarray        # (N,) bool: a tuple was returned (False: no valid tuple exists)
+
+
+def score_sequences(scorer, rows: np.ndarray, seqs: np.ndarray, batch: int = 65536) -> np.ndarray:
+    """Teacher-forced log-probability of each sequence (value indices) for its row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    seqs = np.asarray(seqs, dtype=np.int64)
+    out = np.zeros(len(seqs))
+    for s in range(0, len(seqs), batch):
+        r, q = rows[s:s + batch], seqs[s:s + batch]
+        state, prev = scorer.start(r), None
+        tot = np.zeros(len(q))
+        for t in range(q.shape[1]):
+            logp, state = scorer.step(state, prev, t)
+            tot += logp[np.arange(len(q)), q[:, t]]
+            prev = q[:, t]
+        out[s:s + batch] = tot
+    return out
+
+
+def _fallback(scorer, space, ctx, rows, dead: np.ndarray, best, score, found):
+    """Score every valid tuple of each dead row; keep the best (exact constrained argmax)."""
+    for i in np.flatnonzero(dead):
+        cands = space.enumerate_valid(ctx, int(rows[i]))
+        if not len(cands):
+            found[i] = False
+            continue
+        s = score_sequences(scorer, np.full(len(cands), rows[i]), cands)
+        j = int(np.argmax(s))
+        best[i], score[i], found[i] = cands[j], s[j], True
+
+
+def beam_search(scorer, space, ctx, rows, width: int = 10, constrained: bool = True,
+                fallback: bool = True) -> SearchResult:
+    """Beam search over ``space`` for each row; see the module docstring.
+
+    ``rows``: indices into ``ctx`` (and into whatever the scorer's ``start``
+    takes). Scores are sums of per-step log-probabilities; ties keep the
+    lower (beam, value) index, so width 1 is exactly :func:`greedy_decode`.
+    """
+    if width < 1:
+        raise KbenchInputError(f"beam width must be >= 1, got {width}")
+    rows = np.asarray(rows, dtype=np.int64)
+    n, P = len(rows), len(space.params)
+    state = scorer.start(rows)
+    scores = np.zeros((n, 1))
+    seq = np.zeros((n, 1, 0), dtype=np.int64)
+    prev = None
+    for t in range(P):
+        w = scores.shape[1]
+        logp, state = scorer.step(state, prev, t)
+        logp = np.asarray(logp, dtype=np.float64)
+        V = logp.shape[1]
+        if constrained:
+            flat_prefix = space.decode(seq.reshape(n * w, t)) if t else np.zeros((n * w, 0), np.int64)
+            mask = space.valid_next(ctx, np.repeat(rows, w), flat_prefix)
+            logp = np.where(mask, logp, -np.inf)
+        total = (scores.reshape(n * w, 1) + logp).reshape(n, w * V)
+        k = min(width, w * V)
+        order = np.argsort(-total, axis=1, kind="stable")[:, :k]
+        new_scores = np.take_along_axis(total, order, axis=1)
+        parent, value = order // V, order % V
+        flat_parent = (np.arange(n)[:, None] * w + parent).ravel()
+        seq = np.concatenate([seq.reshape(n * w, t)[flat_parent].reshape(n, k, t), value[:, :, None]], axis=2)
+        state = scorer.take(state, flat_parent)
+        prev = value.ravel()
+        scores = new_scores
+    alive = np.isfinite(scores)
+    beams = np.where(alive[:, :, None], seq, -1)
+    found = alive[:, 0].copy()
+    best = beams[:, 0, :].copy()
+    score = np.where(found, scores[:, 0], -np.inf)
+    dead = ~found
+    if constrained and fallback and dead.any():
+        _fallback(scorer, space, ctx, rows, dead, best, score, found)
+    return SearchResult(best, score, beams, np.where(alive, scores, -np.inf), dead & found, found)
+
+
+def greedy_decode(scorer, space, ctx, rows, constrained: bool = True, fallback: bool = True) -> SearchResult:
+    """Take the most likely (valid) value at each step."""
+    rows = np.asarray(rows, dtype=np.int64)
+    n, P = len(rows), len(space.params)
+    state = scorer.start(rows)
+    seq = np.zeros((n, P), dtype=np.int64)
+    score = np.zeros(n)
+    prev = None
+    for t in range(P):
+        logp, state = scorer.step(state, prev, t)
+        logp = np.asarray(logp, dtype=np.float64)
+        if constrained:
+            mask = space.valid_next(ctx, rows, space.decode(seq[:, :t]) if t else np.zeros((n, 0), np.int64))
+            logp = np.where(mask, logp, -np.inf)
+        v = np.argmax(logp, axis=1)
+        seq[:, t] = v
+        score += logp[np.arange(n), v]
+        prev = v
+    found = np.isfinite(score)
+    best = np.where(found[:, None], seq, -1)
+    dead = ~found
+    if constrained and fallback and dead.any():
+        _fallback(scorer, space, ctx, rows, dead, best, score, found)
+    return SearchResult(best, score, best[:, None, :], score[:, None], dead & found, found)
+
+
+# =============================================================================== network
+_NET = None
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def net_class():
+    """The network class (defined on first use so that importing this module does not import torch)."""
+    global _NET
+    if _NET is not None:
+        return _NET
+    torch = _torch()
+    nn = torch.nn
+
+    class Seq2SeqNet(nn.Module):
+        def __init__(self, n_fields, n_tokens, n_numeric, out_sizes, field_dim=8, token_dim=16,
+                     conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128,
+                     attn_dim=64, out_emb=16, dropout=0.1, use_conv=True):
+            super().__init__()
+            self.out_sizes = list(out_sizes)
+            self.offsets = np.concatenate([[0], np.cumsum(self.out_sizes)]).astype(int).tolist()
+            n_out = self.offsets[-1]
+            self.bos = n_out
+            self.field_emb = nn.Embedding(n_fields, field_dim)
+            self.token_emb = nn.Embedding(n_tokens, token_dim)
+            self.register_buffer("field_ids", torch.arange(n_fields), persistent=False)
+            d = field_dim + token_dim + n_numeric
+            self.use_conv = bool(use_conv)
+            convs = []
+            if self.use_conv:
+                for _ in range(conv_layers):
+                    convs += [nn.Conv1d(d, conv_channels, conv_kernel, padding=conv_kernel // 2), nn.ReLU()]
+                    d = conv_channels
+            self.conv = nn.Sequential(*convs)
+            self.enc = nn.LSTM(d, enc_hidden, batch_first=True, bidirectional=True)
+            self.drop = nn.Dropout(dropout)
+            e2 = 2 * enc_hidden
+            self.init_h = nn.Linear(e2, dec_hidden)
+            self.init_c = nn.Linear(e2, dec_hidden)
+            self.att_e = nn.Linear(e2, attn_dim, bias=False)
+            self.att_h = nn.Linear(dec_hidden, attn_dim)
+            self.att_v = nn.Linear(attn_dim, 1, bias=False)
+            self.out_emb = nn.Embedding(n_out + 1, out_emb)
+            self.cell = nn.LSTMCell(out_emb + e2, dec_hidden)
+            self.out = nn.Linear(dec_hidden + e2 + out_emb, n_out)
+
+        def encode(self, tokens, numeric):
+            b = tokens.shape[0]
+            x = torch.cat([self.field_emb(self.field_ids).unsqueeze(0).expand(b, -1, -1),
+                           self.token_emb(tokens), numeric], dim=2)
+            if self.use_conv:
+                x = self.conv(x.transpose(1, 2)).transpose(1, 2)
+            enc, (h, c) = self.enc(x)
+            enc = self.drop(enc)
+            hcat = torch.cat([h[0], h[1]], dim=1)
+            ccat = torch.cat([c[0], c[1]], dim=1)
+            return enc, self.att_e(enc), torch.tanh(self.init_h(hcat)), self.init_c(ccat)
+
+        def attention(self, keys, h):
+            score = self.att_v(torch.tanh(keys + self.att_h(h).unsqueeze(1))).squeeze(2)
+            return torch.softmax(score, dim=1)
+
+        def step(self, enc, keys, h, c, prev_tok, t):
+            """One decoder step: (log-probs over position t's values, h, c, attention weights)."""
+            a = self.attention(keys, h)
+            ctx = torch.bmm(a.unsqueeze(1), enc).squeeze(1)
+            e = self.out_emb(prev_tok)
+            h, c = self.cell(torch.cat([e, ctx], dim=1), (h, c))
+            logits = self.out(torch.cat([h, ctx, e], dim=1))[:, self.offsets[t]:self.offsets[t + 1]]
+            return torch.log_softmax(logits, dim=1), h, c, a
+
+        def prev_token(self, value_idx, t):
+            """Joint token of position t-1's value (BOS at t = 0)."""
+            if t == 0:
+                return torch.full((value_idx.shape[0],), self.bos, dtype=torch.long)
+            return value_idx + self.offsets[t - 1]
+
+        def forward(self, tokens, numeric, target):
+            """Teacher-forced mean cross-entropy over steps and rows."""
+            enc, keys, h, c = self.encode(tokens, numeric)
+            loss = 0.0
+            prev = self.prev_token(target[:, 0], 0)
+            for t in range(len(self.out_sizes)):
+                logp, h, c, _ = self.step(enc, keys, h, c, prev, t)
+                loss = loss + torch.nn.functional.nll_loss(logp, target[:, t])
+                prev = target[:, t] + self.offsets[t]
+            return loss / len(self.out_sizes)
+
+    _NET = Seq2SeqNet
+    return _NET
+
+
+class NetScorer:
+    """Scorer (see :func:`beam_search`) over a :class:`Seq2SeqNet` for a set of encoded problems."""
+
+    def __init__(self, net, tokens: np.ndarray, numeric: np.ndarray, batch: int = 4096):
+        torch = _torch()
+        self.net = net
+        self.torch = torch
+        with torch.no_grad():
+            parts = [net.encode(torch.as_tensor(tokens[s:s + batch]), torch.as_tensor(numeric[s:s + batch]))
+                     for s in range(0, len(tokens), batch)]
+        self.enc = torch.cat([p[0] for p in parts])
+        self.keys = torch.cat([p[1] for p in parts])
+        self.h0 = torch.cat([p[2] for p in parts])
+        self.c0 = torch.cat([p[3] for p in parts])
+        self.last_attention = None
+
+    def start(self, rows):
+        r = self.torch.as_tensor(np.asarray(rows, dtype=np.int64))
+        return (r, self.h0[r], self.c0[r])
+
+    def step(self, state, prev, t):
+        torch = self.torch
+        r, h, c = state
+        prev_t = torch.as_tensor(np.zeros(len(r), np.int64) if prev is None else np.asarray(prev, np.int64))
+        with torch.no_grad():
+            logp, h, c, a = self.net.step(self.enc[r], self.keys[r], h, c, self.net.prev_token(prev_t, t), t)
+        self.last_attention = a
+        return logp.numpy().astype(np.float64), (r, h, c)
+
+    def take(self, state, idx):
+        i = self.torch.as_tensor(np.asarray(idx, dtype=np.int64))
+        r, h, c = state
+        return (r[i], h[i], c[i])
+
+
+# =============================================================================== data helpers
+def solver_targets(dataset, solver: str, ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """``problem_id`` + the solver's parameter columns (int64) of a tuning dataset, one row per problem."""
+    from kbench.tuning.grammar import SOLVER_PARAMS
+
+    tg = getattr(dataset, "targets", None)
+    if tg is None:
+        raise KbenchInputError(f"dataset {getattr(dataset, 'name', '?')!r} has no targets table (not a tuning dataset)")
+    if solver not in SOLVER_PARAMS:
+        raise KbenchInputError(f"no parameter list for solver {solver!r}; known: {sorted(SOLVER_PARAMS)}")
+    params = list(SOLVER_PARAMS[solver])
+    t = tg[tg["solver"] == solver][["problem_id"] + params]
+    if ids is not None:
+        t = t[t["problem_id"].isin(as_id_index(ids))]
+    t = t.dropna().drop_duplicates("problem_id").reset_index(drop=True)
+    for p in params:
+        t[p] = t[p].astype(np.int64)
+    return t
+
+
+def prediction_frame(ids, space, values: np.ndarray, found: np.ndarray | None = None) -> pd.DataFrame:
+    """``problem_id`` + parameter columns (nullable Int64: NA where nothing was found)."""
+    out = pd.DataFrame({"problem_id": np.asarray(ids, dtype=object).astype(str)})
+    values = np.asarray(values, dtype=np.int64)
+    for t, p in enumerate(space.params):
+        col = pd.array(values[:, t], dtype="Int64")
+        if found is not None:
+            col[~np.asarray(found, dtype=bool)] = pd.NA
+        out[p] = col
+    return out
+
+
+def _tuning_problems(dataset, solver, ids):
+    """(targets aligned to the problems of ``ids`` that have the solver, their problem rows)."""
+    tgt = solver_targets(dataset, solver, ids)
+    if tgt.empty:
+        raise KbenchInputError(f"no {solver} targets among the given problems")
+    return tgt, problems_of(dataset, tgt["problem_id"])
+
+
+# =============================================================================== model
+class TuningModel:
+    """Common fit/predict/save/load frame of the tuning baselines (not kernel-selection baselines).
+
+    ``predict(dataset, ids)`` returns ``problem_id`` + the solver's parameter
+    columns for every id. ``method`` names the model (kept off the selection
+    registry on purpose: ``kbench run`` scores rankings, not tuples).
+    """
+
+    method = ""
+
+    def __init__(self, solver: str = "ConvAsm1x1U", **params):
+        self.solver = solver
+        self.params = dict(params)
+        self.seed = 0
+        self.fit_info: dict = {}
+        self.space = GrammarSpace(solver)
+
+    def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        return {}, {}
+
+    def set_state(self, state: dict, arrays: dict[str, np.ndarray], path: Path) -> None:
+        pass
+
+    def save(self, path) -> Path:
+        from kbench import __version__
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state, arrays = self.get_state()
+        doc = {"method": self.method, "format": SAVE_FORMAT, "kbench_version": __version__,
+               "solver": self.solver, "params": self.params, "seed": self.seed,
+               "fit_info": self.fit_info, "state": state}
+        (path / "baseline.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        if arrays:
+            save_safetensors(path / "arrays.safetensors", arrays, {"method": self.method})
+        self._save_files(path)
+        return path
+
+    def _save_files(self, path: Path) -> None:
+        pass
+
+    @classmethod
+    def load(cls, path) -> "TuningModel":
+        path = Path(path)
+        meta = path / "baseline.json"
+        if not meta.exists():
+            raise KbenchInputError(f"{path}: no saved model here (baseline.json missing)")
+        try:
+            doc = json.loads(meta.read_text())
+        except json.JSONDecodeError as exc:
+            raise KbenchInputError(f"{meta}: not valid JSON ({exc})") from exc
+        if cls.method and doc.get("method") != cls.method:
+            raise KbenchInputError(f"{path}: holds {doc.get('method')!r}, not {cls.method!r}")
+        obj = cls(solver=doc.get("solver", "ConvAsm1x1U"), **doc.get("params", {}))
+        obj.seed = doc.get("seed", 0)
+        obj.fit_info = doc.get("fit_info", {})
+        arrays = {}
+        if (path / "arrays.safetensors").exists():
+            arrays, _ = load_safetensors(path / "arrays.safetensors")
+        obj.set_state(doc.get("state", {}), arrays, path)
+        return obj
+
+
+DEFAULTS = dict(beam_width=10, constrained=True, decode="beam", use_conv=True, field_dim=8, token_dim=16,
+                conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128, attn_dim=64,
+                out_emb=16, dropout=0.1, lr=3e-3, batch_size=128, max_epochs=60, patience=10,
+                max_seconds=600.0, threads=2, weight_decay=0.0)
+
+
+class Seq2Seq(TuningModel):
+    """The seq2seq tuning model (module docstring). ``decode``: ``beam`` or ``greedy``."""
+
+    method = "seq2seq"
+
+    def __init__(self, solver: str = "ConvAsm1x1U", **params):
+        unknown = set(params) - set(DEFAULTS)
+        if unknown:
+            raise KbenchInputError(f"seq2seq: unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        super().__init__(solver, **{**DEFAULTS, **params})
+        if self.params["decode"] not in ("beam", "greedy"):
+            raise KbenchInputError(f"seq2seq: decode must be 'beam' or 'greedy', got {self.params['decode']!r}")
+        self.encoder: DescriptorEncoder | None = None
+        self.net = None
+
+    # -- network ----------------------------------------------------------------
+    def _build(self):
+        p = self.params
+        cls = net_class()
+        return cls(n_fields=len(self.encoder.fields), n_tokens=self.encoder.n_tokens,
+                   n_numeric=DescriptorEncoder.n_numeric, out_sizes=[len(v) for v in self.space.values],
+                   field_dim=p["field_dim"], token_dim=p["token_dim"], conv_channels=p["conv_channels"],
+                   conv_layers=p["conv_layers"], conv_kernel=p["conv_kernel"], enc_hidden=p["enc_hidden"],
+                   dec_hidden=p["dec_hidden"], attn_dim=p["attn_dim"], out_emb=p["out_emb"],
+                   dropout=p["dropout"], use_conv=p["use_conv"])
+
+    def n_parameters(self) -> int:
+        return int(sum(t.numel() for t in self.net.parameters()))
+
+    def _inputs(self, problems):
+        return self.encoder.transform(descriptor(problems, self.space))
+
+    # -- training -----------------------------------------------------------------
+    def fit_arrays(self, train_problems, train_idx, valid_problems=None, valid_idx=None, seed: int = 0):
+        """Train on problem rows and target value-index matrices (N, P)."""
+        torch = _torch()
+        p = self.params
+        torch.set_num_threads(int(p["threads"]))
+        self.seed = seed
+        torch.manual_seed(seed)
+        rng = np.random.default_rng(seed)
+        t_start = time.perf_counter()
+        self.encoder = DescriptorEncoder().fit(descriptor(train_problems, self.space))
+        tok, num = self._inputs(train_problems)
+        y = np.asarray(train_idx, dtype=np.int64)
+        if (y < 0).any():
+            raise KbenchInputError("training targets hold values outside the space's legal values")
+        self.net = self._build()
+        opt = torch.optim.Adam(self.net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        tok_t, num_t, y_t = torch.as_tensor(tok), torch.as_tensor(num), torch.as_tensor(y)
+        have_valid = valid_problems is not None and len(valid_problems)
+        if have_valid:
+            vtok, vnum = self._inputs(valid_problems)
+            vy = np.asarray(valid_idx, dtype=np.int64)
+        best_key, best_state, best_epoch, bad, history = None, None, -1, 0, []
+        stopped_by = "max_epochs"
+        bs = int(p["batch_size"])
+        for epoch in range(int(p["max_epochs"])):
+            self.net.train()
+            perm = rng.permutation(len(y))
+            tot = 0.0
+            for s in range(0, len(perm), bs):
+                b = torch.as_tensor(perm[s:s + bs])
+                loss = self.net(tok_t[b], num_t[b], y_t[b])
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+                opt.step()
+                tot += float(loss) * len(b)
+            rec = {"epoch": epoch, "train_loss": tot / len(y)}
+            self.net.eval()
+            if have_valid:
+                pred = self._greedy_unconstrained(vtok, vnum)
+                cells = pred == vy
+                rec["valid_perfect"] = float(cells.all(axis=1).mean())
+                rec["valid_avg_acc"] = float(cells.mean())
+                key = (rec["valid_perfect"], rec["valid_avg_acc"])
+            else:
+                key = (-rec["train_loss"],)
+            history.append(rec)
+            if best_key is None or key > best_key:
+                best_key, best_epoch, bad = key, epoch, 0
+                best_state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+            else:
+                bad += 1
+            if bad >= int(p["patience"]):
+                stopped_by = "patience"
+                break
+            if time.perf_counter() - t_start > float(p["max_seconds"]):
+                stopped_by = "max_seconds"
+                break
+        self.net.load_state_dict(best_state)
+        self.net.eval()
+        self.fit_info = {"best_epoch": best_epoch, "epochs_run": len(history), "stopped_by": stopped_by,
+                         "fit_time_s": time.perf_counter() - t_start, "history": history,
+                         "n_parameters": self.n_parameters(), "threads": int(p["threads"]),
+                         "n_train": int(len(y)), "n_valid": int(len(valid_problems)) if have_valid else 0}
+        return self
+
+    def _greedy_unconstrained(self, tok, num) -> np.ndarray:
+        torch = _torch()
+        with torch.no_grad():
+            enc, keys, h, c = self.net.encode(torch.as_tensor(tok), torch.as_tensor(num))
+            prev = self.net.prev_token(torch.zeros(len(tok), dtype=torch.long), 0)
+            out = []
+            for t in range(len(self.space.params)):
+                logp, h, c, _ = self.net.step(enc, keys, h, c, prev, t)
+                v = logp.argmax(dim=1)
+                out.append(v.numpy())
+                prev = v + self.net.offsets[t]
+        return np.column_stack(out)
+
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0) -> "Seq2Seq":
+        tgt, prob = _tuning_problems(dataset, self.solver, train_ids)
+        vprob = vidx = None
+        if valid_ids is not None:
+            vt, vprob = _tuning_problems(dataset, self.solver, valid_ids)
+            vidx = self.space.encode(vt[list(self.space.params)].to_numpy())
+        return self.fit_arrays(prob, self.space.encode(tgt[list(self.space.params)].to_numpy()), vprob, vidx, seed)
+
+    # -- inference ------------------------------------------------------------------
+    def search(self, problems: pd.DataFrame, width: int | None = None, constrained: bool | None = None,
+               decode: str | None = None, ctx=None) -> SearchResult:
+        """Search results for problem rows (``ctx``: the space's context, default from ``problems``)."""
+        if self.net is None:
+            raise KbenchInputError("seq2seq: fit or load the model first")
+        _torch().set_num_threads(int(self.params["threads"]))
+        width = int(self.params["beam_width"] if width is None else width)
+        constrained = bool(self.params["constrained"] if constrained is None else constrained)
+        decode = decode or self.params["decode"]
+        tok, num = self._inputs(problems)
+        scorer = NetScorer(self.net, tok, num)
+        ctx = self.space.context(problems) if ctx is None else ctx
+        rows = np.arange(len(problems))
+        if decode == "greedy":
+            return greedy_decode(scorer, self.space, ctx, rows, constrained)
+        return beam_search(scorer, self.space, ctx, rows, width, constrained)
+
+    def predict(self, dataset, ids, **search) -> pd.DataFrame:
+        problems = problems_of(dataset, ids)
+        res = self.search(problems, **search)
+        self.last_search = res
+        return prediction_frame(problems["problem_id"], self.space, self.space.decode(np.maximum(res.best, 0)),
+                                res.found)
+
+    # -- persistence ------------------------------------------------------------------
+    def get_state(self):
+        arrays = {k: v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
+        return {"encoder": self.encoder.to_dict(), "space": self.space.to_dict()}, arrays
+
+    def set_state(self, state, arrays, path):
+        torch = _torch()
+        self.encoder = DescriptorEncoder.from_dict(state["encoder"])
+        self.space = space_from_dict(state["space"])
+        self.net = self._build()
+        self.net.load_state_dict({k: torch.as_tensor(v) for k, v in arrays.items()})
+        self.net.eval()
+
+
+__all__ = ["descriptor", "numeric_matrix", "DescriptorEncoder", "GrammarSpace", "CandidateSpace",
+           "TableScorer", "SearchResult", "beam_search", "greedy_decode", "score_sequences", "net_class",
+           "NetScorer", "solver_targets", "prediction_frame", "TuningModel", "Seq2Seq", "log_softmax"]

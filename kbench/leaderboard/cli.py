@@ -1,0 +1,168 @@
+"""``kbench run``, ``kbench submit`` and ``kbench leaderboard {build,validate,schema}``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from kbench.errors import KbenchInputError
+
+
+def _print_results(report) -> None:
+    from kbench.cli import _console, print_frame
+    from kbench.leaderboard.runner import report_records, results_frame
+    df = results_frame(report_records(report))
+    if df.empty:
+        return
+    shown = df.copy()
+    for col in shown.columns:
+        if shown[col].dtype.kind == "f":
+            shown[col] = shown[col].map(lambda v: "" if v != v else f"{v:.4g}")
+    shown = shown.astype(str).replace({"None": "", "nan": ""})
+    print_frame(shown, title=f"kbench run: {report.dataset} split {report.split}, test part "
+                              f"(mean over seeds {report.seeds})")
+    console = _console()
+    for o in report.outcomes:
+        if o.resumed:
+            console.print(f"  {o.method}: seeds {o.resumed} resumed from {report.out}")
+
+
+def cmd_run(args) -> int:
+    import time
+
+    from kbench.leaderboard.runner import run_benchmark
+    t0 = time.perf_counter()
+    report = run_benchmark(dataset=args.dataset, split=args.split, baselines=args.baselines, seeds=args.seeds,
+                           out=args.out, update_leaderboard=args.update_leaderboard,
+                           leaderboard_root=args.leaderboard, progress=not args.no_progress)
+    _print_results(report)
+    minutes = (time.perf_counter() - t0) / 60
+    print(f"records in {Path(args.out) / report.dataset / report.split}/; total time {minutes:.1f} min")
+    if report.leaderboard:
+        print(f"leaderboard updated: {report.leaderboard}/ (README.md and site/index.html rebuilt)")
+    if report.failed:
+        print("failed: " + "; ".join(f"{o.method} ({o.error})" for o in report.failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from kbench.leaderboard.site import build
+    from kbench.leaderboard.submit import submit
+    report = submit(args.result, args.meta, root=args.leaderboard, preds=args.preds, replace=args.replace,
+                    require_preds=args.require_preds)
+    if report.rescored:
+        which = f" (matches seed {report.matched_seed})" if report.matched_seed is not None else ""
+        print(f"re-scored from the predictions file: metrics match{which}")
+    for note in report.notes:
+        print(f"note: {note}")
+    print(f"added {report.folder}")
+    if not args.no_build:
+        build(args.leaderboard)
+        print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'}")
+    return 0
+
+
+def cmd_build(args) -> int:
+    from kbench.leaderboard.site import build, check
+    cards = Path(args.cards) if args.cards else None
+    if args.check:
+        stale = check(args.leaderboard, cards)
+        if stale:
+            raise KbenchInputError(f"{args.leaderboard}: generated files are out of date; run "
+                                   "`kbench leaderboard build`:\n  - " + "\n  - ".join(stale[:20]))
+        print(f"{args.leaderboard}: README.md and site/ are up to date")
+        return 0
+    written = build(args.leaderboard, cards, progress=not args.no_progress)
+    print(f"wrote {len(written)} files: {Path(args.leaderboard) / 'README.md'}, "
+          f"{Path(args.leaderboard) / 'site' / 'index.html'} …")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from kbench.leaderboard.schema import validate_tree
+    summary = validate_tree(Path(args.leaderboard), check_data=not args.no_data)
+    print(f"{args.leaderboard}: {summary['entries']} entries, {summary['files']} files: valid")
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from kbench.leaderboard.schema import SCHEMA_DIR, generated_schemas, schema_text, write_schemas
+    if args.write:
+        for path in write_schemas(Path(args.write) if args.write != "-" else SCHEMA_DIR):
+            print(f"wrote {path}")
+        return 0
+    if args.check:
+        from kbench.leaderboard.schema import SCHEMA_FILES
+        stale = [k for k, s in generated_schemas().items()
+                 if not (SCHEMA_DIR / SCHEMA_FILES[k]).exists()
+                 or (SCHEMA_DIR / SCHEMA_FILES[k]).read_text(encoding="utf-8") != schema_text(s)]
+        if stale:
+            raise KbenchInputError(f"shipped schemas out of date: {', '.join(stale)}; run "
+                                   "`kbench leaderboard schema --write`.")
+        print("shipped schemas are up to date")
+        return 0
+    print(json.dumps(generated_schemas()[args.which], indent=2))
+    return 0
+
+
+def register_cli(sub) -> None:
+    from kbench.leaderboard.runner import DEFAULT_DATASET, DEFAULT_SEEDS, DEFAULT_SPLIT
+
+    p = sub.add_parser("run", help="run the whole benchmark: train and score every baseline, print the leaderboard",
+                       description="Train and score every registered baseline that supports the dataset, for "
+                       "several seeds, writing records as it goes (a re-run resumes), then print the "
+                       "leaderboard table. With no arguments: mi100, split random, seeds 0-4.")
+    p.add_argument("--dataset", "-d", default=DEFAULT_DATASET, help=f"dataset (default {DEFAULT_DATASET})")
+    p.add_argument("--split", "-s", default=DEFAULT_SPLIT, help=f"standard split (default {DEFAULT_SPLIT})")
+    p.add_argument("--baselines", "-b", nargs="+", metavar="NAME",
+                   help="baselines to run (default: every registered one that supports the dataset)")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS),
+                   help="seeds (default 0 1 2 3 4; the leaderboard needs at least 5)")
+    p.add_argument("--out", default="results", help="results folder (default results/)")
+    p.add_argument("--update-leaderboard", action="store_true",
+                   help="write the records into the leaderboard folder and rebuild its README and site")
+    p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
+                       description="Validate RESULT.json and META.json against the shipped schemas, check the "
+                       "kbench and dataset versions and checksums, re-score the predictions file (when "
+                       "present) and compare the metrics, then add the entry under "
+                       "leaderboard/<dataset>/<split>/<method>/ and rebuild the site.")
+    p.add_argument("result", help="result record (kbench evaluate --json / kbench run)")
+    p.add_argument("--meta", required=True, help="submission metadata (kbench/schemas/submission.schema.json)")
+    p.add_argument("--preds", help="predictions file (default: the record's predictions.path, or preds.csv.gz "
+                   "beside the record)")
+    p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
+    p.add_argument("--replace", action="store_true", help="replace an existing entry of the same method")
+    p.add_argument("--require-preds", action="store_true", help="fail when no predictions file is found")
+    p.add_argument("--no-build", action="store_true", help="do not rebuild README.md and the site")
+    p.set_defaults(func=cmd_submit)
+
+    lb = sub.add_parser("leaderboard", help="build or validate the leaderboard",
+                        description="Build the leaderboard README and static site, validate the leaderboard "
+                        "folder, or print the JSON Schemas.")
+    lsub = lb.add_subparsers(dest="leaderboard_command", metavar="ACTION")
+    lb.set_defaults(func=lambda args: (lb.print_help(), 0)[1])
+
+    p = lsub.add_parser("build", help="generate leaderboard/README.md and leaderboard/site/ (deterministic)")
+    p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
+    p.add_argument("--cards", help="data cards folder (default: data_cards/ beside the leaderboard folder)")
+    p.add_argument("--check", action="store_true", help="only check that the generated files are up to date")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_build)
+
+    p = lsub.add_parser("validate", help="validate every file under the leaderboard folder")
+    p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
+    p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets")
+    p.set_defaults(func=cmd_validate)
+
+    p = lsub.add_parser("schema", help="print the JSON Schemas, or write / check the shipped ones")
+    p.add_argument("which", nargs="?", default="result", choices=["result", "submission"])
+    p.add_argument("--write", nargs="?", const="-", metavar="DIR",
+                   help="write both schemas (default: kbench/schemas/)")
+    p.add_argument("--check", action="store_true", help="check that the shipped schemas are up to date")
+    p.set_defaults(func=cmd_schema)

@@ -1,0 +1,141 @@
+"""Leaderboard plots, drawn at build time with matplotlib to SVG, byte-for-byte deterministic.
+
+Determinism: the object-oriented API (no pyplot state), the Agg-free SVG backend, a
+fixed ``svg.hashsalt`` (element ids), text kept as text (``svg.fonttype: none``, no
+embedded font subsets), and no date or creator metadata.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+RC = {"svg.hashsalt": "kbench-leaderboard", "svg.fonttype": "none", "font.size": 9.0,
+      "font.family": "sans-serif", "axes.spines.top": False, "axes.spines.right": False,
+      "path.simplify": True}
+METADATA = {"Date": None, "Creator": None}
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d"]
+REF_STYLE = {"ceiling": ("#111111", (0, (1, 1.5))), "floor": ("#8a8a8a", (0, (4, 2)))}
+DIRECTIONS = {"F": "forward (F)", "B": "backward data (B)", "W": "backward weights (W)"}
+DIR_COLORS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
+
+
+def method_colors(methods: list[str]) -> dict[str, str]:
+    """A stable colour per method name (sorted order), shared by every plot of a page."""
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(methods))}
+
+
+def _svg(fig) -> bytes:
+    import matplotlib
+    buf = io.BytesIO()
+    with matplotlib.rc_context(RC):
+        fig.savefig(buf, format="svg", metadata=METADATA, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _figure(width=6.4, height=4.0):
+    import matplotlib
+    from matplotlib.figure import Figure
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(width, height), dpi=100)
+        ax = fig.add_subplot(1, 1, 1)
+    return fig, ax
+
+
+def _style(role: str, color: str):
+    if role in REF_STYLE:
+        return REF_STYLE[role]
+    return color, "-"
+
+
+def _pct(x, _pos=None) -> str:
+    if x == 0:
+        return "0%"
+    v = 100 * x
+    return f"{v:.0f}%" if v >= 1 else f"{v:.1g}%"
+
+
+def lop_cdf(series: list[tuple[str, str, np.ndarray]], colors: dict[str, str], title: str) -> bytes:
+    """ECDF of per-problem LoP, one line per (name, role, lop array)."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(6.4, 4.2)
+        finite = [np.sort(v[np.isfinite(v)]) for _, _, v in series]
+        top = max((np.quantile(v, 0.999) for v in finite if len(v)), default=1.0)
+        top = max(top, 0.1)
+        grid = np.unique(np.concatenate([[0.0], np.geomspace(1e-3, top, 240)]))
+        for (name, role, _), v in zip(series, finite):
+            if not len(v):
+                continue
+            y = np.searchsorted(v, grid, side="right") / len(v)
+            color, ls = _style(role, colors.get(name, "#333333"))
+            label = name if role == "entry" else f"{name} ({role})"
+            ax.step(grid, y, where="post", color=color, linestyle=ls, linewidth=1.6, label=label)
+        ax.axvline(0.05, color="#bbbbbb", linewidth=0.8, zorder=0)
+        ax.text(0.05, 0.02, " 5%", color="#888888", fontsize=8, transform=ax.get_xaxis_transform())
+        ax.set_xscale("symlog", linthresh=1e-3, linscale=0.4)
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, 1.005)
+        ax.xaxis.set_major_formatter(FuncFormatter(_pct))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{100 * y:.0f}%"))
+        ax.set_xlabel("loss of performance, t_choice / t_best − 1 (symmetric log scale)")
+        ax.set_ylabel("share of test problems with LoP ≤ x")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
+        ax.legend(loc="lower right", fontsize=8, frameon=False)
+        return _svg(fig)
+
+
+def speedup_by_direction(rows: list[tuple[str, str, dict[str, float | None]]], reference: str,
+                         title: str) -> bytes:
+    """Grouped bars: geomean speed-up over the reference heuristic per direction, per method."""
+    import matplotlib
+    with matplotlib.rc_context(RC):
+        n = len(rows)
+        fig, ax = _figure(max(6.4, 0.55 * n + 2.5), 4.2)
+        dirs = [d for d in DIRECTIONS if any(r[2].get(d) is not None for r in rows)]
+        width = 0.8 / max(len(dirs), 1)
+        x = np.arange(n)
+        for j, d in enumerate(dirs):
+            vals = np.array([r[2].get(d) if r[2].get(d) is not None else np.nan for r in rows], dtype=float)
+            ax.bar(x + (j - (len(dirs) - 1) / 2) * width, vals, width=width * 0.95, color=DIR_COLORS[d],
+                   label=DIRECTIONS[d])
+        ax.axhline(1.0, color="#333333", linewidth=0.9, label=f"{reference} (1×)")
+        ax.set_xticks(x)
+        ax.set_xticklabels([name if role == "entry" else f"{name}\n({role})" for name, role, _ in rows],
+                           rotation=30, ha="right")
+        ax.set_xlim(-0.6, n - 0.4)
+        ax.set_ylabel(f"geomean speed-up over {reference} (×)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", color="#eeeeee", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.legend(fontsize=8, frameon=False, ncols=len(dirs) + 1, loc="upper center", bbox_to_anchor=(0.5, -0.28))
+        return _svg(fig)
+
+
+def accuracy_vs_latency(points: list[tuple[str, str, float, float]], colors: dict[str, str], title: str) -> bytes:
+    """Scatter of top-1 (y) against CPU batch-1 latency in ms (x, log), one point per (name, role, ms, top1)."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(6.4, 4.2)
+        for name, role, ms, top1 in points:
+            color = _style(role, colors.get(name, "#333333"))[0]
+            filled = role == "entry"
+            ax.scatter([ms], [top1], s=46, color=color if filled else "white", edgecolors=color,
+                       linewidths=1.4, zorder=3)
+            ax.annotate(name, (ms, top1), textcoords="offset points", xytext=(6, 4), fontsize=8, color=color)
+        ax.set_xscale("log")
+        xs = [p[2] for p in points]
+        if xs:
+            ax.set_xlim(min(xs) / 2.5, max(xs) * 4)
+        ax.set_ylim(0, 1.04)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{100 * y:.0f}%"))
+        ax.set_xlabel("CPU inference latency per decision, batch 1 (ms, log scale)")
+        ax.set_ylabel("top-1 accuracy (test)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
+        return _svg(fig)

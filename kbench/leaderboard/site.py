@@ -1,0 +1,539 @@
+"""``kbench leaderboard build``: leaderboard/README.md and the static site, from the records alone.
+
+The output depends only on the records, metadata and predictions under the
+leaderboard folder, the datasets they were scored on and the data cards: no
+timestamps, no random state (the bootstrap is seeded), sorted everywhere. The
+same inputs give byte-identical files (``build --check`` verifies it).
+
+Site layout (works from the file system and any static host; no CDN)::
+
+    site/index.html             every dataset and split: tables and plots
+    site/<dataset>.html         one page per dataset: facts, tables, plots, its data card
+    site/assets/style.css, site/assets/sort.js
+    site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency}.svg
+    site/data_cards/<dataset>.md
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kbench.errors import KbenchInputError
+from kbench.leaderboard import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
+                                RULES_MD)
+from kbench.leaderboard import mdlite, plots
+from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
+from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
+from kbench.leaderboard.store import Entry, load_dataset, read_entries
+
+SITE_MARKER = ".kbench-site"
+ROLE_ORDER = {"ceiling": 0, "floor": 1}
+BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps only the fastest few kernels): "
+              "their time is a lower bound, so LoP and slowdown are lower bounds and within-5% and speed-up "
+              "upper bounds for that entry; the share is in the tooltip.")
+
+
+# ----------------------------------------------------------------------------- formatting
+def _num(v) -> float | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
+
+
+def fmt_pct(v, digits=2) -> str:
+    v = _num(v)
+    return "—" if v is None else f"{100 * v:.{digits}f}%"
+
+
+def fmt_x(v, digits=3) -> str:
+    v = _num(v)
+    return "—" if v is None else f"{v:.{digits}f}×"
+
+
+def fmt_mean_std(mean, std, digits=4) -> str:
+    mean, std = _num(mean), _num(std)
+    if mean is None:
+        return "—"
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
+
+
+def fmt_count(v) -> str:
+    v = _num(v)
+    if v is None:
+        return "—"
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.1f}{unit}"
+    return f"{v:.0f}"
+
+
+def fmt_ms(v) -> str:
+    v = _num(v)
+    if v is None:
+        return "—"
+    return f"{v:.3g} ms"
+
+
+def _value(v) -> str:
+    v = _num(v)
+    return "" if v is None else repr(round(v, 12))
+
+
+# ----------------------------------------------------------------------------- rows
+@dataclass
+class Row:
+    entry: Entry
+    rank: int | None
+    tie: bool = False
+    tie_with: str = ""
+
+    @property
+    def record(self):
+        return self.entry.record
+
+    @property
+    def overall(self) -> dict:
+        return self.record.metrics["overall"]
+
+    @property
+    def role(self) -> str:
+        return self.entry.role
+
+    def primary(self):
+        return self.overall.get(PRIMARY_METRIC)
+
+    def primary_std(self):
+        return (self.record.seeds.std.get(PRIMARY_METRIC) if self.record.seeds else None)
+
+    def valid(self):
+        v = self.record.extra.get("valid") if isinstance(self.record.extra, dict) else None
+        if isinstance(v, dict) and "mean" in v:
+            return v["mean"].get(PRIMARY_METRIC), (v.get("std") or {}).get(PRIMARY_METRIC)
+        if isinstance(v, dict):  # a single-seed valid summary
+            return v.get(PRIMARY_METRIC), None
+        return None, None
+
+    def censored_share(self) -> float:
+        return float(self.overall.get("share_censored") or 0.0)
+
+
+@dataclass
+class Board:
+    """One table: a dataset and split."""
+
+    dataset: str
+    split: str
+    rows: list[Row]
+    refs: list[Row]
+    n_problems: int | None
+    reference: str | None
+    lops: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    plots: list[tuple[str, str, str]] = field(default_factory=list)  # (file, title, alt)
+
+    @property
+    def slug(self) -> str:
+        return f"{self.dataset}-{self.split}"
+
+    def all_rows(self) -> list[Row]:
+        return self.rows + self.refs
+
+
+def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
+    key = (lambda e: (e.record.metrics["overall"].get(PRIMARY_METRIC) is None,
+                      (1 if PRIMARY_LOWER_IS_BETTER else -1) * (e.record.metrics["overall"].get(PRIMARY_METRIC) or 0),
+                      e.method))
+    ranked = sorted((e for e in entries if e.role == "entry"), key=key)
+    refs = sorted((e for e in entries if e.role != "entry"), key=lambda e: (ROLE_ORDER.get(e.role, 9),) + key(e))
+    rows = [Row(e, i + 1) for i, e in enumerate(ranked)]
+    ref_rows = [Row(e, None) for e in refs]
+    references = Counter(e.record.reference for e in entries if e.record.reference)
+    board = Board(dataset, split, rows, ref_rows, entries[0].record.counts.problems_in_part if entries else None,
+                  references.most_common(1)[0][0] if references else None)
+    # per-problem scores from the predictions files: the tie test and the LoP distribution
+    scores = {}
+    try:
+        from kbench.evaluate import Evaluator
+        ds = load_dataset(dataset)
+        ev = Evaluator(ds, split=split, part="test", reference=None)
+    except Exception as exc:  # the dataset is not installed here: tables only
+        board.notes.append(f"dataset {dataset} could not be loaded ({type(exc).__name__}); no tie test and "
+                           "no LoP distribution.")
+        ev = None
+    if ev is not None:
+        for row in board.all_rows():
+            frame = row.entry.preds()
+            if frame is not None:
+                scores[row.entry.method] = problem_scores(ev, frame)
+    board.lops = {m: s.lop for m, s in scores.items()}
+    for above, row in zip(rows, rows[1:]):
+        a, b = scores.get(above.entry.method), scores.get(row.entry.method)
+        if a is not None and b is not None and tied(a.log_slowdown, b.log_slowdown):
+            row.tie, row.tie_with = True, above.entry.name
+    missing = [r.entry.name for r in board.all_rows() if r.entry.method not in scores]
+    if missing and ev is not None:
+        board.notes.append("no predictions file (left out of the tie test and the LoP plot): "
+                           + ", ".join(missing) + ".")
+    return board
+
+
+# ----------------------------------------------------------------------------- plots
+def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
+    """SVG bytes per file name; also fills ``board.plots`` with (file, title, alt text)."""
+    out: dict[str, bytes] = {}
+    rows = board.all_rows()
+    colors = plots.method_colors([r.entry.name for r in rows])
+    where = f"{board.dataset} / {board.split} (test)"
+    # 1. LoP distribution
+    series = [(r.entry.name, r.role, board.lops[r.entry.method]) for r in rows if r.entry.method in board.lops]
+    if series:
+        name = f"{board.slug}-lop-cdf.svg"
+        title = f"LoP distribution, {where}"
+        out[name] = plots.lop_cdf(series, colors, title)
+        shares = "; ".join(f"{n}: {fmt_pct(np.mean(v[np.isfinite(v)] <= 0.05), 1)} within 5%, "
+                           f"{fmt_pct(np.mean(v[np.isfinite(v)] <= 0.0), 1)} at LoP 0" for n, _, v in series)
+        alt = (f"Cumulative distribution of the per-problem loss of performance (LoP) on {where}, one line per "
+               f"method; higher and further left is better. {shares}.")
+        board.plots.append((name, title, alt))
+    # 2. speed-up over the heuristic per direction
+    sp = [(r.entry.name, r.role, {d: (r.record.metrics.get("by_direction", {}).get(d) or {}).get("speedup_geomean")
+                                   for d in plots.DIRECTIONS}) for r in rows]
+    sp = [s for s in sp if any(v is not None for v in s[2].values())]
+    if sp and board.reference:
+        name = f"{board.slug}-speedup-direction.svg"
+        title = f"Speed-up over {board.reference} per direction, {where}"
+        out[name] = plots.speedup_by_direction(sp, board.reference, title)
+        text = "; ".join(f"{n}: " + ", ".join(f"{d} {fmt_x(v, 2)}" for d, v in vals.items() if v is not None)
+                         for n, _, vals in sp)
+        alt = (f"Bar chart of the geometric-mean speed-up over the {board.reference} heuristic for forward (F), "
+               f"backward-data (B) and backward-weights (W) problems on {where}; 1× is the heuristic. {text}.")
+        board.plots.append((name, title, alt))
+    elif not board.reference:
+        board.notes.append("no reference heuristic in these records: no speed-up plot.")
+    # 3. accuracy against CPU latency
+    pts = [(r.entry.name, r.role, _num(r.entry.meta.inference_latency_ms), _num(r.overall.get("top1")))
+           for r in rows]
+    pts = [p for p in pts if p[2] is not None and p[2] > 0 and p[3] is not None]
+    if pts:
+        name = f"{board.slug}-accuracy-latency.svg"
+        title = f"Top-1 accuracy vs. CPU latency, {where}"
+        out[name] = plots.accuracy_vs_latency(pts, colors, title)
+        text = "; ".join(f"{n}: {fmt_pct(t, 1)} at {fmt_ms(ms)}" for n, _, ms, t in pts)
+        alt = (f"Scatter plot of test top-1 accuracy against CPU inference latency per decision (batch 1, "
+               f"log scale) on {where}; up and to the left is better. {text}.")
+        board.plots.append((name, title, alt))
+    return out
+
+
+# ----------------------------------------------------------------------------- table cells
+COLUMNS = [
+    # id, header, css class, sortable type, tooltip
+    ("rank", "rank", "num", "num", "rank by the test score (≈: statistically tied with the entry above)"),
+    ("method", "method", "text", "text", "method (links to its code)"),
+    ("test", "test", "num primary", "num", f"test {PRIMARY_LABEL}, mean ± std over seeds"),
+    ("valid", "valid", "num", "num", f"valid {PRIMARY_LABEL}, mean ± std over seeds"),
+    ("top1", "top-1", "num", "num", "share of test problems where the fastest kernel is chosen"),
+    ("within5", "within 5%", "num", "num", "share of test problems with t_choice ≤ 1.05 t_best"),
+    ("lop", "mean LoP", "num", "num", "mean loss of performance (t_choice − t_best) / t_best"),
+    ("lop5", "LoP@5", "num", "num", "mean LoP of the best of the first 5 candidates"),
+    ("speedup", "speed-up", "num", "num", "geometric-mean speed-up over the reference heuristic"),
+    ("params", "params", "num", "num", "learned parameters"),
+    ("latency", "CPU latency", "num", "num", "inference latency per decision on CPU, batch 1"),
+    ("date", "date", "text", "text", "date of the result"),
+    ("links", "links", "text", None, "paper and code"),
+]
+
+
+def _link(target: str | None, depth: str) -> str | None:
+    if not target:
+        return None
+    return target if target.startswith(("http://", "https://")) else depth + target
+
+
+def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
+    """Per column: (display text as HTML, sort value, title)."""
+    rec, meta, o = row.record, row.entry.meta, row.overall
+    out = {}
+    if row.rank is None:
+        out["rank"] = (html.escape(row.role), "", "reference row")
+    else:
+        tie = (f' <span class="tie" title="statistically tied with {html.escape(row.tie_with)}">≈</span>'
+               if row.tie else "")
+        out["rank"] = (f"{row.rank}{tie}", str(row.rank), "")
+    code = _link(meta.code, repo_prefix)
+    name = html.escape(row.entry.name)
+    out["method"] = ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
+                     meta.description or "")
+    bound = (f' <span class="bound" title="{fmt_pct(row.censored_share(), 1)} of the choices are censored">†</span>'
+             if row.censored_share() > 0 else "")
+    out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
+    vm, vs = row.valid()
+    out["valid"] = (html.escape(fmt_mean_std(vm, vs)), _value(vm), "")
+    out["top1"] = (fmt_pct(o.get("top1")), _value(o.get("top1")), "")
+    out["within5"] = (fmt_pct(o.get("within5")), _value(o.get("within5")), "")
+    out["lop"] = (fmt_pct(o.get("lop_mean")), _value(o.get("lop_mean")), "")
+    out["lop5"] = (fmt_pct(o.get("lop_at_5")), _value(o.get("lop_at_5")), "")
+    out["speedup"] = (fmt_x(o.get("speedup_geomean")), _value(o.get("speedup_geomean")),
+                      f"over {rec.reference}" if rec.reference else "")
+    out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters),
+                     f"{meta.model_size_bytes:,} bytes saved" if meta.model_size_bytes is not None else "")
+    out["latency"] = (fmt_ms(meta.inference_latency_ms), _value(meta.inference_latency_ms),
+                      meta.inference_hardware or "")
+    out["date"] = (html.escape(rec.date), rec.date, "")
+    links = []
+    if meta.paper:
+        links.append(f'<a href="{html.escape(meta.paper)}">paper</a>')
+    if code:
+        links.append(f'<a href="{html.escape(code)}">code</a>')
+    out["links"] = (" · ".join(links) or "—", "", "")
+    return out
+
+
+def _speedup_header(board: Board) -> str:
+    return f"speed-up over {board.reference}" if board.reference else "speed-up"
+
+
+def table_html(board: Board, repo_prefix: str) -> str:
+    heads = []
+    for cid, label, cls, sort, tip in COLUMNS:
+        label = _speedup_header(board) if cid == "speedup" else label
+        label = f"test {PRIMARY_LABEL}" if cid == "test" else (f"valid {PRIMARY_LABEL}" if cid == "valid" else label)
+        inner = f"<button type=\"button\">{html.escape(label)}</button>" if sort else html.escape(label)
+        sort_attr = f' data-sort="{sort}"' if sort else ""
+        heads.append(f'<th scope="col" class="{cls.split()[0]}" data-col="{cid}"{sort_attr} '
+                     f'title="{html.escape(tip)}">{inner}</th>')
+
+    def tr(row: Row) -> str:
+        c = cells(row, repo_prefix)
+        tds = []
+        for cid, _label, cls, _sort, _tip in COLUMNS:
+            text, value, title = c[cid]
+            attrs = f' class="{cls}" data-col="{cid}"'
+            attrs += f' data-value="{html.escape(value)}"' if value != "" or _sort == "num" else ""
+            attrs += f' title="{html.escape(title)}"' if title else ""
+            tds.append(f"<td{attrs}>{text}</td>")
+        return f'<tr data-method="{html.escape(row.entry.method)}">' + "".join(tds) + "</tr>"
+
+    body = "\n".join(tr(r) for r in board.rows)
+    refs = "\n".join(tr(r) for r in board.refs)
+    return (f'<div class="table-wrap"><table class="lb" id="lb-{board.slug}" '
+            f'aria-label="{html.escape(board.dataset)} split {html.escape(board.split)} leaderboard">\n'
+            f"<thead><tr>{''.join(heads)}</tr></thead>\n<tbody class=\"entries\">\n{body}\n</tbody>\n"
+            f"<tbody class=\"ref\">\n{refs}\n</tbody>\n</table></div>")
+
+
+def plots_html(board: Board, prefix: str = "") -> str:
+    if not board.plots:
+        return ""
+    figs = "\n".join(f'<figure><img src="{prefix}plots/{f}" alt="{html.escape(alt)}" loading="eager">'
+                     f"<figcaption>{html.escape(title)}</figcaption></figure>" for f, title, alt in board.plots)
+    return f'<div class="plots">\n{figs}\n</div>'
+
+
+def board_html(board: Board, repo_prefix: str, heading: str = "h3") -> str:
+    n = f"{board.n_problems:,} test problems" if board.n_problems else ""
+    parts = [f'<{heading} id="{board.slug}">{html.escape(board.dataset)} · split {html.escape(board.split)}</{heading}>',
+             f'<p class="note">{len(board.rows)} ranked entr{"y" if len(board.rows) == 1 else "ies"}, '
+             f"{len(board.refs)} reference row(s); {n}.</p>",
+             table_html(board, repo_prefix)]
+    parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
+    parts.append(plots_html(board))
+    return "\n".join(p for p in parts if p)
+
+
+# ----------------------------------------------------------------------------- pages
+def page(title: str, body: str, nav: list[tuple[str, str]]) -> str:
+    links = "".join(f'<a href="{html.escape(h)}">{html.escape(t)}</a>' for t, h in nav)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="assets/style.css">
+<script src="assets/sort.js" defer></script>
+</head>
+<body>
+<header class="top"><h1>{html.escape(title)}</h1><nav>{links}</nav></header>
+<main>
+{body}
+</main>
+</body>
+</html>
+"""
+
+
+def legend_html() -> str:
+    return (f'<p>Entries are ranked by the <strong>test {html.escape(PRIMARY_LABEL)}</strong>: '
+            f"{html.escape(PRIMARY_TEXT)}. ± is the unbiased standard deviation over seeds (at least 5). "
+            "Other metric columns are means over seeds. Reference rows (the oracle ceiling and the random and "
+            "single-best floors) are not ranked. Click a column header to sort.</p>"
+            f'<p class="note"><span class="tie">≈</span> statistically tied with the entry ranked above: '
+            f"{html.escape(TIE_TEST_TEXT)}.</p>"
+            f'<p class="note">{html.escape(BOUND_TEXT)}</p>')
+
+
+def dataset_facts(name: str) -> str:
+    try:
+        ds = load_dataset(name)
+    except Exception:
+        return ""
+    info = ds.info
+    facts = [("device", info.get("device")), ("library", info.get("library")), ("task", info.get("task")),
+             ("problems", f"{len(ds.problems):,}"), ("kernels", f"{len(ds.kernels):,}"),
+             ("version", f"{ds.version} (checksum {ds.checksum[:12]})"), ("license", info.get("license"))]
+    return '<dl class="facts">' + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>"
+                                           for k, v in facts if v) + "</dl>"
+
+
+# ----------------------------------------------------------------------------- markdown
+def markdown_table(board: Board, repo_prefix: str) -> str:
+    heads = [label for _cid, label, *_ in COLUMNS]
+    heads[2], heads[3] = f"test {PRIMARY_LABEL}", f"valid {PRIMARY_LABEL}"
+    heads[8] = _speedup_header(board)
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
+    for row in board.all_rows():
+        c = cells(row, repo_prefix)
+        vals = []
+        for cid, *_ in COLUMNS:
+            text = c[cid][0]
+            if cid == "rank":
+                text = (f"{row.rank}" + (" ≈" if row.tie else "")) if row.rank else f"*{row.role}*"
+            elif cid == "method":
+                code = _link(row.entry.meta.code, repo_prefix)
+                text = f"[{row.entry.name}]({code})" if code else row.entry.name
+            elif cid == "test":
+                text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
+            elif cid == "links":
+                links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
+                links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
+                text = " · ".join(links) or "—"
+            else:
+                text = html.unescape(text)
+            vals.append(text.replace("|", "\\|"))
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def readme(boards: list[Board], cards: dict[str, str]) -> str:
+    out = ["# kbench leaderboard", "",
+           "<!-- generated by `kbench leaderboard build` from the records in this folder: do not edit by hand -->",
+           "",
+           f"Entries are ranked by the **test {PRIMARY_LABEL}**: {PRIMARY_TEXT}. ± is the unbiased standard "
+           "deviation over seeds (at least 5); the other metric columns are means over seeds. Reference rows "
+           "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
+           f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
+           BOUND_TEXT, "",
+           "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
+           "(open it from the file system or any static host).", ""]
+    for board in boards:
+        out.append(f"## {board.dataset} · split {board.split}")
+        out.append("")
+        if board.dataset in cards:
+            out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
+        out += [markdown_table(board, "../"), ""]
+        out += [f"_{x}_" for x in board.notes] + ([""] if board.notes else [])
+        for f, title, _alt in board.plots:
+            out.append(f"![{title}](site/plots/{f})")
+        out.append("")
+    out += ["## Rules", "", RULES_MD]
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ----------------------------------------------------------------------------- build
+def _cards(root: Path, datasets: list[str], cards_dir: Path | None) -> dict[str, Path]:
+    base = cards_dir if cards_dir is not None else root.resolve().parent / "data_cards"
+    return {d: base / f"{d}.md" for d in datasets if (base / f"{d}.md").exists()}
+
+
+def render(root: Path, cards_dir: Path | None = None, progress: bool = False) -> dict[str, bytes]:
+    """Every generated file, relative to ``root``, as bytes (nothing is written)."""
+    root = Path(root)
+    groups = read_entries(root)
+    boards = []
+    items = list(groups.items())
+    if progress:
+        from tqdm import tqdm
+        items = tqdm(items, desc="leaderboard tables", unit="table")
+    files: dict[str, bytes] = {}
+    for (dataset, split), entries in items:
+        board = make_board(dataset, split, entries)
+        for name, svg in draw_plots(board, root / "site" / "plots").items():
+            files[f"site/plots/{name}"] = svg
+        boards.append(board)
+    datasets = sorted({b.dataset for b in boards})
+    card_paths = _cards(root, datasets, cards_dir)
+    card_rel = {d: f"data_cards/{d}.md" for d in card_paths}
+    files["README.md"] = readme(boards, card_rel).encode("utf-8")
+    nav = [("overview", "index.html")] + [(d, f"{d}.html") for d in datasets]
+    # index
+    body = [legend_html()]
+    if not boards:
+        body.append("<p>No entries yet: run <code>kbench run --update-leaderboard</code> or "
+                    "<code>kbench submit</code>.</p>")
+    for d in datasets:
+        body.append(f'<h2 id="{html.escape(d)}"><a href="{html.escape(d)}.html">{html.escape(d)}</a></h2>')
+        body += [board_html(b, "../../") for b in boards if b.dataset == d]
+    body.append('<h2 id="rules">Rules</h2>' + mdlite.to_html(RULES_MD))
+    files["site/index.html"] = page("kbench leaderboard", "\n".join(body), nav).encode("utf-8")
+    # one page per dataset
+    for d in datasets:
+        body = [dataset_facts(d)]
+        if d in card_paths:
+            body.append(f'<p>Data card: <a href="data_cards/{html.escape(d)}.md">data_cards/{html.escape(d)}.md</a> '
+                        f'(rendered <a href="#card">below</a>).</p>')
+        else:
+            body.append('<p class="note">No data card found for this dataset.</p>')
+        body.append(legend_html())
+        body += [board_html(b, "../../", heading="h2") for b in boards if b.dataset == d]
+        if d in card_paths:
+            text = card_paths[d].read_text(encoding="utf-8")
+            files[f"site/data_cards/{d}.md"] = text.encode("utf-8")
+            body.append('<section class="card" id="card"><h2>Data card</h2>' + mdlite.to_html(text, 1)
+                        + "</section>")
+        files[f"site/{d}.html"] = page(f"kbench leaderboard: {d}", "\n".join(body), nav).encode("utf-8")
+    files["site/assets/style.css"] = STYLE_CSS.encode("utf-8")
+    files["site/assets/sort.js"] = SORT_JS.encode("utf-8")
+    files[f"site/{SITE_MARKER}"] = b"generated by `kbench leaderboard build`; the folder is replaced on each build\n"
+    return files
+
+
+def build(root: str | Path = "leaderboard", cards_dir: Path | None = None, progress: bool = False) -> list[Path]:
+    """Write README.md and site/ under ``root`` (site/ is replaced as a whole)."""
+    root = Path(root)
+    files = render(root, cards_dir, progress)
+    site = root / "site"
+    if site.exists():
+        if not (site / SITE_MARKER).exists() and any(site.iterdir()):
+            raise KbenchInputError(f"{site} exists and was not made by `kbench leaderboard build` "
+                                   f"({SITE_MARKER} missing); move it away first.")
+        shutil.rmtree(site)
+    written = []
+    for rel, data in sorted(files.items()):
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written.append(path)
+    return written
+
+
+def check(root: str | Path = "leaderboard", cards_dir: Path | None = None) -> list[str]:
+    """Generated files that differ from what a build would write now (empty: up to date)."""
+    root = Path(root)
+    files = render(root, cards_dir)
+    stale = [rel for rel, data in sorted(files.items())
+             if not (root / rel).exists() or (root / rel).read_bytes() != data]
+    site = root / "site"
+    if site.exists():
+        extra = sorted(str(p.relative_to(root)) for p in site.rglob("*") if p.is_file()
+                       and str(p.relative_to(root)) not in files)
+        stale += [f"{e} (not generated)" for e in extra]
+    return stale

@@ -1,0 +1,163 @@
+"""The static site in a real headless browser (Debian's chromium + chromedriver, driven by Selenium).
+
+Install: apt-get install chromium chromium-driver; pip install selenium. Skipped, with the reason,
+when any of them is missing. Set KBENCH_SCREENSHOT_DIR to keep the screenshots.
+"""
+
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench.leaderboard.site import build
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("KBENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = os.environ.get("KBENCH_CHROMEDRIVER") or shutil.which("chromedriver")
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+if not CHROMIUM or not CHROMEDRIVER:
+    pytest.skip("headless browser test needs Debian's chromium and chromium-driver "
+                "(apt-get install chromium chromium-driver); not found on PATH", allow_module_level=True)
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1000", "--disable-extensions"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def open_page(driver, path: Path) -> list[dict]:
+    """Load a page from the file system; returns the console errors it logged."""
+    driver.get_log("browser")  # drop what earlier pages logged
+    driver.get(path.resolve().as_uri())
+    deadline = time.time() + 10
+    while time.time() < deadline and not driver.execute_script(
+            "return document.readyState === 'complete' && Array.from(document.images).every(i => i.complete)"):
+        time.sleep(0.05)
+    return [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def screenshot(driver, name: str, tmp_path: Path) -> Path:
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1400, min(max(height, 600) + 40, 8000))
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    keep = os.environ.get("KBENCH_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / name)
+    driver.set_window_size(1400, 1000)
+    return path
+
+
+def table_rows(driver, table_id: str) -> list[dict]:
+    return driver.execute_script("""
+        const t = document.getElementById(arguments[0]);
+        return Array.from(t.tBodies[0].rows).map(r => {
+          const o = {method: r.dataset.method};
+          for (const c of r.cells) { o[c.dataset.col] = c.hasAttribute('data-value') ? c.dataset.value : c.textContent; }
+          return o;
+        });""", table_id)
+
+
+def check_tables_hold_records(driver, root: Path) -> int:
+    """Every record under root is a row of its table, with its test score; returns how many."""
+    n = 0
+    for result in sorted(root.glob("*/*/*/result.json")):
+        rec = json.loads(result.read_text())
+        meta = json.loads((result.parent / "meta.json").read_text())
+        table = f"lb-{rec['dataset']['name']}-{rec['split']}"
+        rows = driver.execute_script("""
+            const t = document.getElementById(arguments[0]);
+            if (!t) return null;
+            return Array.from(t.querySelectorAll('tbody tr')).map(r => [r.dataset.method,
+              r.querySelector('td[data-col=test]').dataset.value, r.querySelector('td[data-col=top1]').dataset.value]);
+            """, table)
+        assert rows is not None, f"no table {table} on the page"
+        found = {m: (t, t1) for m, t, t1 in rows}
+        assert rec["method"] in found, f"{rec['method']} missing from table {table}"
+        test, top1 = found[rec["method"]]
+        assert math.isclose(float(test), rec["metrics"]["overall"]["geomean_slowdown"], rel_tol=1e-9)
+        assert math.isclose(float(top1), rec["metrics"]["overall"]["top1"], rel_tol=1e-9)
+        assert meta["role"] in ("entry", "floor", "ceiling")
+        n += 1
+    return n
+
+
+def check_plots(driver) -> int:
+    images = driver.execute_script(
+        "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth, i.alt])")
+    for src, width, alt in images:
+        assert width > 0, f"plot {src} did not render"
+        assert len(alt) > 40, f"plot {src} has no real alt text"
+    return len(images)
+
+
+def test_site_in_headless_chromium(browser, toy_board, toy, tmp_path):
+    root = tmp_path / "leaderboard"
+    shutil.copytree(toy_board, root)
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    (cards / "toy.md").write_text("# Toy card\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    build(root, cards)
+    for page in ("index.html", "toy.html"):
+        errors = open_page(browser, root / "site" / page)
+        assert errors == [], f"console errors on {page}: {errors}"
+        assert check_tables_hold_records(browser, root) == 4
+        assert check_plots(browser) == 3
+    # sorting: click the method header, then top-1 twice
+    before = [r["method"] for r in table_rows(browser, "lb-toy-random")]
+    assert before == ["toy-rules", "toy-model"]  # ranked by the primary metric
+    header = browser.find_element(By.CSS_SELECTOR, "#lb-toy-random th[data-col=method] button")
+    header.click()
+    assert [r["method"] for r in table_rows(browser, "lb-toy-random")] == ["toy-model", "toy-rules"]
+    top1 = browser.find_element(By.CSS_SELECTOR, "#lb-toy-random th[data-col=top1] button")
+    for direction in ("ascending", "descending"):
+        top1.click()
+        th = browser.find_element(By.CSS_SELECTOR, "#lb-toy-random th[data-col=top1]")
+        assert th.get_attribute("aria-sort") == direction
+        values = [float(r["top1"]) for r in table_rows(browser, "lb-toy-random")]
+        assert values == sorted(values, reverse=direction == "descending")
+    # reference rows stay below the ranked ones, unsorted
+    refs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#lb-toy-random tbody.ref tr')).map(r => r.dataset.method)")
+    assert refs == ["toy-oracle", "toy-random"]
+    # the data-card link of the dataset page works from the file system
+    open_page(browser, root / "site" / "toy.html")
+    link = browser.find_element(By.CSS_SELECTOR, 'a[href="data_cards/toy.md"]')
+    assert (root / "site" / link.get_attribute("href").split("/site/", 1)[1]).exists()
+    shot = screenshot(browser, "toy-leaderboard.png", tmp_path)
+    assert shot.stat().st_size > 10_000
+
+
+def test_committed_site_in_headless_chromium(browser, tmp_path):
+    """The committed leaderboard/site holds every committed record and renders every plot."""
+    root = REPO / "leaderboard"
+    records = sorted(root.glob("*/*/*/result.json"))
+    if not records:
+        pytest.skip("no committed leaderboard records yet (kbench run --update-leaderboard writes them)")
+    assert (root / "site" / "index.html").exists(), "leaderboard/site missing: run `kbench leaderboard build`"
+    pages = [root / "site" / "index.html"] + sorted(
+        (root / "site" / f"{d}.html") for d in {r.parent.parent.parent.name for r in records})
+    for page in pages:
+        errors = open_page(browser, page)
+        assert errors == [], f"console errors on {page.name}: {errors}"
+        assert check_plots(browser) >= 1
+        if page.name == "index.html":
+            assert check_tables_hold_records(browser, root) == len(records)
+            screenshot(browser, "committed-leaderboard.png", tmp_path)
