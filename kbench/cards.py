@@ -22,11 +22,22 @@ def size_category(n: int) -> str:
     return "n>10M"
 
 
+HF_LICENSES = {"mit", "apache-2.0", "bsd-3-clause", "cc-by-4.0", "cc0-1.0"}
+
+
+def _slug(text: str) -> str:
+    import re
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
+
+
 def _yaml_front_matter(ds, data_prefix: str) -> str:
     info = ds.info
+    lic = str(info.get("license", "other")).lower()
+    license_lines = [f"license: {lic}"] if lic in HF_LICENSES else [
+        "license: other", f"license_name: {_slug(lic) or 'unknown'}"]
     lines = [
         "---",
-        f"license: {info.get('license', 'other').lower()}",
+        *license_lines,
         f"pretty_name: kbench {ds.name} ({info.get('device', '')})",
         "size_categories:",
         f"- {size_category(len(ds.problems))}",
@@ -36,7 +47,7 @@ def _yaml_front_matter(ds, data_prefix: str) -> str:
         "- kernel-selection",
         "- gpu",
         "- autotuning",
-        f"- {str(info.get('library', '')).lower()}",
+        f"- {_slug(info.get('library', ''))}",
         "configs:",
     ]
     for i, fname in enumerate(info.get("files", {})):
@@ -140,6 +151,10 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
 def render_card(ds, data_prefix: str = "") -> str:
     if ds.task == "tuning":
         return render_tuning_card(ds, data_prefix)
+    if ds.task == "tile-selection":
+        from kbench.sources.cnnopt import render_data_card
+        body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
+        return _yaml_front_matter(ds, data_prefix) + "\n" + body
     info = ds.info
     clean = info.get("cleaning", {})
     src = info.get("source", {})

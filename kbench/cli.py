@@ -98,11 +98,7 @@ def cmd_build_data(args) -> int:
         if canonical is None:
             raise KbenchInputError(f"unknown dataset {name!r}.{suggest(name, list(DATASETS))}")
         manifest = build_dataset(canonical, args.raw, out_root)
-        if DATASETS[canonical].task == "tile-selection":
-            from kbench.sources.cnnopt import write_data_card
-            card = write_data_card(canonical.removesuffix("-tiles"), Path(args.cards) / f"{canonical}.md", args.raw)
-        else:
-            card = write_card(canonical, Path(args.cards), data_root=out_root)
+        card = write_card(canonical, Path(args.cards), data_root=out_root)
         print(f"{canonical}: {manifest['files']['problems.parquet']['rows']:,} problems -> "
               f"{out_root / canonical}; card {card}")
     return 0
