@@ -55,7 +55,8 @@ Training and selection
     ``patience`` epochs without improvement or at ``max_epochs``.
     ``max_seconds`` is a safety cap only (it would make the epoch count
     machine-dependent; ``fit_info['stopped_by']`` says which rule stopped).
-    Threads: ``torch.set_num_threads(threads)`` (default 2).
+    Threads: ``torch.set_num_threads(threads)`` (default 1: on the shared 2-core
+    machine a second thread made each step 20-40x slower through contention).
 
 Saving: ``baseline.json`` (configuration, vocabularies, normaliser, fit info)
 plus ``arrays.safetensors`` (the network's weights); never pickle.
@@ -243,7 +244,9 @@ class GrammarSpace:
     def decode(self, idx: np.ndarray) -> np.ndarray:
         """Value indices (N, P) -> parameter values (N, P)."""
         idx = np.asarray(idx, dtype=np.int64)
-        return np.column_stack([self.values[t][idx[:, t]] for t in range(len(self.params))])
+        if idx.shape[1] == 0:
+            return np.zeros(idx.shape, dtype=np.int64)
+        return np.column_stack([self.values[t][idx[:, t]] for t in range(idx.shape[1])])
 
     def encode(self, values: np.ndarray) -> np.ndarray:
         """Parameter values (N, P) -> value indices; -1 where a value is not legal."""
@@ -393,9 +396,17 @@ def score_sequences(scorer, rows: np.ndarray, seqs: np.ndarray, batch: int = 655
     return out
 
 
-def _fallback(scorer, space, ctx, rows, dead: np.ndarray, best, score, found):
-    """Score every valid tuple of each dead row; keep the best (exact constrained argmax)."""
-    for i in np.flatnonzero(dead):
+def _fallback(scorer, space, ctx, rows, dead: np.ndarray, best, score, found, width: int = 1):
+    """Rows whose beams all died: first a wider beam (``max(64, 8 * width)``) on those rows,
+    then, for rows still without a valid tuple, score every valid tuple of the
+    problem and keep the best (the exact constrained argmax)."""
+    idx = np.flatnonzero(dead)
+    if not len(idx):
+        return
+    wide = beam_search(scorer, space, ctx, rows[idx], max(64, 8 * width), True, fallback=False)
+    ok = wide.found
+    best[idx[ok]], score[idx[ok]], found[idx[ok]] = wide.best[ok], wide.score[ok], True
+    for i in idx[~ok]:
         cands = space.enumerate_valid(ctx, int(rows[i]))
         if not len(cands):
             found[i] = False
@@ -447,7 +458,7 @@ def beam_search(scorer, space, ctx, rows, width: int = 10, constrained: bool = T
     score = np.where(found, scores[:, 0], -np.inf)
     dead = ~found
     if constrained and fallback and dead.any():
-        _fallback(scorer, space, ctx, rows, dead, best, score, found)
+        _fallback(scorer, space, ctx, rows, dead, best, score, found, width)
     return SearchResult(best, score, beams, np.where(alive, scores, -np.inf), dead & found, found)
 
 
@@ -714,7 +725,7 @@ class TuningModel:
 DEFAULTS = dict(beam_width=10, constrained=True, decode="beam", use_conv=True, field_dim=8, token_dim=16,
                 conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128, attn_dim=64,
                 out_emb=16, dropout=0.1, lr=3e-3, batch_size=128, max_epochs=60, patience=10,
-                max_seconds=600.0, threads=2, weight_decay=0.0)
+                max_seconds=600.0, threads=1, weight_decay=0.0)
 
 
 class Seq2Seq(TuningModel):
@@ -785,7 +796,7 @@ class Seq2Seq(TuningModel):
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
                 opt.step()
-                tot += float(loss) * len(b)
+                tot += float(loss.detach()) * len(b)
             rec = {"epoch": epoch, "train_loss": tot / len(y)}
             self.net.eval()
             if have_valid:

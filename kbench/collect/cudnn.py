@@ -75,6 +75,9 @@ PRECISE_BAND = 0.3
 PRECISE_MAX_PLANS = 8
 PRECISE_ROUNDS = 4
 PRECISE_REPLAYS = 5
+PRECISE_ROUND_MS = 50.0  # a plan's replays per precise round are capped to about this much GPU time
+SLOW_PLAN_MS = 20.0  # a plan this slow on its first run is timed by single executions
+PROBLEM_TIME_CAP_S = 25.0  # plans not run by then are recorded as such, the problem as truncated
 WORKSPACE_CAP = 4 << 30
 TORCH_PROFILE_TOP = 8
 NOTE_NAMES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT",
@@ -210,6 +213,21 @@ def inner_count(single_ms: float, target_ms: float = COARSE_TARGET_MS, cap: int 
     if not single_ms or not np.isfinite(single_ms) or single_ms <= 0:
         return 1
     return int(min(cap, max(1, math.ceil(target_ms / single_ms))))
+
+
+def replays_per_round(replay_ms: float | None) -> int:
+    """Replays of one precise round: PRECISE_REPLAYS, fewer for slow plans (>= 1)."""
+    if not replay_ms or not np.isfinite(replay_ms) or replay_ms <= 0:
+        return PRECISE_REPLAYS
+    return int(max(1, min(PRECISE_REPLAYS, PRECISE_ROUND_MS // replay_ms)))
+
+
+def plan_priority(rec: dict) -> tuple:
+    """Order in which plans are run: cuDNN's mode-A order, then mode B's, then the fallback list."""
+    for i, tag in enumerate(("rank_a", "rank_b", "rank_fallback")):
+        if rec.get(tag, -1) is not None and rec.get(tag, -1) >= 0:
+            return (i, rec[tag])
+    return (3, 0)
 
 
 def classify_note_probe(message: str) -> bool | None:
@@ -696,16 +714,26 @@ class CudnnCollector:
         # 4. run once, check, capture, coarse timing
         t_time = time.perf_counter()
         tol = TOLERANCE[p["dtype"]]
-        for ps in built:
+        t_problem = time.perf_counter()
+        rec["truncated"] = False
+        for ps in sorted(built, key=lambda q: plan_priority(q.rec)):
             r = ps.rec
             if r["workspace_bytes"] > WORKSPACE_CAP:
                 r["exec_error"] = f"workspace {r['workspace_bytes']} bytes over the {WORKSPACE_CAP} cap"
                 continue
+            if time.perf_counter() - t_problem > PROBLEM_TIME_CAP_S:
+                r["exec_error"] = f"not run: the problem's {PROBLEM_TIME_CAP_S:.0f} s time cap was reached"
+                rec["truncated"] = True
+                continue
             try:
                 out.fill_(float("nan"))
+                s_ev, e_ev = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
                 with t.cuda.stream(self.stream):
+                    s_ev.record()
                     self._run(g, pack, ps.index)
+                    e_ev.record()
                 self.stream.synchronize()
+                first_ms = s_ev.elapsed_time(e_ev)
                 r["exec_ok"] = True
             except Exception as exc:  # noqa: BLE001
                 r["exec_error"] = _err(exc)
@@ -717,6 +745,16 @@ class CudnnCollector:
             if p["dtype"] == "FP32":
                 r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
                                   else "reduced")
+            if first_ms >= SLOW_PLAN_MS:
+                # a slow plan: one more execution is its time (host overhead < 0.1% here)
+                try:
+                    ps.times = [self._single_ms(g, pack, ps.index)]
+                    r.update(timing_method="single", inner_k=1, coarse_ms=ps.times[0], coarse_n=1)
+                except Exception as exc:  # noqa: BLE001
+                    r["exec_error"] = _err(exc)
+                    r["exec_ok"] = False
+                    self._check_cuda()
+                continue
             try:
                 single = self._single_ms(g, pack, ps.index)
                 ps.k = inner_count(single)
@@ -751,7 +789,8 @@ class CudnnCollector:
         by_name = {ps.rec["plan"]: ps for ps in plans}
         torch_plans: list[str] = []
         if self.opt.torch_choice:
-            a_order = [n for n in rec["heur_a"].split(";") if n in by_name and by_name[n].rec["exec_ok"]]
+            a_order = [n for n in rec["heur_a"].split(";") if n in by_name and by_name[n].rec["exec_ok"]
+                       and (by_name[n].rec.get("coarse_ms") or 1e9) < SLOW_PLAN_MS]
             cand = a_order[:TORCH_PROFILE_TOP]
             if valid:
                 best = min(valid, key=lambda q: q.rec["coarse_ms"]).rec["plan"]
@@ -772,16 +811,26 @@ class CudnnCollector:
             rounds: dict[int, list] = {ps.index: [] for ps in chosen}
             for _ in range(PRECISE_ROUNDS):
                 for ps in chosen:
-                    reps = (self._replays(ps, PRECISE_REPLAYS) if ps.graph is not None
-                            else self._eager(g, pack, ps.index, ps.k, PRECISE_REPLAYS))
+                    n_rep = replays_per_round(ps.rec["coarse_ms"] * ps.k)
+                    if ps.graph is not None:
+                        reps = self._replays(ps, n_rep)
+                    elif ps.rec["timing_method"] == "single":
+                        reps = [self._single_ms(g, pack, ps.index) for _ in range(n_rep)]
+                    else:
+                        reps = self._eager(g, pack, ps.index, ps.k, n_rep)
                     rounds[ps.index] += reps
             for ps in chosen:
                 st = timing_stats(rounds[ps.index])
                 ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
                               precise_q3_ms=st["q3"], precise_n=st["n"] * ps.k)
             best = min(chosen, key=lambda q: q.rec["precise_ms"])
-            reps = (self._replays(best, PRECISE_ROUNDS * PRECISE_REPLAYS) if best.graph is not None
-                    else self._eager(g, pack, best.index, best.k, PRECISE_ROUNDS * PRECISE_REPLAYS))
+            n_rep = PRECISE_ROUNDS * replays_per_round(best.rec["coarse_ms"] * best.k)
+            if best.graph is not None:
+                reps = self._replays(best, n_rep)
+            elif best.rec["timing_method"] == "single":
+                reps = [self._single_ms(g, pack, best.index) for _ in range(n_rep)]
+            else:
+                reps = self._eager(g, pack, best.index, best.k, n_rep)
             best.rec["repeat_ms"] = timing_stats(reps)["median"]
             rec["n_precise"] = len(chosen)
         rec["t_time_s"] = time.perf_counter() - t_time

@@ -27,9 +27,9 @@ table.lb th { background: var(--head); position: sticky; top: 0; vertical-align:
 table.lb th.text, table.lb td.text { text-align: left; }
 table.lb th button { all: unset; cursor: pointer; font-weight: 600; }
 table.lb th button:focus-visible { outline: 2px solid var(--accent); }
-table.lb th button::after { content: " \\2195"; color: #9aa3b0; font-weight: 400; }
-table.lb th[aria-sort="ascending"] button::after { content: " \\25B2"; color: var(--accent); }
-table.lb th[aria-sort="descending"] button::after { content: " \\25BC"; color: var(--accent); }
+table.lb th button::after { content: "\\00a0\\2195"; color: #9aa3b0; font-weight: 400; }
+table.lb th[aria-sort="ascending"] button::after { content: "\\00a0\\25B2"; color: var(--accent); }
+table.lb th[aria-sort="descending"] button::after { content: "\\00a0\\25BC"; color: var(--accent); }
 table.lb tbody.ref td { background: var(--ref); color: #3c4350; font-style: italic; }
 table.lb tbody.ref tr:first-child td { border-top: 2px solid var(--line); }
 table.lb td.primary { font-weight: 600; }

@@ -20,8 +20,10 @@ def _print_results(report) -> None:
         if shown[col].dtype.kind == "f":
             shown[col] = shown[col].map(lambda v: "" if v != v else f"{v:.4g}")
     shown = shown.astype(str).replace({"None": "", "nan": ""})
+    refs = sorted({rec.reference for rec, _ in report_records(report) if rec.reference})
+    over = f"; speed-up over {', '.join(refs)}" if refs else "; no reference heuristic for speed-up"
     print_frame(shown, title=f"kbench run: {report.dataset} split {report.split}, test part "
-                              f"(mean over seeds {report.seeds})")
+                              f"(mean over seeds {report.seeds}{over})")
     console = _console()
     for o in report.outcomes:
         if o.resumed:

@@ -17,14 +17,29 @@ RC = {"svg.hashsalt": "kbench-leaderboard", "svg.fonttype": "none", "font.size":
 METADATA = {"Date": None, "Creator": None}
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d"]
-REF_STYLE = {"ceiling": ("#111111", (0, (1, 1.5))), "floor": ("#8a8a8a", (0, (4, 2)))}
+CEILING_STYLE = ("#111111", (0, (1, 1.5)))
+FLOOR_STYLES = [("#7a7a7a", (0, (5, 2))), ("#a0522d", (0, (3, 1.5, 1, 1.5))), ("#9a9a9a", (0, (2, 2))),
+                ("#556b2f", (0, (6, 2, 1, 2)))]
 DIRECTIONS = {"F": "forward (F)", "B": "backward data (B)", "W": "backward weights (W)"}
 DIR_COLORS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
 
 
-def method_colors(methods: list[str]) -> dict[str, str]:
-    """A stable colour per method name (sorted order), shared by every plot of a page."""
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(methods))}
+def method_styles(rows: list[tuple[str, str]]) -> dict[str, tuple[str, object]]:
+    """A stable (colour, line style) per method, shared by every plot of a table.
+
+    ``rows`` are (name, role): ranked entries get palette colours and solid lines in name
+    order; the ceiling is black and dotted; each floor gets its own grey-brown dash pattern.
+    """
+    styles: dict[str, tuple[str, object]] = {}
+    entries = sorted(n for n, r in rows if r == "entry")
+    for i, name in enumerate(entries):
+        styles[name] = (PALETTE[i % len(PALETTE)], "-")
+    floors = sorted(n for n, r in rows if r == "floor")
+    for i, name in enumerate(floors):
+        styles[name] = FLOOR_STYLES[i % len(FLOOR_STYLES)]
+    for name, role in rows:
+        styles.setdefault(name, CEILING_STYLE)
+    return styles
 
 
 def _svg(fig) -> bytes:
@@ -44,10 +59,8 @@ def _figure(width=6.4, height=4.0):
     return fig, ax
 
 
-def _style(role: str, color: str):
-    if role in REF_STYLE:
-        return REF_STYLE[role]
-    return color, "-"
+def _style(styles: dict, name: str):
+    return styles.get(name, ("#333333", "-"))
 
 
 def _pct(x, _pos=None) -> str:
@@ -57,7 +70,7 @@ def _pct(x, _pos=None) -> str:
     return f"{v:.0f}%" if v >= 1 else f"{v:.1g}%"
 
 
-def lop_cdf(series: list[tuple[str, str, np.ndarray]], colors: dict[str, str], title: str) -> bytes:
+def lop_cdf(series: list[tuple[str, str, np.ndarray]], styles: dict, title: str) -> bytes:
     """ECDF of per-problem LoP, one line per (name, role, lop array)."""
     import matplotlib
     from matplotlib.ticker import FuncFormatter
@@ -71,7 +84,7 @@ def lop_cdf(series: list[tuple[str, str, np.ndarray]], colors: dict[str, str], t
             if not len(v):
                 continue
             y = np.searchsorted(v, grid, side="right") / len(v)
-            color, ls = _style(role, colors.get(name, "#333333"))
+            color, ls = _style(styles, name)
             label = name if role == "entry" else f"{name} ({role})"
             ax.step(grid, y, where="post", color=color, linestyle=ls, linewidth=1.6, label=label)
         ax.axvline(0.05, color="#bbbbbb", linewidth=0.8, zorder=0)
@@ -116,14 +129,14 @@ def speedup_by_direction(rows: list[tuple[str, str, dict[str, float | None]]], r
         return _svg(fig)
 
 
-def accuracy_vs_latency(points: list[tuple[str, str, float, float]], colors: dict[str, str], title: str) -> bytes:
+def accuracy_vs_latency(points: list[tuple[str, str, float, float]], styles: dict, title: str) -> bytes:
     """Scatter of top-1 (y) against CPU batch-1 latency in ms (x, log), one point per (name, role, ms, top1)."""
     import matplotlib
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     with matplotlib.rc_context(RC):
         fig, ax = _figure(6.4, 4.2)
         for name, role, ms, top1 in points:
-            color = _style(role, colors.get(name, "#333333"))[0]
+            color = _style(styles, name)[0]
             filled = role == "entry"
             ax.scatter([ms], [top1], s=46, color=color if filled else "white", edgecolors=color,
                        linewidths=1.4, zorder=3)
@@ -132,6 +145,9 @@ def accuracy_vs_latency(points: list[tuple[str, str, float, float]], colors: dic
         xs = [p[2] for p in points]
         if xs:
             ax.set_xlim(min(xs) / 2.5, max(xs) * 4)
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(0, 1.04)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{100 * y:.0f}%"))
         ax.set_xlabel("CPU inference latency per decision, batch 1 (ms, log scale)")

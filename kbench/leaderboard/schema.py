@@ -251,7 +251,6 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
         raise KbenchInputError(f"{root}: leaderboard folder not found.")
     problems: list[str] = []
     entries = files = 0
-    seen: dict[tuple[str, str, str], Path] = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if rel.parts[0] in GENERATED or rel.parts[0].startswith("."):
@@ -296,8 +295,6 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
                              f"{(record.predictions.sha256 or 'none')[:12]}…")
         if check_data:
             where += dataset_problems(record)
-        key = (dataset, split, method)
-        seen[key] = folder
         problems += [f"{rel}: {w}" for w in where]
     if problems:
         raise KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} problem(s)):\n  - "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.errors import KbenchInputError
+from kbench.errors import KbenchError, KbenchInputError
 from kbench.leaderboard import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
                                 RULES_MD)
 from kbench.leaderboard import mdlite, plots
@@ -189,7 +189,7 @@ def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
     """SVG bytes per file name; also fills ``board.plots`` with (file, title, alt text)."""
     out: dict[str, bytes] = {}
     rows = board.all_rows()
-    colors = plots.method_colors([r.entry.name for r in rows])
+    colors = plots.method_styles([(r.entry.name, r.role) for r in rows])
     where = f"{board.dataset} / {board.split} (test)"
     # 1. LoP distribution
     series = [(r.entry.name, r.role, board.lops[r.entry.method]) for r in rows if r.entry.method in board.lops]
@@ -457,6 +457,10 @@ def _cards(root: Path, datasets: list[str], cards_dir: Path | None) -> dict[str,
 def render(root: Path, cards_dir: Path | None = None, progress: bool = False) -> dict[str, bytes]:
     """Every generated file, relative to ``root``, as bytes (nothing is written)."""
     root = Path(root)
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise KbenchError("building the leaderboard site draws its plots with matplotlib, which is not "
+                               "installed: pip install 'kbench[site]' (or pip install matplotlib).")
     groups = read_entries(root)
     boards = []
     items = list(groups.items())

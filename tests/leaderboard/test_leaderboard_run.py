@@ -9,7 +9,7 @@ from kbench.errors import KbenchInputError
 from kbench.leaderboard.runner import run_benchmark
 from kbench.leaderboard.schema import validate_tree
 
-from conftest import FakeBaseline, run_fakes
+from lbtoy import FakeBaseline, run_fakes
 
 
 def _run(tmp_path, **kw):
