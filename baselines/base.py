@@ -63,7 +63,7 @@ def save_safetensors(path: str | Path, arrays: dict[str, np.ndarray], metadata: 
     header: dict = {"__metadata__": {str(k): str(v) for k, v in (metadata or {}).items()}}
     blobs, offset = [], 0
     for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
+        a = np.asarray(arrays[name], order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
         if a.dtype not in _ST_DTYPES:
             raise TypeError(f"safetensors: array {name!r} has unsupported dtype {a.dtype}")
         raw = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
@@ -134,8 +134,14 @@ def join_rankings(order: np.ndarray, names: np.ndarray, keep: np.ndarray | None 
     for j in range(m):
         idx = pa.array(order[:, j].astype(np.int32), mask=None if keep is None else ~keep[:, j])
         cols.append(pc.take(dictionary, idx))
-    joined = pc.binary_join_element_wise(*cols, ";", null_handling="skip")
-    return np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
+    # pyarrow 26 drops the rows whose values are all null under null_handling="skip": a last
+    # column of empty strings keeps every row, and the separator it adds is trimmed again.
+    cols.append(pa.array(np.full(n, "", dtype=object), type=pa.string()))
+    joined = pc.utf8_rtrim(pc.binary_join_element_wise(*cols, ";", null_handling="skip"), characters=";")
+    out = np.asarray(joined.to_numpy(zero_copy_only=False), dtype=object)
+    if len(out) != n:  # never silently misalign problems and rankings
+        raise RuntimeError(f"join_rankings: {len(out)} rankings for {n} problems")
+    return out
 
 
 def rank_by_scores(scores: np.ndarray, names: list[str] | np.ndarray,
@@ -209,6 +215,8 @@ class Baseline:
             BASELINES[cls.name] = cls
 
     def __init__(self, **params):
+        if params and type(self).__init__ is Baseline.__init__:
+            raise TypeError(f"{self.name or type(self).__name__} takes no parameters, got {sorted(params)}")
         self.params = dict(params)
         self.seed = 0
         self.fit_info: dict = {}

@@ -39,9 +39,10 @@ the tensor being computed is the M x N result
     B (dx = w^T * dy, a transposed convolution):
                      M = Cg, N = N·Di·Hi·Wi, K = Kg·T·R·S
     W (dw = dy * x^T): M = Kg, N = Cg·T·R·S, K = N·Do·Ho·Wo
-    For F and W, 2·M·N·K·G = flops exactly; for B it equals flops when every
-    stride is 1 (with stride s > 1 the transposed view also counts the
-    zero-inserted positions, which stride-decomposing kernels skip).
+    For F and W, 2·M·N·K·G = flops exactly; for B it equals flops when x and y
+    have the same spatial size (stride 1, "same" padding). Otherwise the
+    transposed view counts per x pixel: with stride s > 1 it includes the
+    zero-inserted positions that stride-decomposing kernels skip.
     ``gemm_m, gemm_n, gemm_k`` and ``gemm_tz_m/n/k`` (see alignment).
 Shape flags (0/1)
     ``is_1x1`` (T=R=S=1), ``is_3x3`` (2D, R=S=3), ``stride1``, ``pad0``,

@@ -103,9 +103,12 @@ Lean inference
 --------------
 :class:`NumpyReformer` is the trained Γ network in plain numpy (float32): Υ is
 folded into the first block's matrices, eval-mode batch-norm into T's linear
-layer, and each block's A1 and T matmuls share one matrix product. Its logits
-equal the PyTorch model's within float32 tolerance (tested). ONNX Runtime is
-not installed here, so no ONNX path is exported.
+layer, and each block's A1 and T matmuls share one matrix product; one problem
+(a 1-D feature vector) goes through ``logits_row``, which writes into buffers
+allocated once. Its logits equal the PyTorch model's within float32 tolerance
+(tested); ``predict(..., backend="numpy")`` ranks with it. ONNX Runtime is not
+installed here, so no ONNX path is exported. Latencies:
+``bench/bench_reformer_latency.py`` -> ``bench/results/reformer_latency.json``.
 """
 
 from __future__ import annotations
@@ -114,13 +117,14 @@ import contextlib
 import math
 import sys
 import time
+import weakref
 
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, problems_of, predictions_frame, rank_by_scores,
-                            runtime_matrix, seen_kernels, train_runtimes)
-from baselines.features import Standardizer, features_for
+from baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of,
+                            rank_by_scores, runtime_matrix, seen_kernels, train_runtimes)
+from baselines.features import Standardizer, features_for, problem_features
 from kbench.errors import KbenchInputError
 
 PAPER_N_PARAMETERS = 80_978
@@ -136,6 +140,29 @@ def reformer_columns(columns) -> list[str]:
     cols = list(columns)
     present = set(cols)
     return [c for c in cols if f"log_{c}" not in present]
+
+
+#: problems table (by id) -> (weak reference to it, its problem_id index): looking one problem up
+#: should not rebuild a 182k-entry hash index on every call (batch-1 latency)
+_ID_INDEX: dict[int, tuple] = {}
+
+
+def problem_rows(dataset, ids) -> pd.DataFrame:
+    """``baselines.base.problems_of`` with the problem-id index cached per problems table."""
+    problems = dataset.problems
+    hit = _ID_INDEX.get(id(problems))
+    if hit is None or hit[0]() is not problems:
+        index = pd.Index(problems["problem_id"].astype(str).to_numpy(dtype=object))
+        if not index.is_unique:
+            return problems_of(dataset, ids)
+        for key in [k for k, (ref, _) in _ID_INDEX.items() if ref() is None]:
+            del _ID_INDEX[key]
+        hit = _ID_INDEX[id(problems)] = (weakref.ref(problems), index)
+    ids = as_id_index(ids)
+    pos = hit[1].get_indexer(ids.to_numpy(dtype=object))
+    if (pos < 0).any():
+        return problems_of(dataset, ids)  # raises its KbenchInputError naming the unknown ids
+    return problems.iloc[pos].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- labels
@@ -317,6 +344,7 @@ class NumpyReformer:
 
     def __init__(self, blocks: list[dict], head_w: np.ndarray, head_b: np.ndarray):
         self.blocks, self.head_w, self.head_b = blocks, head_w, head_b
+        self._plan = None
 
     @classmethod
     def from_state(cls, config: dict, state: dict[str, np.ndarray]) -> "NumpyReformer":
@@ -348,8 +376,39 @@ class NumpyReformer:
         return cls(blocks, np.ascontiguousarray(f64(state["xi.weight"]).T, dtype=np.float32),
                    f64(state["xi.bias"]).astype(np.float32))
 
+    def _row_plan(self):
+        """Per-block (matrix, bias, A3, width, buffers) for one problem: no allocation per call."""
+        if getattr(self, "_plan", None) is None:
+            self._plan = [(b["m"], b["c"], b["a3"], b["w"], np.empty(b["m"].shape[1], np.float32),
+                           np.empty(b["w"], np.float32)) for b in self.blocks]
+            self._out = np.empty(len(self.head_b), np.float32)
+        return self._plan
+
+    def logits_row(self, x: np.ndarray) -> np.ndarray:
+        """Logits of one problem (1-D float32 features), the batch-1 fast path (batch-norm models).
+
+        Reuses per-instance buffers (not thread-safe: one instance per thread) and returns a copy.
+        """
+        dot, add, relu = np.dot, np.add, np.maximum
+        for m, c, a3, w, y, z in self._row_plan():
+            dot(x, m, out=y)
+            add(y, c, out=y)
+            t = y[w:]
+            relu(t, 0.0, out=t)
+            x = y[:w]
+            dot(t, a3, out=z)
+            add(x, z, out=x)
+            relu(x, 0.0, out=x)
+        out = self._out
+        dot(x, self.head_w, out=out)
+        add(out, self.head_b, out=out)
+        return out.copy()
+
     def logits(self, x: np.ndarray) -> np.ndarray:
+        """Logits (n x C) of raw features (n x F); one problem (F,) gives (C,)."""
         x = np.asarray(x, dtype=np.float32)
+        if x.ndim == 1 and all(b["ln"] is None for b in self.blocks):
+            return self.logits_row(np.ascontiguousarray(x))
         for b in self.blocks:
             y = x @ b["m"]
             y += b["c"]
@@ -445,8 +504,8 @@ class Reformer(Baseline):
 
     # -- data ---------------------------------------------------------------------
     def _features(self, dataset, problems: pd.DataFrame) -> np.ndarray:
-        f = features_for(dataset, problems["problem_id"].to_numpy())
-        return f[self.columns].to_numpy(dtype=np.float32)
+        """The input columns of the shared features of these problem rows (raw: Υ is in the network)."""
+        return problem_features(problems)[self.columns].to_numpy(dtype=np.float32)
 
     def _seen_mask(self, problems: pd.DataFrame) -> np.ndarray:
         """(problems x kernels): kernel measured in training for the (direction, dtype), else direction."""
@@ -598,7 +657,7 @@ class Reformer(Baseline):
     def scores(self, dataset, ids) -> pd.DataFrame:
         """Ξ's softmax (problems x kernels), indexed by problem_id."""
         self._check_fitted()
-        problems = problems_of(dataset, ids)
+        problems = problem_rows(dataset, ids)
         torch = _torch()
         with torch_threads(self.params["threads"]):
             z = self._logits_torch(self._features(dataset, problems), torch)
@@ -609,7 +668,7 @@ class Reformer(Baseline):
     def predict(self, dataset, ids, backend: str = "torch") -> pd.DataFrame:
         """``problem_id, ranking``; ``backend="numpy"`` runs the lean numpy path instead of PyTorch."""
         self._check_fitted()
-        problems = problems_of(dataset, ids)
+        problems = problem_rows(dataset, ids)
         x = self._features(dataset, problems)
         if backend == "numpy":
             logits = self.numpy_model().logits(x)

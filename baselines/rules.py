@@ -23,8 +23,9 @@ The rules and why
                 xdlops implicit GEMM (MLIR handles int8) and the im2col GEMM.
 ``depthwise``   groups == C > 1: almost no reuse, memory bound; group-aware
                 direct kernels first, then grouped implicit GEMM.
-``grouped``     groups > 1: implicit GEMM with a group dimension (MLIR /
-                CK group kernels), then direct, then per-group GEMM.
+``grouped``     groups > 1: implicit-GEMM kernels that take a group count
+                (the NHWC asm and CK group kernels, then MLIR), then direct,
+                then per-group GEMM.
 ``nhwc``        channels-last x: the NHWC implicit-GEMM kernels are written
                 for that layout; the NCHW-only GEMM and Winograd kernels are
                 not used.

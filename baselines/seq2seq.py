@@ -16,7 +16,7 @@ Descriptor (:func:`descriptor`)
     grammar (ConvAsm1x1U: ``in_channels, out_channels, img_hw``, see
     :func:`kbench.tuning.grammar.asm1x1u_problem_inputs`).
 Token encoding (:class:`DescriptorEncoder`, fitted on the training part)
-    Position ``j`` gets a field id (a learned embedding = one-hot times a
+    Fields that take a single value in training are dropped. Position ``j`` gets a field id (a learned embedding = one-hot times a
     matrix), a value token (the value itself if it occurs in that field in
     training, else the field's UNK token; categorical values the same way),
     and for numeric fields ``log2(1 + v)`` z-normalised per field plus the
@@ -31,9 +31,10 @@ Search (:func:`beam_search`, :func:`greedy_decode`)
     Model-agnostic: a *scorer* gives per-step log-probabilities. With
     ``constrained=True`` a prefix is only extended by values that keep it
     valid. A row whose beams all reach a dead end (every beam valid so far,
-    no valid continuation) falls back to scoring every valid tuple of the
-    problem (enumerated through the prefix predicates) and taking the best;
-    so a constrained search returns a valid tuple whenever one exists.
+    no valid continuation) is searched again with wider beams (64, 512,
+    4096) and, if those die too, by scoring every valid tuple of the problem
+    (enumerated through the prefix predicates) and taking the best; so a
+    constrained search returns a valid tuple whenever one exists.
 
 Network (:class:`Seq2SeqNet`, PyTorch, CPU)
     Encoder: field/value embeddings + numeric extras -> ``conv_layers`` Conv1D
@@ -48,7 +49,9 @@ Network (:class:`Seq2SeqNet`, PyTorch, CPU)
     encoder-decoder ablation (BiLSTM directly on the embeddings).
 
 Training and selection
-    Adam, gradient clipping 1.0, mini-batches shuffled by a seeded numpy
+    Adam with a cosine learning-rate decay over ``max_epochs`` (per step;
+    ``lr_schedule="none"`` keeps it constant), optional label smoothing,
+    gradient clipping 1.0, mini-batches shuffled by a seeded numpy
     generator, ``torch.manual_seed(seed)``; after every epoch greedy decoding
     of the *valid* problems; the epoch with the best valid perfect
     prediction (ties: average accuracy) is kept; training stops after
@@ -73,7 +76,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from baselines.base import as_id_index, load_safetensors, problems_of, save_safetensors
+from baselines.base import (Baseline, as_id_index, join_rankings, load_safetensors, predictions_frame,
+                            problems_of, save_safetensors)
 from kbench.errors import KbenchInputError
 
 SAVE_FORMAT = 1
@@ -138,7 +142,10 @@ class DescriptorEncoder:
         self.std = dict(std or {})
 
     def fit(self, desc: pd.DataFrame) -> "DescriptorEncoder":
-        self.fields = list(desc.columns)
+        """Vocabularies and normalisers from training descriptors; fields with one value in
+        training (e.g. the filter size of a 1x1-only solver) carry nothing and are dropped."""
+        varying = [c for c in desc.columns if desc[c].nunique(dropna=False) > 1]
+        self.fields = varying or list(desc.columns[:1])
         self.vocab = {c: sorted(pd.unique(desc[c].astype(str))) for c in self.fields}
         for c in self.fields:
             if c not in CATEGORICAL_FIELDS:
@@ -379,6 +386,10 @@ class SearchResult:
     found: np.ndarray        # (N,) bool: a tuple was returned (False: no valid tuple exists)
 
 
+#: beam widths tried, in order, for rows whose beams all reached dead ends
+FALLBACK_WIDTHS = (64, 512, 4096)
+
+
 def score_sequences(scorer, rows: np.ndarray, seqs: np.ndarray, batch: int = 65536) -> np.ndarray:
     """Teacher-forced log-probability of each sequence (value indices) for its row."""
     rows = np.asarray(rows, dtype=np.int64)
@@ -397,16 +408,20 @@ def score_sequences(scorer, rows: np.ndarray, seqs: np.ndarray, batch: int = 655
 
 
 def _fallback(scorer, space, ctx, rows, dead: np.ndarray, best, score, found, width: int = 1):
-    """Rows whose beams all died: first a wider beam (``max(64, 8 * width)``) on those rows,
-    then, for rows still without a valid tuple, score every valid tuple of the
-    problem and keep the best (the exact constrained argmax)."""
+    """Rows whose beams all died: wider beams on those rows (widths ``FALLBACK_WIDTHS``
+    above ``width``); for rows still without a valid tuple, score every valid
+    tuple of the problem and keep the best (the exact constrained argmax)."""
     idx = np.flatnonzero(dead)
-    if not len(idx):
-        return
-    wide = beam_search(scorer, space, ctx, rows[idx], max(64, 8 * width), True, fallback=False)
-    ok = wide.found
-    best[idx[ok]], score[idx[ok]], found[idx[ok]] = wide.best[ok], wide.score[ok], True
-    for i in idx[~ok]:
+    for w in FALLBACK_WIDTHS:
+        if not len(idx):
+            return
+        if w <= width:
+            continue
+        wide = beam_search(scorer, space, ctx, rows[idx], w, True, fallback=False)
+        ok = wide.found
+        best[idx[ok]], score[idx[ok]], found[idx[ok]] = wide.best[ok], wide.score[ok], True
+        idx = idx[~ok]
+    for i in idx:
         cands = space.enumerate_valid(ctx, int(rows[i]))
         if not len(cands):
             found[i] = False
@@ -536,6 +551,7 @@ def net_class():
             self.out_emb = nn.Embedding(n_out + 1, out_emb)
             self.cell = nn.LSTMCell(out_emb + e2, dec_hidden)
             self.out = nn.Linear(dec_hidden + e2 + out_emb, n_out)
+            self.smoothing = 0.0  # label smoothing of the training loss (set by the trainer)
 
         def encode(self, tokens, numeric):
             b = tokens.shape[0]
@@ -575,7 +591,10 @@ def net_class():
             prev = self.prev_token(target[:, 0], 0)
             for t in range(len(self.out_sizes)):
                 logp, h, c, _ = self.step(enc, keys, h, c, prev, t)
-                loss = loss + torch.nn.functional.nll_loss(logp, target[:, t])
+                nll = torch.nn.functional.nll_loss(logp, target[:, t])
+                if self.smoothing:
+                    nll = (1 - self.smoothing) * nll - self.smoothing * logp.mean(dim=1).mean()
+                loss = loss + nll
                 prev = target[:, t] + self.offsets[t]
             return loss / len(self.out_sizes)
 
@@ -669,12 +688,13 @@ class TuningModel:
 
     method = ""
 
-    def __init__(self, solver: str = "ConvAsm1x1U", **params):
+    def __init__(self, solver: str | None = "ConvAsm1x1U", space=None, **params):
         self.solver = solver
         self.params = dict(params)
         self.seed = 0
         self.fit_info: dict = {}
-        self.space = GrammarSpace(solver)
+        # a tuning solver's grammar, or any sequence space (e.g. a CandidateSpace; solver None)
+        self.space = space if space is not None else (GrammarSpace(solver) if solver is not None else None)
 
     def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
         return {}, {}
@@ -724,8 +744,8 @@ class TuningModel:
 
 DEFAULTS = dict(beam_width=10, constrained=True, decode="beam", use_conv=True, field_dim=8, token_dim=16,
                 conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128, attn_dim=64,
-                out_emb=16, dropout=0.1, lr=3e-3, batch_size=128, max_epochs=60, patience=10,
-                max_seconds=600.0, threads=1, weight_decay=0.0)
+                out_emb=16, dropout=0.1, lr=3e-3, lr_schedule="cosine", label_smoothing=0.0, batch_size=128,
+                max_epochs=60, patience=10, max_seconds=600.0, threads=1, weight_decay=0.0)
 
 
 class Seq2Seq(TuningModel):
@@ -733,11 +753,11 @@ class Seq2Seq(TuningModel):
 
     method = "seq2seq"
 
-    def __init__(self, solver: str = "ConvAsm1x1U", **params):
+    def __init__(self, solver: str | None = "ConvAsm1x1U", space=None, **params):
         unknown = set(params) - set(DEFAULTS)
         if unknown:
             raise KbenchInputError(f"seq2seq: unknown parameter(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        super().__init__(solver, **{**DEFAULTS, **params})
+        super().__init__(solver, space, **{**DEFAULTS, **params})
         if self.params["decode"] not in ("beam", "greedy"):
             raise KbenchInputError(f"seq2seq: decode must be 'beam' or 'greedy', got {self.params['decode']!r}")
         self.encoder: DescriptorEncoder | None = None
@@ -761,8 +781,9 @@ class Seq2Seq(TuningModel):
         return self.encoder.transform(descriptor(problems, self.space))
 
     # -- training -----------------------------------------------------------------
-    def fit_arrays(self, train_problems, train_idx, valid_problems=None, valid_idx=None, seed: int = 0):
-        """Train on problem rows and target value-index matrices (N, P)."""
+    def fit_arrays(self, train_problems, train_idx, valid_problems=None, valid_idx=None, seed: int = 0,
+                   log=None):
+        """Train on problem rows and target value-index matrices (N, P); ``log(record)`` per epoch."""
         torch = _torch()
         p = self.params
         torch.set_num_threads(int(p["threads"]))
@@ -777,6 +798,12 @@ class Seq2Seq(TuningModel):
             raise KbenchInputError("training targets hold values outside the space's legal values")
         self.net = self._build()
         opt = torch.optim.Adam(self.net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        if p["lr_schedule"] not in ("cosine", "none"):
+            raise KbenchInputError(f"seq2seq: lr_schedule must be 'cosine' or 'none', got {p['lr_schedule']!r}")
+        n_steps = int(p["max_epochs"]) * int(np.ceil(len(train_problems) / int(p["batch_size"])))
+        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(n_steps, 1))
+                 if p["lr_schedule"] == "cosine" else None)
+        self.net.smoothing = float(p["label_smoothing"])
         tok_t, num_t, y_t = torch.as_tensor(tok), torch.as_tensor(num), torch.as_tensor(y)
         have_valid = valid_problems is not None and len(valid_problems)
         if have_valid:
@@ -796,6 +823,8 @@ class Seq2Seq(TuningModel):
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
                 opt.step()
+                if sched is not None:
+                    sched.step()
                 tot += float(loss.detach()) * len(b)
             rec = {"epoch": epoch, "train_loss": tot / len(y)}
             self.net.eval()
@@ -807,7 +836,10 @@ class Seq2Seq(TuningModel):
                 key = (rec["valid_perfect"], rec["valid_avg_acc"])
             else:
                 key = (-rec["train_loss"],)
+            rec["elapsed_s"] = time.perf_counter() - t_start
             history.append(rec)
+            if log is not None:
+                log(rec)
             if best_key is None or key > best_key:
                 best_key, best_epoch, bad = key, epoch, 0
                 best_state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
@@ -840,13 +872,14 @@ class Seq2Seq(TuningModel):
                 prev = v + self.net.offsets[t]
         return np.column_stack(out)
 
-    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0) -> "Seq2Seq":
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0, log=None) -> "Seq2Seq":
         tgt, prob = _tuning_problems(dataset, self.solver, train_ids)
         vprob = vidx = None
         if valid_ids is not None:
             vt, vprob = _tuning_problems(dataset, self.solver, valid_ids)
             vidx = self.space.encode(vt[list(self.space.params)].to_numpy())
-        return self.fit_arrays(prob, self.space.encode(tgt[list(self.space.params)].to_numpy()), vprob, vidx, seed)
+        return self.fit_arrays(prob, self.space.encode(tgt[list(self.space.params)].to_numpy()), vprob, vidx, seed,
+                               log)
 
     # -- inference ------------------------------------------------------------------
     def search(self, problems: pd.DataFrame, width: int | None = None, constrained: bool | None = None,
@@ -887,6 +920,115 @@ class Seq2Seq(TuningModel):
         self.net.eval()
 
 
+# =============================================================================== kernel selection
+TILE_POSITIONS = ("schema", "tile_k", "tile_h", "tile_w", "warp_k", "warp_h", "warp_w",
+                  "block_k", "block_h", "block_w", "c_split")
+
+
+def _kernel_table(dataset, positions) -> pd.DataFrame:
+    k = dataset.kernels
+    if k is None or any(c not in k.columns for c in positions):
+        raise KbenchInputError(f"dataset {dataset.name!r}: its kernels table lacks the sequence columns {list(positions)}")
+    return k[["kernel"] + list(positions)].astype({c: str for c in positions}).reset_index(drop=True)
+
+
+class Seq2SeqTiles(Baseline):
+    """seq2seq for kernel selection where a kernel is a sequence (``v100-tiles`` tile configurations).
+
+    A kernel is the sequence ``schema, tile_k, tile_h, tile_w, warp_k, warp_h,
+    warp_w, block_k, block_h, block_w, c_split`` (the kernels table's columns).
+    Trained with teacher forcing on each training problem's fastest measured
+    configuration; the constrained beam search extends only prefixes that some
+    configuration measured for the problem starts with (the candidate exists
+    for the problem), and the ranking is the final beams, best first
+    (``beam_width`` kernels).
+    """
+
+    name = "seq2seq-tiles"
+    description = "encoder-decoder + constrained beam search over tile configurations (sequence kernels)"
+    stochastic = True
+    benchmark = False  # minutes of CPU training; run it by name
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.positions = tuple(params.get("positions", TILE_POSITIONS))
+        self.model: Seq2Seq | None = None
+
+    def supports(self, dataset) -> bool:
+        from baselines.base import dataset_task
+        if dataset_task(dataset) != "tile-selection":
+            return False
+        k = getattr(dataset, "kernels", None)
+        return k is None or all(c in k.columns for c in self.positions)
+
+    def _space(self, kt: pd.DataFrame) -> CandidateSpace:
+        labels = []
+        for c in self.positions:
+            u = pd.unique(kt[c])
+            num = pd.to_numeric(pd.Series(u), errors="coerce")
+            labels.append(list(u[np.lexsort((u.astype(str), num.fillna(np.inf).to_numpy()))]))
+        return CandidateSpace(self.positions, labels)
+
+    def _candidates(self, dataset, kt, ids) -> pd.DataFrame:
+        rt = dataset.runtimes
+        rt = rt[rt["problem_id"].isin(as_id_index(ids))][["problem_id", "kernel"]].drop_duplicates()
+        return rt.merge(kt, on="kernel", how="inner")
+
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
+        self.seed = seed
+        kt = _kernel_table(dataset, self.positions)
+        space = self._space(kt)
+        sp = {k: v for k, v in self.params.items() if k != "positions"}
+        self.model = Seq2Seq(solver=None, space=space, **sp)
+
+        def best_of(ids):
+            rt = dataset.runtimes
+            rt = rt[rt["problem_id"].isin(as_id_index(ids))]
+            best = rt.loc[rt.groupby("problem_id")["time_ms"].idxmin(), ["problem_id", "kernel"]]
+            best = best.merge(kt, on="kernel", how="inner")
+            prob = problems_of(dataset, best["problem_id"])
+            return prob, space.encode_labels(best)
+
+        prob, y = best_of(train_ids)
+        vprob = vy = None
+        if valid_ids is not None:
+            vprob, vy = best_of(valid_ids)
+        self.model.fit_arrays(prob, y, vprob, vy, seed)
+        self.fit_info = dict(self.model.fit_info)
+        return self
+
+    def predict(self, dataset, ids) -> pd.DataFrame:
+        if self.model is None:
+            raise KbenchInputError("seq2seq-tiles: fit or load the model first")
+        kt = _kernel_table(dataset, self.positions)
+        space = self.model.space
+        problems = problems_of(dataset, ids)
+        ctx = space.context(problems, self._candidates(dataset, kt, problems["problem_id"]))
+        res = self.model.search(problems, ctx=ctx)
+        self.last_search = res
+        n, w, P = res.beams.shape
+        codes = space.encode_labels(kt)
+        ok_k = (codes >= 0).all(axis=1)
+        lookup = pd.Series(kt["kernel"].to_numpy()[ok_k], index=space._key(np.zeros(int(ok_k.sum()), np.int64),
+                                                                             codes[ok_k]))
+        flat = res.beams.reshape(n * w, P)
+        key = space._key(np.zeros(n * w, np.int64), np.maximum(flat, 0))
+        pos = pd.Index(lookup.index).get_indexer(key)  # row of the kernel in `lookup`
+        keep = ((flat >= 0).all(axis=1) & (pos >= 0)).reshape(n, w)
+        ranking = join_rankings(np.maximum(pos, 0).reshape(n, w), lookup.to_numpy(), keep)
+        return predictions_frame(problems["problem_id"], ranking)
+
+    def get_state(self):
+        state, arrays = self.model.get_state()
+        return {"model_params": self.model.params, "fit_info": self.fit_info, **state}, arrays
+
+    def set_state(self, state, arrays, path):
+        space = space_from_dict(state["space"])
+        self.model = Seq2Seq(solver=None, space=space, **state["model_params"])
+        self.model.set_state(state, arrays, path)
+        self.fit_info = state.get("fit_info", {})
+
+
 __all__ = ["descriptor", "numeric_matrix", "DescriptorEncoder", "GrammarSpace", "CandidateSpace",
            "TableScorer", "SearchResult", "beam_search", "greedy_decode", "score_sequences", "net_class",
-           "NetScorer", "solver_targets", "prediction_frame", "TuningModel", "Seq2Seq", "log_softmax"]
+           "NetScorer", "solver_targets", "prediction_frame", "TuningModel", "Seq2Seq", "log_softmax", "Seq2SeqTiles"]

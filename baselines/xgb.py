@@ -76,6 +76,9 @@ class _XGBBase(Baseline):
     DEFAULTS: dict = {}
 
     def __init__(self, **params):
+        unknown = sorted(set(params) - set(self.DEFAULTS))
+        if unknown:
+            raise TypeError(f"{self.name}: unknown parameters {unknown}; it takes {sorted(self.DEFAULTS)}")
         p = dict(self.DEFAULTS)
         p.update(params)
         super().__init__(**p)

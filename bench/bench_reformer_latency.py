@@ -46,6 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_load import machine  # noqa: E402
 
 
+def loadavg() -> list[float] | None:
+    """1, 5 and 15 minute load averages: the machine is shared, so timings depend on them."""
+    try:
+        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
+
+
 def percentiles_us(times_ns: list[int]) -> dict:
     a = np.asarray(times_ns, dtype=np.float64) / 1000.0
     return {"p50_us": float(np.percentile(a, 50)), "p99_us": float(np.percentile(a, 99)),
@@ -113,6 +121,7 @@ def main() -> None:
     ds = kbench.load(args.dataset)
     parts = ds.split(args.split)
     result = {"benchmark": "reformer_latency", "dataset": args.dataset, "split": args.split,
+              "loadavg_start": loadavg(),
               "threads": torch.get_num_threads(), "torch_version": torch.__version__, "machine": machine(),
               "settings": vars(args)}
 
@@ -135,7 +144,8 @@ def main() -> None:
         models["reformer"] = Baseline.load(args.model)
         result["reformer_model"] = args.model
     else:
-        result["reformer_model"] = f"trained {args.epochs} epochs of {args.train_rows} rows (weights do not change latency)"
+        result["reformer_model"] = (f"trained {args.epochs} epochs of {args.train_rows} rows "
+                                    "(the weights do not change the latency)")
 
     # -- inference latency ------------------------------------------------------------------------
     test = problems_of(ds, parts["test"])
@@ -153,6 +163,7 @@ def main() -> None:
             inference[name]["end_to_end_predict_batch1"][backend] = percentiles_us(
                 time_calls(fn, ids, args.e2e_calls, warmup=5))
     result["inference"] = inference
+    result["loadavg_end"] = loadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -182,7 +182,7 @@ def cmd_run(args) -> int:
     from kbench.cli import _console, print_frame
     console = _console()
     o = record.metrics["overall"]
-    console.print(f"[bold]{name}[/bold] on {ds.name} split {args.split} (test part, {o.get('n')} problems), "
+    console.print(f"[bold]{name}[/bold] on {ds.name} split {args.split} (test part, {int(o.get('n') or 0):,} problems), "
                   f"seeds {seeds}; speed-up over {record.reference or 'no reference'}")
     print_frame(metrics_table(record), title="test metrics (all: mean ± std over seeds; per direction: mean)")
     if len(seeds) > 1:

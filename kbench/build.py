@@ -112,6 +112,14 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
     spec = DATASETS[name]
     if spec.task == "tuning":
         return build_tuning_dataset(name, raw_root, out_root)
+    if spec.collected:
+        from kbench.collect.package import package
+        repo = Path(__file__).resolve().parents[1]
+        out_dir = Path(out_root) / name
+        # The collector's card needs the raw measurements (noise, runs, validation), so it is
+        # rendered here and shipped beside the tables as card.md.
+        return package([repo / spec.collected], name, out_dir, mituna=Path(raw_root) / "mituna",
+                       card=out_dir / "card.md")
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

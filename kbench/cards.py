@@ -149,6 +149,9 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
 
 
 def render_card(ds, data_prefix: str = "") -> str:
+    shipped = Path(ds.path) / "card.md" if ds.path else None
+    if shipped is not None and shipped.exists():  # rendered at build time from the raw measurements
+        return _yaml_front_matter(ds, data_prefix) + "\n" + shipped.read_text()
     if ds.task == "tuning":
         return render_tuning_card(ds, data_prefix)
     if ds.task == "tile-selection":

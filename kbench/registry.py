@@ -37,6 +37,7 @@ class DatasetSpec:
     license: str
     aliases: tuple[str, ...] = ()
     raw_file: str | None = None  # path under ../shared/data
+    collected: str | None = None  # repo folder of kbench's own collector output (kbench collect)
     source: dict = field(default_factory=dict)
     citation: str = ""
     default_split: str = "random"
@@ -90,6 +91,13 @@ def resolve_name(name: str) -> str | None:
 def register(spec: DatasetSpec) -> None:
     """Add a dataset spec (used by the sources that build further datasets)."""
     DATASETS[spec.name] = spec
+
+
+register(DatasetSpec(
+    name="h100", device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs)", arch="sm_90", vendor="NVIDIA",
+    library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h100",
+    source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
+))
 
 
 def _register_tile_datasets() -> None:

@@ -437,7 +437,6 @@ class CudnnCollector:
 
     def _reference(self, p, x, w, y):
         """float64 PyTorch result of the same convolution from the same inputs."""
-        t = self.torch
         args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
                     dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
         return self._torch_conv(p, x.double().contiguous(), w.double().contiguous(),
@@ -649,7 +648,6 @@ class CudnnCollector:
 
     def _measure_plans(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32):
         t = self.torch
-        cudnn = self.cudnn
         # 1. cuDNN's lists, one graph per heuristic mode, then the union.
         for tag, mode in self.modes.items():
             _, _, names, err = self._plan_list(p, x, w, y, [mode])

@@ -2,7 +2,8 @@
 # Run the cuDNN collector on the lent GPU machine (repository root as working directory).
 #
 #   bash kbench/collect/run_on_device.sh probe   PROBLEMS BUDGET_S   # API check, timing validation, short collection
-#   bash kbench/collect/run_on_device.sh collect PROBLEMS BUDGET_S   # collection only
+#   bash kbench/collect/run_on_device.sh collect PROBLEMS BUDGET_S [MARGIN_S]   # collection only
+#   bash kbench/collect/run_on_device.sh live    PROBLEMS BUDGET_S [MARGIN_S]   # live GPU tests, then collection
 #
 # Installs the carried wheels (.whl/) into /tmp/site, runs the collector into
 # /tmp/raw (re-starting it after a fatal CUDA error while time is left: it
@@ -11,6 +12,7 @@ set -u
 MODE=${1:-collect}
 PROBLEMS=${2:-raw/h100/corpus.csv.gz}
 BUDGET=${3:-480}
+MARGIN=${4:-100}  # the collector starts no problem later than this before the budget ends
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 T0=$(date +%s)
@@ -34,11 +36,15 @@ json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2
   timeout 60 python3 -m kbench.collect.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
 fi
 
+if [ "$MODE" = live ]; then
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/collect/test_live_gpu.py 2>&1 | tail -5
+fi
+
 while :; do
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
   [ $LEFT -lt 60 ] && break
   timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
-      --time-budget $((LEFT - 100)) 2>&1 | tee -a $OUT/collect.log | tail -25
+      --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/collect.log | tail -25
   rc=${PIPESTATUS[0]}
   echo "collector rc=$rc"
   [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume

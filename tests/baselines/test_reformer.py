@@ -47,8 +47,8 @@ def test_onehot_and_softmax_labels_hand_worked():
 
 def test_labels_from_a_censored_dataset():
     """p1 complete (A 1 ms, B 2 ms); p2 censored (4 listed of 5 kernels): the unlisted E gets p = 0."""
-    problems = pd.DataFrame({"problem_id": ["p1", "p2"], "direction": ["F", "F"], "dtype": ["FP32"] * 2, "layout": ["NCHW"] * 2,
-                             "censored": [False, True]})
+    problems = pd.DataFrame({"problem_id": ["p1", "p2"], "direction": ["F", "F"], "dtype": ["FP32"] * 2,
+                             "layout": ["NCHW"] * 2, "censored": [False, True]})
     runtimes = pd.DataFrame([("p1", "A", 1.0), ("p1", "B", 2.0),
                              ("p2", "A", 4.0), ("p2", "B", 1.0), ("p2", "C", 2.0), ("p2", "D", 8.0)],
                             columns=["problem_id", "kernel", "time_ms"])

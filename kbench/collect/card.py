@@ -1,0 +1,302 @@
+"""The data card of a collected cuDNN dataset: every number computed from the raw data.
+
+``render(...)`` returns Markdown; ``kbench collect package --card FILE`` writes
+it. The timing-validation section reads the files the probe run left in
+``<raw>/validation/`` (Nsight Compute CSV, the collector's own timings of the
+same plans, the batch-size scaling run) when they are there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench.collect import cudnn as C
+
+
+def geomean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
+
+
+def heuristic_gaps(tables: dict) -> pd.DataFrame:
+    """Per (problem, heuristic): time of the heuristic's first kernel / time of the fastest kernel."""
+    rt = tables["runtimes"]
+    best = rt[rt["rank"] == 0].set_index("problem_id")["time_ms"]
+    t = rt.set_index(["problem_id", "kernel"])["time_ms"]
+    h = tables["heuristics"]
+    first = h[h["rank"] == 0]
+    ratio = t.reindex(list(zip(first["problem_id"], first["kernel"]))).to_numpy() / \
+        best.reindex(first["problem_id"]).to_numpy()
+    out = first[["problem_id", "heuristic", "kernel"]].copy()
+    out["gap"] = ratio
+    meta = tables["problems"].set_index("problem_id")[["direction", "dtype", "layout_x"]]
+    return out.join(meta, on="problem_id")
+
+
+def _fmt(v, nd=3):
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "–"
+    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+
+
+def _table(df: pd.DataFrame) -> str:
+    cols = [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def gap_table(gaps: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    rows = []
+    groups = [("all", gaps)] if by is None else list(gaps.groupby(by))
+    for g, part in groups:
+        for heur, hp in part.groupby("heuristic"):
+            rows.append({(by or "set"): g, "heuristic": heur, "problems": len(hp),
+                         "geomean time / fastest": geomean(hp["gap"]),
+                         "picks the fastest": float((hp["gap"] <= 1.0 + 1e-12).mean()),
+                         "p90 time / fastest": float(np.nanpercentile(hp["gap"], 90))})
+    return pd.DataFrame(rows)
+
+
+def noise(plans: pd.DataFrame) -> dict:
+    out = {}
+    if "repeat_ms" in plans:
+        b = plans.dropna(subset=["repeat_ms", "precise_ms"])
+        rel = (b["repeat_ms"] / b["precise_ms"] - 1).abs()
+        out["repeat"] = dict(n=len(b), median=float(rel.median()), p90=float(rel.quantile(0.9)),
+                             max=float(rel.max()))
+    p = plans.dropna(subset=["precise_ms"])
+    iqr = (p["precise_q3_ms"] - p["precise_q1_ms"]) / p["precise_ms"]
+    out["iqr"] = dict(n=len(p), median=float(iqr.median()), p90=float(iqr.quantile(0.9)))
+    c = p.dropna(subset=["coarse_ms"])
+    d = (c["coarse_ms"] / c["precise_ms"] - 1).abs()
+    out["coarse_vs_precise"] = dict(n=len(c), median=float(d.median()), p90=float(d.quantile(0.9)))
+    return out
+
+
+def validation(raws) -> str:
+    from kbench.collect import validate_timing as V
+    for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
+        v = Path(raw) / "validation"
+        if (v / "ncu.csv").exists() and (v / "measure.json").exists():
+            order = [tuple(o) for o in json.loads((v / "ncu_order.json").read_text())]
+            ncu = pd.DataFrame(V.read_ncu((v / "ncu.csv").read_text(), order))
+            meas = pd.DataFrame(json.loads((v / "measure.json").read_text()))
+            m = meas.merge(ncu, on=["problem", "plan"], how="left")
+            tab = pd.DataFrame({
+                "problem": m["problem"], "plan": m["plan"],
+                "ncu kernel µs": m["ncu_ms"] * 1e3, "collector µs": m["graph_ms"] * 1e3,
+                "one launch at a time µs": m["naive_single_ms"] * 1e3,
+                "collector / ncu": m["graph_ms"] / m["ncu_ms"], "replay IQR / median": m["graph_iqr_rel"]})
+            text = _table(tab)
+            if (v / "scaling.json").exists():
+                sc = pd.DataFrame(json.loads((v / "scaling.json").read_text()))
+                sc = sc.assign(**{"µs": sc["ms"] * 1e3, "TFLOP/s": sc["gflop"] / sc["ms"] / 1e3})
+                text += ("\n\nTime against work (3x3 conv, 64->64 channels, 56x56, FP16 NHWC, batch n; "
+                         "best mode-A plan that builds):\n\n" + _table(sc[["n", "plan", "µs", "TFLOP/s"]]))
+            return text
+    return "(no validation files found)"
+
+
+def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
+           raws) -> str:
+    start = env[env["phase"] == "start"]
+    end = env[env["phase"] == "end"]
+    first = start.iloc[0]
+    ok = problems[problems["status"] == "ok"]
+    n_pd = len(problems)
+    gaps = heuristic_gaps(tables)
+    nz = noise(plans)
+    runs = []
+    for rid, s in start.set_index("run_id").iterrows():
+        e = end[end["run_id"] == rid]
+        measured = int((problems["run_id"] == rid).sum())
+        el = float(e["elapsed_s"].iloc[0]) if len(e) and pd.notna(e["elapsed_s"].iloc[0]) else None
+        runs.append({"run": rid, "problem-directions": measured,
+                     "elapsed s": el, "per minute": 60 * measured / el if el else None,
+                     "SM MHz start": s.get("smi_clocks_sm"), "°C start": s.get("smi_temperature_gpu"),
+                     "SM MHz end": e["smi_clocks_sm"].iloc[0] if len(e) else None,
+                     "°C end": e["smi_temperature_gpu"].iloc[0] if len(e) else None})
+    runs = pd.DataFrame(runs)
+    tot_el = float(np.nansum([r for r in runs["elapsed s"] if r is not None]))
+    tot_m = int(runs.loc[runs["elapsed s"].notna(), "problem-directions"].sum())
+    # runs of the final protocol: their problem records carry the time-cap field
+    capped = set(problems.loc[problems["truncated"].notna(), "run_id"]) if "truncated" in problems else set()
+    cap_runs = runs[runs["run"].isin(capped) & runs["elapsed s"].notna()]
+    cap_m, cap_el = int(cap_runs["problem-directions"].sum()), float(cap_runs["elapsed s"].sum())
+    slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
+    rpr = plans["numeric_notes"].fillna("")
+    n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
+    n_noted = int(plans["numeric_notes"].notna().sum())
+    plans_ok = plans.merge(ok[["key", "dtype"]], on="key")
+    fp32 = plans_ok[(plans_ok["dtype"] == "FP32") & plans_ok["exec_ok"].astype(bool)]
+    tc = fp32["numeric_notes"].fillna("").str.contains("TENSOR_CORE")
+    fp32_first = []
+    by_key = plans_ok.set_index(["key", "plan"])
+    for key, order in ok[ok["dtype"] == "FP32"].set_index("key")["heur_a"].fillna("").items():
+        names = [n for n in order.split(";") if n]
+        for n in names:
+            r = by_key.loc[(key, n)] if (key, n) in by_key.index else None
+            if r is not None and bool(r["exec_ok"]) and bool(r["correct"]):
+                fp32_first.append(r["precision"] == "fp32")
+                break
+    sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
+    temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
+    per_pd = ok["n_plans"]
+    built = plans["build_ok"].astype(bool)
+    ran = plans["exec_ok"].astype(bool)
+    wrong = ran & ~plans["correct"].astype(bool)
+    truncated = int(ok["truncated"].fillna(False).astype(bool).sum()) if "truncated" in ok else 0
+    counts = (ok.groupby(["dtype", "layout", "direction"]).size().unstack("direction").fillna(0)
+              .astype(int).reset_index())
+    kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
+    pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
+    t_tab = pd.DataFrame({"": ["per problem-direction, s", "building plans, s", "checking + timing, s"],
+                          "median": [ok["t_total_s"].median(), ok["t_build_s"].median(), ok["t_time_s"].median()],
+                          "mean": [ok["t_total_s"].mean(), ok["t_build_s"].mean(), ok["t_time_s"].mean()]})
+    sections = [f"""# {name}: cuDNN engine configurations on an {first['gpu']}
+
+Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
+convolution problem, every execution plan (engine configuration, named like
+`eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
+built, checked against PyTorch and timed. **Draft**: numbers below are generated from the raw data
+in `raw/{name}/` by `kbench/collect/card.py`; the collection is being continued.
+
+## Machine and software
+
+| | |
+|---|---|
+| GPU | {first['gpu']} ({first['sm_count']} SMs, compute capability {first['cc']}, L2 {int(first['l2_bytes']) >> 20} MiB) |
+| driver | {first.get('smi_driver_version')} |
+| cuDNN (backend) | {first['cudnn_backend']} |
+| cuDNN frontend (`nvidia-cudnn-frontend`) | {first['cudnn_frontend']} |
+| PyTorch | {first['torch']} (CUDA {first['torch_cuda']}, its cuDNN {first['torch_cudnn']}) |
+| Python | {first['python']} |
+| power limit, persistence, compute mode | {first.get('smi_power_limit')} W, {first.get('smi_persistence_mode')}, {first.get('smi_compute_mode')} (never changed) |
+| SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
+| GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
+| TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
+
+Runs (environment recorded at start and end of each; the first run was stopped by its time limit
+before writing its end record):
+
+{_table(runs)}
+
+Throughput with the precise method: {cap_m} problem-directions in {_fmt(cap_el, 0)} s = **{_fmt(60 * cap_m / cap_el if cap_el else float('nan'), 1)} per minute**
+in the runs with the final protocol (per-problem time cap); {tot_m} in {_fmt(tot_el, 0)} s =
+{_fmt(60 * tot_m / tot_el if tot_el else float('nan'), 1)} per minute over all runs with an end record (before the cap, one
+problem took {_fmt(float(slowest_uncapped), 0)} s).
+
+{_table(t_tab)}
+
+## What was measured
+
+{n_pd} problem-directions ({len(ok)} measured without a setup failure), {len(plans)} (problem, plan)
+records. Plans per problem-direction: median {_fmt(float(per_pd.median()), 0)}, mean {_fmt(float(per_pd.mean()), 1)},
+max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum())} ran,
+{int(wrong.sum())} computed a wrong answer (over the tolerance; flagged, not in `runtimes`),
+{truncated} problems were cut short by the per-problem time cap (`censored = True`).
+
+{_table(counts)}
+
+{_table(kinds)}
+
+Corpus: `raw/{name}/corpus.csv.gz` from `kbench collect corpus` (MITuna network layers at their batch
+sizes, torchvision layers at batch 1/16/64/256, random geometries), in a seeded order in which the
+three kinds take turns; the collector measures it from the top and resumes where it stopped.
+
+## Measurement protocol
+
+* One cuDNN graph per heuristic mode (A, B, FALLBACK) records each mode's order; a fourth graph
+  asks for all three and holds the union of distinct plans. Every plan is built.
+* Inputs are uniform(-1, 1) random (never zeros); the output is filled with NaN before the check run.
+* Correctness: relative L2 error against PyTorch's convolution in float64 from the same inputs;
+  tolerance {C.TOLERANCE}. FP32: the error TF32 rounding of the inputs alone would cause
+  (`e_tf32`) is computed per problem; a plan is `fp32` precise if its error is under
+  {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
+* Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
+  {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
+  then each replay is timed with CUDA events; time per execution = replay time / k.
+  Coarse: median of {C.COARSE_REPLAYS} replays for every plan. Precise: the plans within
+  {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
+  (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
+  {C.PRECISE_ROUNDS} rounds of up to {C.PRECISE_REPLAYS} replays, the plans taking turns; the fastest is timed once
+  more at the end (`repeat_ms`). Plans slower than {C.SLOW_PLAN_MS} ms per execution are timed by single
+  executions; after {C.PROBLEM_TIME_CAP_S} s on one problem the remaining (lowest-ranked) plans are not run.
+  Runs before run `{min(capped) if capped else '–'}` had neither of these two limits (and the first run no GPU warm-up).
+* The L2 cache ({int(first['l2_bytes']) >> 20} MiB) is **not** flushed: executions run back to back on the same
+  buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
+* Clocks are never set; the GPU is kept busy for 2 s before the first problem of a run.
+* `runtimes.time_ms` is the precise median where a plan was re-timed (`timing = precise`), else the
+  coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,
+  `n_reps` give the spread and the repetitions.
+
+## Timing validation (probe run)
+
+Nsight Compute (`ncu --metrics gpu__time_duration.sum --clock-control none --cache-control none`)
+against the collector's method on the same plans, and the one-launch-at-a-time method the
+collector avoids:
+
+{validation(raws)}
+
+From about 25 µs up the collector's time is within a few percent of ncu's kernel duration. Kernels of
+a few µs take less time back to back than ncu's one-kernel-at-a-time duration (ncu serialises and
+replays each kernel alone); one launch at a time from Python sits on a floor of about 25 µs, which
+is what the collector avoids. The n = 1 scaling row was that script's first measurement, taken
+without a warm-up (the first table has the same plan at 5.2 µs); from n = 16 on, time grows with
+the work.
+
+## Noise
+
+* Re-timing the fastest plan at the end of its problem: |repeat / precise - 1| median
+  {_fmt(nz.get('repeat', {}).get('median'), 4)}, p90 {_fmt(nz.get('repeat', {}).get('p90'), 4)}, max {_fmt(nz.get('repeat', {}).get('max'), 4)} ({nz.get('repeat', {}).get('n')} problems).
+* Spread of precisely timed plans, IQR / median: median {_fmt(nz['iqr']['median'], 4)}, p90 {_fmt(nz['iqr']['p90'], 4)} ({nz['iqr']['n']} plans).
+* Coarse against precise median of the same plan: |ratio - 1| median {_fmt(nz['coarse_vs_precise']['median'], 4)},
+  p90 {_fmt(nz['coarse_vs_precise']['p90'], 4)}: the slow plans that only got coarse timing are this precise.
+
+## Candidate sets and precision
+
+* FP16, BF16: every plan that computes the right answer, except plans with cuDNN's
+  REDUCED_PRECISION_REDUCTION note ({n_rpr} of the {n_noted} plan records whose notes were read carry it).
+* FP32 (default variant): full-FP32 plans only (`precision = fp32`, no tensor-core or down-convert
+  note). TF32 / down-converting plans are the opt-in `tf32` variant
+  (`kbench collect package --variant tf32`). Of {len(fp32)} FP32 plan runs, {int((fp32['precision'] == 'fp32').sum())} are `fp32` and
+  {int((fp32['precision'] == 'reduced').sum())} `reduced`; {_fmt(float(tc[fp32['precision'] == 'reduced'].mean()) if (fp32['precision'] == 'reduced').any() else float('nan'), 3)} of the reduced
+  ones carry cuDNN's TENSOR_CORE note, {_fmt(float(tc[fp32['precision'] == 'fp32'].mean()) if (fp32['precision'] == 'fp32').any() else float('nan'), 3)} of the fp32 ones.
+* cuDNN's mode-A first valid plan is a full-FP32 plan in {_fmt(float(np.mean(fp32_first)) if fp32_first else float('nan'), 3)} of {len(fp32_first)} FP32
+  problem-directions: cuDNN's default choice for FP32 data is usually TF32. The `heuristics` table
+  therefore holds each order restricted to the candidate set (what it would pick from the set).
+
+## cuDNN's heuristic against the fastest plan
+
+Time of the heuristic's first plan in the candidate set over the fastest plan's time
+(default variant; `pytorch` = what PyTorch runs with `cudnn.benchmark = False`, where it was
+matched to a plan of the set):
+
+{_table(gap_table(gaps, None))}
+
+Per direction:
+
+{_table(gap_table(gaps, 'direction'))}
+
+Per data type:
+
+{_table(gap_table(gaps, 'dtype'))}
+
+PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN's first
+{C.TORCH_PROFILE_TOP} mode-A plans and the fastest one:
+
+{_table(pt)}
+
+## Splits
+
+`random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network layers
+(batch size ignored), as in the AMD datasets. Sizes: {json.dumps({c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'})}.
+"""]
+    return "\n".join(sections)

@@ -1,0 +1,210 @@
+"""Raw ``kbench collect cudnn`` output -> the canonical dataset tables (docs/data_model.md).
+
+* ``problems``: one row per measured problem-direction; ``problem_id`` is the
+  MIOpen key built from the true geometry (:func:`kbench.problem.to_miopen_key`,
+  parsed back with :func:`kbench.problem.parse_miopen_keys`), so a convolution
+  measured here has the id it has in the AMD datasets. Lists are complete
+  (``censored = False``) unless the collector's per-problem time cap left
+  plans unrun (``censored = True``, the unrun plans were cuDNN's lowest-ranked).
+* ``runtimes``: every plan that built, ran and computed the right answer and
+  is in the variant's candidate set (:func:`kbench.collect.cudnn.default_set`:
+  full-FP32 plans only for FP32 data in the ``default`` variant, every correct
+  plan in the ``tf32`` variant). ``time_ms`` is the precise median where the
+  plan was re-timed precisely, else the coarse median (``timing`` says which).
+* ``kernels``: the plan vocabulary (``eng<id>_k<knob>=<v>...``); ``algorithm``
+  is the cuDNN engine (``eng<id>``); ``family`` comes from cuDNN's numerical
+  notes (fft, winograd, tensor_core, cuda_core).
+* ``heuristics``: cuDNN's mode A, mode B and fallback orders and PyTorch's
+  choice, each restricted to the kernels in ``runtimes`` for that problem and
+  re-ranked from 0 (what that heuristic would run from the candidate set).
+* ``splits``: ``random`` and ``networks`` (:mod:`kbench.splits`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench.collect.cudnn import default_set
+from kbench.collect.writer import dedupe, load_env, load_records
+from kbench.errors import KbenchInputError
+
+HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
+SPEC = {
+    "h100": dict(device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs)", arch="sm_90"),
+    "h200": dict(device="NVIDIA H200 (132 SMs)", arch="sm_90"),
+}
+
+
+def load_raw(raws) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(problems, plans, env) of one or more raw folders, one measurement per key."""
+    raws = [raws] if isinstance(raws, (str, Path)) else list(raws)
+    probs, plans, envs = [], [], []
+    for raw in raws:
+        probs.append(load_records(raw, "problems"))
+        plans.append(load_records(raw, "plans"))
+        envs.append(load_env(raw))
+    problems = pd.concat([p for p in probs if len(p)], ignore_index=True) if any(len(p) for p in probs) else probs[0]
+    plan_df = pd.concat([p for p in plans if len(p)], ignore_index=True) if any(len(p) for p in plans) else plans[0]
+    env = pd.concat(envs, ignore_index=True)
+    if not len(problems):
+        raise KbenchInputError(f"{', '.join(map(str, raws))}: no collected problems found.")
+    gpus = set(env["gpu"].dropna()) if "gpu" in env else set()
+    if len(gpus) > 1:
+        raise KbenchInputError(f"raw folders mix GPUs ({', '.join(sorted(gpus))}); one dataset per GPU.")
+    problems, plan_df = dedupe(problems, plan_df)
+    return problems, plan_df, env
+
+
+def plan_family(notes: str | None) -> str:
+    notes = set(filter(None, (notes or "").split(";")))
+    if "FFT" in notes:
+        return "fft"
+    if "WINOGRAD" in notes:
+        return "winograd"
+    if "TENSOR_CORE" in notes:
+        return "tensor_core"
+    return "cuda_core" if notes is not None else "unknown"
+
+
+def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str = "default") -> pd.DataFrame:
+    """Valid plans in the variant's candidate set, with time_ms and timing columns."""
+    if variant not in ("default", "tf32"):
+        raise KbenchInputError(f"unknown variant {variant!r}: default or tf32")
+    ok = problems.loc[problems["status"] == "ok", ["key", "dtype"]]
+    p = plans.merge(ok, on="key", how="inner")
+    p = p[p["exec_ok"].astype(bool) & p["correct"].astype(bool) & p["coarse_ms"].notna()]
+    if variant == "default":
+        keep = [default_set(r, r["dtype"], r.get("numeric_notes") is not None)
+                for r in p[["precision", "numeric_notes", "dtype"]].to_dict("records")]
+        p = p[np.asarray(keep, dtype=bool)] if len(p) else p
+    p = p.copy()
+    precise = p["precise_ms"].notna() if "precise_ms" in p else pd.Series(False, index=p.index)
+    p["time_ms"] = np.where(precise, p.get("precise_ms"), p["coarse_ms"]).astype(float)
+    p["timing"] = np.where(precise, "precise", np.where(p["timing_method"].eq("single"), "single", "coarse"))
+    for a, b in (("time_min_ms", "precise_min_ms"), ("time_q1_ms", "precise_q1_ms"),
+                 ("time_q3_ms", "precise_q3_ms")):
+        p[a] = p[b] if b in p else np.nan
+    p["n_reps"] = np.where(precise, p.get("precise_n"), p["coarse_n"])
+    return p[p["time_ms"] > 0]
+
+
+def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,
+                 variant: str = "default") -> tuple[dict[str, pd.DataFrame], dict]:
+    from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
+    from kbench.splits import assign_networks_split, assign_random_split
+    rt = candidate_runtimes(problems, plans, variant)
+    ids = sorted(set(rt["key"]))
+    if not ids:
+        raise KbenchInputError("no problem has a valid plan in the candidate set.")
+    src = problems.set_index("key").loc[ids]
+    prob = parse_miopen_keys(pd.Series(ids, dtype=str), source="collected keys")
+    prob = prob[[c for c in PROBLEM_COLUMNS if c in prob]]
+    listed = rt.groupby("key").size()
+    prob["n_raw"] = src["n_plans"].to_numpy().astype(np.int16)
+    prob["n_listed"] = listed.reindex(ids).to_numpy().astype(np.int16)
+    trunc = src["truncated"].fillna(False).astype(bool) if "truncated" in src else pd.Series(False, index=src.index)
+    prob["censored"] = trunc.to_numpy()
+    prob["kind"] = src["kind"].fillna("").astype(str).to_numpy()
+    prob["sources"] = src["sources"].fillna("").astype(str).to_numpy()
+    prob["flop"] = src["flop"].astype(float).to_numpy()
+    # check: the key's geometry is the geometry that was measured
+    for col in ("n", "c", "k", "groups"):
+        if not (prob[col].to_numpy() == src[col].astype(np.int64).to_numpy()).all():
+            raise KbenchInputError(f"collected keys disagree with the measured {col}: a collector bug.")
+
+    rt = rt.sort_values(["key", "time_ms", "plan"], kind="stable")
+    rt["rank"] = rt.groupby("key").cumcount()
+    runtimes = pd.DataFrame({
+        "problem_id": rt["key"].astype(str).to_numpy(),
+        "kernel": rt["plan"].astype(str).to_numpy(),
+        "time_ms": rt["time_ms"].astype(float).to_numpy(),
+        "workspace_bytes": rt["workspace_bytes"].astype(np.int64).to_numpy(),
+        "algorithm": ("eng" + rt["engine_id"].astype("Int64").astype(str)).to_numpy(),
+        "rank": rt["rank"].astype(np.int16).to_numpy(),
+        "timing": rt["timing"].astype(str).to_numpy(),
+        "time_min_ms": rt["time_min_ms"].astype(float).to_numpy(),
+        "time_q1_ms": rt["time_q1_ms"].astype(float).to_numpy(),
+        "time_q3_ms": rt["time_q3_ms"].astype(float).to_numpy(),
+        "n_reps": rt["n_reps"].astype(float).fillna(0).astype(np.int64).to_numpy(),
+        "rel_err": rt["rel_err"].astype(float).to_numpy(),
+        "numeric_notes": rt["numeric_notes"].fillna("").astype(str).to_numpy(),
+    })
+    direction = prob.set_index("problem_id")["direction"]
+    rt_dir = runtimes.assign(direction=runtimes["problem_id"].map(direction))
+    best = runtimes[runtimes["rank"] == 0]
+    fam = rt.drop_duplicates("plan").set_index("plan")["numeric_notes"]
+    kernels = (rt_dir.groupby("kernel")
+               .agg(algorithm=("algorithm", "first"),
+                    directions=("direction", lambda s: ",".join(sorted(set(s)))),
+                    n_problems=("problem_id", "nunique"))
+               .reset_index())
+    kernels["family"] = kernels["kernel"].map(lambda k: plan_family(fam.get(k)))
+    kernels["n_best"] = kernels["kernel"].map(best["kernel"].value_counts()).fillna(0).astype(np.int64)
+    kernels = kernels[["kernel", "family", "algorithm", "directions", "n_problems", "n_best"]]
+
+    heur = []
+    present = runtimes.groupby("problem_id")["kernel"].agg(set)
+    for name, col in HEURISTICS.items():
+        for key, order in src[col].fillna("").items():
+            have = present.get(key, set())
+            kept = [k for k in str(order).split(";") if k and k in have]
+            heur += [(key, name, r, k) for r, k in enumerate(kept)]
+    if "torch_plans" in src:
+        for key, tp in src["torch_plans"].fillna("").items():
+            kept = [k for k in str(tp).split(";") if k and k in present.get(key, set())]
+            if kept:
+                heur.append((key, "pytorch", 0, kept[0]))
+    heuristics = pd.DataFrame(heur, columns=["problem_id", "heuristic", "rank", "kernel"])
+    heuristics["rank"] = heuristics["rank"].astype(np.int16)
+
+    layers = None
+    if mituna is not None and Path(mituna).exists():
+        from kbench.sources.mituna import read_network_layers
+        layers = read_network_layers(mituna)
+    splits = pd.DataFrame({"problem_id": prob["problem_id"], "random": assign_random_split(prob)})
+    if layers is not None:
+        splits["networks"] = assign_networks_split(prob, layers)
+    report = {
+        "variant": variant,
+        "problem_directions_collected": int(len(problems)),
+        "status": {str(k): int(v) for k, v in problems["status"].value_counts().items()},
+        "problems_with_valid_plans": int(len(prob)),
+        "plans_collected": int(len(plans)),
+        "plans_in_runtimes": int(len(runtimes)),
+        "wrong_answer_plans": int((plans["exec_ok"].astype(bool) & ~plans["correct"].astype(bool)).sum()),
+    }
+    return {"problems": prob.reset_index(drop=True), "runtimes": runtimes, "kernels": kernels,
+            "splits": splits, "heuristics": heuristics}, report
+
+
+def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
+            variant: str = "default", card: str | Path | None = None) -> dict:
+    """Write the dataset folder (parquet + manifest) and, if asked, the data card."""
+    from kbench.build import DATASET_VERSION, write_dataset
+    problems, plans, env = load_raw(raws)
+    tables, report = build_tables(problems, plans, mituna, variant)
+    gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
+    start = env[env.get("phase") == "start"].iloc[0].to_dict() if "phase" in env else {}
+    spec = SPEC.get(name, {})
+    info = {
+        "name": name, "aliases": [], "version": DATASET_VERSION,
+        "device": spec.get("device", gpu), "arch": spec.get("arch", ""), "vendor": "NVIDIA",
+        "library": f"cuDNN {start.get('cudnn_backend', '')} (frontend {start.get('cudnn_frontend', '')})",
+        "task": "kernel-selection", "license": "MIT",
+        "source": {"collector": "kbench collect cudnn", "gpu": gpu, "driver": start.get("smi_driver_version"),
+                   "torch": start.get("torch"), "cuda": start.get("torch_cuda")},
+        "citation": "", "default_split": "random",
+        "censoring": {"rule": "complete", "text": "Every candidate plan cuDNN proposed (modes A, B, fallback) "
+                      "was built and timed; a problem the collector's time cap cut short is marked censored."},
+        "cleaning": report,
+        "splits": {c: {p: int((tables["splits"][c] == p).sum()) for p in ("train", "valid", "test")}
+                   for c in tables["splits"].columns if c != "problem_id"},
+    }
+    manifest = write_dataset(out_dir, tables, info)
+    if card:
+        from kbench.collect.card import render
+        Path(card).write_text(render(name, problems, plans, env, tables, raws))
+    return manifest

@@ -1,0 +1,118 @@
+from pathlib import Path
+
+import json
+
+import pandas as pd
+import pytest
+
+from kbench.collect import package as P
+from kbench.collect.card import geomean, heuristic_gaps
+from kbench.errors import KbenchInputError
+from kbench.problem import parse_miopen_keys
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return P.load_raw(RAW_SAMPLE)
+
+
+def test_sample_is_real_collector_output(raw):
+    problems, plans, env = raw
+    assert len(problems) >= 9 and set(problems["direction"]) == {"F", "B", "W"}
+    assert set(env["gpu"]) == {"NVIDIA H100 80GB HBM3"}
+    assert plans["plan"].str.match(r"^eng\d+").all()
+
+
+def test_tables_follow_the_data_model(raw):
+    problems, plans, _ = raw
+    mituna = SHARED / "mituna"
+    tables, report = P.build_tables(problems, plans, mituna if mituna.exists() else None)
+    prob, rt, h = tables["problems"], tables["runtimes"], tables["heuristics"]
+    # ids are MIOpen keys of the measured geometry
+    back = parse_miopen_keys(prob["problem_id"])
+    src = problems.set_index("key").loc[prob["problem_id"]]
+    for col in ("n", "c", "k", "groups", "x_h", "x_w", "fil_h", "pad_h", "stride_h"):
+        assert (back[col].to_numpy() == src[col].to_numpy()).all()
+    assert prob["output_size_ok"].all()
+    # ranks: 0..n-1 by time within each problem; n_listed counts them
+    for pid, g in rt.groupby("problem_id"):
+        assert list(g.sort_values("rank")["rank"]) == list(range(len(g)))
+        assert g.sort_values("rank")["time_ms"].is_monotonic_increasing
+    assert (prob.set_index("problem_id")["n_listed"] == rt.groupby("problem_id").size()).all()
+    assert (rt["time_ms"] > 0).all()
+    # heuristics name only kernels measured for that problem
+    have = set(zip(rt["problem_id"], rt["kernel"]))
+    assert all((p, k) in have for p, k in zip(h["problem_id"], h["kernel"]))
+    assert {"cudnn_mode_a", "cudnn_mode_b", "cudnn_fallback"} <= set(h["heuristic"])
+    # kernels: vocabulary of runtimes, n_best sums to the number of problems
+    k = tables["kernels"]
+    assert set(k["kernel"]) == set(rt["kernel"])
+    assert k["n_best"].sum() == len(prob)
+    assert set(tables["splits"]["random"]) <= {"train", "valid", "test"}
+    assert report["plans_in_runtimes"] == len(rt)
+
+
+def test_fp32_default_excludes_reduced_precision_tf32_keeps_it(raw):
+    problems, plans, _ = raw
+    fp32 = set(problems.loc[problems["dtype"] == "FP32", "key"])
+    reduced = plans[plans["key"].isin(fp32) & (plans["precision"] == "reduced") & plans["correct"].astype(bool)]
+    assert len(reduced)
+    d, _ = P.build_tables(problems, plans, None, "default")
+    t, _ = P.build_tables(problems, plans, None, "tf32")
+    dk = set(zip(d["runtimes"]["problem_id"], d["runtimes"]["kernel"]))
+    tk = set(zip(t["runtimes"]["problem_id"], t["runtimes"]["kernel"]))
+    red = set(zip(reduced["key"], reduced["plan"]))
+    assert not (red & dk) and red <= tk
+    with pytest.raises(KbenchInputError):
+        P.build_tables(problems, plans, None, "fp8")
+
+
+def test_wrong_answers_never_listed(raw):
+    problems, plans, _ = raw
+    t, _ = P.build_tables(problems, plans, None, "tf32")
+    bad = plans[~plans["correct"].astype(bool)]
+    listed = set(zip(t["runtimes"]["problem_id"], t["runtimes"]["kernel"]))
+    assert not (set(zip(bad["key"], bad["plan"])) & listed)
+
+
+def test_package_writes_a_loadable_dataset(tmp_path):
+    from kbench.dataset import read_dataset_folder
+    card = tmp_path / "card.md"
+    manifest = P.package(RAW_SAMPLE, "h100", tmp_path / "h100", mituna=None, card=card)
+    ds = read_dataset_folder(tmp_path / "h100", "h100")
+    assert len(ds.problems) == manifest["files"]["problems.parquet"]["rows"]
+    assert ds.info["vendor"] == "NVIDIA"
+    text = card.read_text()
+    assert "cuDNN's heuristic against the fastest plan" in text and "| cudnn_mode_a |" in text
+
+
+def test_gap_definition():
+    tables = {
+        "runtimes": pd.DataFrame({"problem_id": ["p", "p", "q"], "kernel": ["a", "b", "a"],
+                                  "time_ms": [1.0, 2.0, 3.0], "rank": [0, 1, 0]}),
+        "heuristics": pd.DataFrame({"problem_id": ["p", "q"], "heuristic": ["h", "h"], "rank": [0, 0],
+                                    "kernel": ["b", "a"]}),
+        "problems": pd.DataFrame({"problem_id": ["p", "q"], "direction": ["F", "B"], "dtype": ["FP16"] * 2,
+                                  "layout_x": ["NCHW"] * 2}),
+    }
+    g = heuristic_gaps(tables).set_index("problem_id")["gap"]
+    assert g["p"] == 2.0 and g["q"] == 1.0
+    assert geomean([2.0, 0.5]) == pytest.approx(1.0)
+
+
+def test_failure_paths(tmp_path, raw_sample):
+    with pytest.raises(KbenchInputError, match="not found"):
+        P.load_raw(tmp_path / "nothing")
+    env = raw_sample / "env.jsonl"
+    lines = env.read_text().splitlines()
+    other = json.loads(lines[0])
+    other["gpu"] = "NVIDIA H200"
+    env.write_text("\n".join(lines + [json.dumps(other)]) + "\n")
+    with pytest.raises(KbenchInputError, match="mix GPUs"):
+        P.load_raw(raw_sample)
+    from kbench.cli import main
+    assert main(["collect", "package", str(tmp_path / "nothing"), "--name", "h100",
+                 "--out", str(tmp_path / "o")]) == 2

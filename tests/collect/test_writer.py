@@ -1,0 +1,90 @@
+import gzip
+import json
+
+import pandas as pd
+
+from kbench.collect import writer as W
+from kbench.collect import cudnn as C
+
+
+def _rec(key, status="ok"):
+    return {"key": key, "status": status, "direction": "F"}
+
+
+def test_batches_resume_and_kill(tmp_path):
+    w = W.RawWriter(tmp_path, run_id="r1", batch_size=2)
+    for k in ("a", "b", "c"):
+        w.start(k)
+        w.add(_rec(k), [{"plan": "eng0", "time": 1.0}])
+    # a and b were flushed as one batch; c is still in memory: a kill now loses only c
+    done, unfinished = W.resume_state(tmp_path)
+    assert done == {"a", "b"} and unfinished == {"c": 1}
+    w.close()
+    done, unfinished = W.resume_state(tmp_path)
+    assert done == {"a", "b", "c"} and unfinished == {}
+    plans = W.load_records(tmp_path, "plans")
+    assert sorted(plans["key"]) == ["a", "b", "c"] and set(plans["run_id"]) == {"r1"}
+
+
+def test_torn_files_are_ignored(tmp_path):
+    w = W.RawWriter(tmp_path, run_id="r1", batch_size=1)
+    w.start("a")
+    w.add(_rec("a"), [])
+    # a half-written temporary batch and a torn journal line, as a kill mid-write leaves them
+    (tmp_path / "parts" / ".r1-00001.problems.jsonl.gz.tmp").write_bytes(b"\x1f\x8b garbage")
+    with open(tmp_path / W.JOURNAL, "a") as fh:
+        fh.write("start\tb\tr1")
+    done, unfinished = W.resume_state(tmp_path)
+    assert done == {"a"} and unfinished == {}
+
+
+def test_compact_keeps_every_record(tmp_path):
+    w = W.RawWriter(tmp_path, run_id="r1", batch_size=1)
+    for k in "abc":
+        w.add(_rec(k), [{"plan": "eng0"}, {"plan": "eng1"}])
+    before = W.load_records(tmp_path, "plans").sort_values(["key", "plan"]).reset_index(drop=True)
+    counts = W.compact(tmp_path)
+    assert counts == {"plans": 6, "problems": 3}
+    assert not list((tmp_path / "parts").glob("*.jsonl.gz"))
+    after = W.load_records(tmp_path, "plans").sort_values(["key", "plan"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(before[after.columns], after)
+    W.RawWriter(tmp_path, run_id="r2", batch_size=1).add(_rec("d"), [])
+    assert W.resume_state(tmp_path)[0] == set("abcd")
+
+
+def test_dedupe_prefers_a_finished_measurement():
+    probs = pd.DataFrame([{"key": "a", "status": "crashed", "run_id": "r1"},
+                          {"key": "a", "status": "ok", "run_id": "r2"},
+                          {"key": "b", "status": "ok", "run_id": "r1"}])
+    plans = pd.DataFrame([{"key": "a", "plan": "eng0", "run_id": "r2"},
+                          {"key": "b", "plan": "eng0", "run_id": "r1"},
+                          {"key": "b", "plan": "eng0", "run_id": "r9"}])
+    p, q = W.dedupe(probs, plans)
+    assert p.set_index("key")["run_id"].to_dict() == {"a": "r2", "b": "r1"}
+    assert len(q) == 2
+
+
+def test_crashed_problems_are_recorded_and_skipped_without_a_gpu(tmp_path):
+    rows = pd.DataFrame([dict(n=1, c=4, k=8, x_h=8, x_w=8, fil_h=1, fil_w=1, dtype="FP16", layout="NCHW")])
+    path = tmp_path / "p.csv"
+    rows.to_csv(path, index=False)
+    keys = C.load_problems(path, directions=("F", "B"))["key"].tolist()
+    out = tmp_path / "raw"
+    w = W.RawWriter(out, run_id="r1", batch_size=1)
+    w.add(_rec(keys[0]), [])
+    for _ in range(W.CRASH_LIMIT):  # the process died twice on keys[1]
+        w.start(keys[1])
+    summary = C.collect(path, out, directions=("F", "B"), progress=False)
+    assert summary["pending"] == 0 and summary["measured"] == 0
+    probs = W.load_records(out, "problems").set_index("key")
+    assert probs.loc[keys[1], "status"] == "crashed"
+    assert "ended during this problem" in probs.loc[keys[1], "error"]
+
+
+def test_batch_files_are_plain_jsonl_gz(tmp_path):
+    w = W.RawWriter(tmp_path, run_id="r1", batch_size=1)
+    w.add(_rec("a"), [{"plan": "eng0", "rel_err": float("nan")}])
+    files = sorted((tmp_path / "parts").glob("*.jsonl.gz"))
+    assert [f.name.split(".", 1)[1] for f in files] == ["plans.jsonl.gz", "problems.jsonl.gz"]
+    with gzip.open(files[1], "rt") as fh:
+        assert json.loads(fh.readline())["key"] == "a"
