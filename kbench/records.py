@@ -48,26 +48,31 @@ class SeedSummary(BaseModel):
     std: dict[str, float | None] = Field(description="unbiased (ddof=1) standard deviation over seeds")
 
 
-class EvaluationResult(BaseModel):
-    """Every metric of one scored predictions file, overall and per direction / data type."""
+class _ScoredRecord(BaseModel):
+    """Fields every scored record shares: who scored what, on which data, when."""
 
     model_config = ConfigDict(extra="forbid")
-    record_type: str = "kbench.evaluation"
     schema_version: int = RECORD_SCHEMA_VERSION
     kbench_version: str
     method: str | None = None
     dataset: DatasetRef
     split: str
     part: str
-    reference: str | None = Field(None, description="heuristic that speed-ups are measured against")
     predictions: PredictionsRef
     date: str = Field(default_factory=lambda: date.today().isoformat())
+    seeds: SeedSummary | None = None
+    extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
+
+
+class EvaluationResult(_ScoredRecord):
+    """Every metric of one scored predictions file, overall and per direction / data type."""
+
+    record_type: str = "kbench.evaluation"
+    reference: str | None = Field(None, description="heuristic that speed-ups are measured against")
     counts: Counts
     metrics: dict = Field(description="{'overall': {...}, 'by_direction': {F: {...}}, 'by_dtype': {...}}")
     bounds: dict[str, str] = Field(default_factory=dict,
                                    description="metrics that are bounds because of censoring, and which way")
-    seeds: SeedSummary | None = None
-    extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
 
     @property
     def overall(self) -> dict:
@@ -106,20 +111,9 @@ def aggregate_seeds(results: list[EvaluationResult], seeds: list[int]) -> Evalua
     return base
 
 
-class TuningResult(BaseModel):
+class TuningResult(_ScoredRecord):
     """Scores of predicted tuning-parameter tuples on a tuning dataset (seq2seq paper metrics)."""
 
-    model_config = ConfigDict(extra="forbid")
     record_type: str = "kbench.tuning-evaluation"
-    schema_version: int = RECORD_SCHEMA_VERSION
-    kbench_version: str
-    method: str | None = None
-    dataset: DatasetRef
-    split: str
-    part: str
     solver: str
-    predictions: PredictionsRef
-    date: str = Field(default_factory=lambda: date.today().isoformat())
     metrics: dict = Field(description="average_accuracy, perfect_prediction, valid_share, parameter_accuracy, counts")
-    seeds: SeedSummary | None = None
-    extra: dict = Field(default_factory=dict)
