@@ -26,9 +26,9 @@ pair, and a problem's candidates are ranked by predicted time (fastest first).
     plus a one-hot of the kernel; one row per measured (problem, kernel);
     candidates at prediction time: every kernel that runs in the problem's
     direction (:class:`baselines.base.KernelSpace`). On this 2-core machine the
-    training problems are subsampled (``max_train_problems``, default 20,000
-    problems drawn with the seed: about 66,000 rows on mi100) and the valid
-    problems used for selection too (``max_valid_problems``, default 3,000).
+    training problems are subsampled (``max_train_problems``, default 10,000
+    problems drawn with the seed: about 33,000 rows on mi100) and so are the valid
+    problems used for selection (``max_valid_problems``, default 2,000).
 
 Target and selection. The forest predicts a log time. The target is a
 hyper-parameter chosen on valid, as are the forest's leaf size:
@@ -88,8 +88,10 @@ from kbench.errors import KbenchInputError
 N_JOBS = 2
 #: LoP@n values averaged into the selection criterion on valid
 SELECT_LOP_AT = (1, 5, 10, 30)
-#: rows x trees handled at once by the numpy predictor (bounds its memory)
-PREDICT_CHUNK = 4_000_000
+#: rows the numpy predictor handles at once (bounds its memory)
+PREDICT_ROWS = 262_144
+#: rows of kernel-selection candidates built at once in predict
+PREDICT_CHUNK = 400_000
 
 TILE_GRID = [{"target": t, "min_samples_leaf": m, "max_features": 1 / 3}
              for t in ("log_time", "log_time_per_flop") for m in (1, 5)]
@@ -136,8 +138,9 @@ class TreeEnsemble:
         base = self.offsets[:-1][tree_of]
         self._leaf = self.left < 0
         idx = np.arange(n, dtype=np.int64)
-        self._gl = np.where(self._leaf, idx, self.left + base)
-        self._gr = np.where(self._leaf, idx, self.right + base)
+        # children[2*i] = left, children[2*i + 1] = right (global)
+        self._children = np.stack([np.where(self._leaf, idx, self.left + base),
+                                   np.where(self._leaf, idx, self.right + base)], axis=1).ravel()
         self._feat = np.where(self._leaf, 0, self.feature).astype(np.int64)
         if n and (self._feat.max() >= self.n_features):
             raise KbenchInputError("TreeEnsemble: a split feature is out of range")
@@ -182,26 +185,31 @@ class TreeEnsemble:
             raise KbenchInputError(f"saved forest: array {exc} missing") from None
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """(rows x trees) global index of the leaf each row reaches in each tree."""
+        """(rows x trees) global index of the leaf each row reaches in each tree.
+
+        Tree by tree (one tree's nodes stay in cache), one level per pass over the
+        rows still at an inner node.
+        """
         x = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
         if x.ndim != 2 or x.shape[1] != self.n_features:
             raise KbenchInputError(f"TreeEnsemble: expected {self.n_features} features, got shape {x.shape}")
         n, t = x.shape[0], self.n_trees
         out = np.empty((n, t), dtype=np.int64)
-        step = max(1, PREDICT_CHUNK // max(t, 1))
-        flat_x = x.ravel()
-        for a in range(0, n, step):
-            b = min(n, a + step)
-            node = np.tile(self.offsets[:-1], b - a)                  # (row, tree) pairs, row-major
-            xbase = np.repeat(np.arange(a, b, dtype=np.int64) * self.n_features, t)
-            active = np.flatnonzero(~self._leaf[node])
-            while active.size:                                        # one tree level per pass
-                nd = node[active]
-                go_left = flat_x[xbase[active] + self._feat[nd]] <= self.threshold[nd]
-                nxt = np.where(go_left, self._gl[nd], self._gr[nd])
-                node[active] = nxt
-                active = active[~self._leaf[nxt]]
-            out[a:b] = node.reshape(b - a, t)
+        for a in range(0, n, PREDICT_ROWS):
+            b = min(n, a + PREDICT_ROWS)
+            flat = x[a:b].ravel()
+            xbase = np.arange(b - a, dtype=np.int64) * self.n_features
+            for i in range(t):
+                root = self.offsets[i]
+                node = np.full(b - a, root, dtype=np.int64)
+                active = np.zeros(0, dtype=np.int64) if self._leaf[root] else np.arange(b - a)
+                while active.size:
+                    nd = node[active]
+                    right = flat[xbase[active] + self._feat[nd]] > self.threshold[nd]
+                    nxt = self._children[2 * nd + right]
+                    node[active] = nxt
+                    active = active[~self._leaf[nxt]]
+                out[a:b, i] = node
         return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -313,13 +321,16 @@ class _ForestBaseline(Baseline):
     """Shared code of ``hybrid-rf`` and ``ml-rf`` (the feature groups differ)."""
 
     stochastic = True
+    #: minutes of CPU per seed (a model selection on valid, then 100 trees): run it by name,
+    #: e.g. ``kbench run --dataset v100-tiles --split networks --baselines hybrid-rf ml-rf analytical``
+    benchmark = False
     #: tile feature groups this model uses
     TILE_GROUPS: tuple[str, ...] = ()
     KERNEL_SELECTION = False
     paper = "https://doi.org/10.1145/3559009.3569674"
 
-    DEFAULTS = {"n_trees": 100, "search_trees": 40, "grid": None, "max_train_problems": 20000,
-                "max_valid_problems": 3000}
+    DEFAULTS = {"n_trees": 100, "search_trees": 25, "grid": None, "max_train_problems": 10000,
+                "max_valid_problems": 2000}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -500,7 +511,7 @@ class _ForestBaseline(Baseline):
         problems = problems_of(dataset, ids)
         if self.state["mode"] == "kernel":
             space = KernelSpace.from_dict(self.state["space"])
-            step = max(1, PREDICT_CHUNK // (self.forest.n_trees * max(len(space.names), 1)))
+            step = max(1, PREDICT_CHUNK // max(len(space.names), 1))
             rankings = []
             for a in range(0, len(problems), step):
                 chunk = problems.iloc[a:a + step]

@@ -25,12 +25,21 @@ mi100, so it carries the plain name; see the closing note of issue 4)
     kernels are inapplicable, which the evaluator skips anyway, so they are
     not trained on. Early stopping on valid NDCG@3.
 
-Practicality on a 2-core machine: ``max_bin=64``, learning rate 0.3, at most
-``max_rounds`` rounds with early stopping after 15 rounds without gain on
-valid; ``subsample``/``colsample_bytree`` 0.8 (so the seed matters). The
-OpenMP wait policy is set to PASSIVE before xgboost is imported (unless the
-user set it): with the default active spinning, 2 threads on a loaded 2-core
-machine ran ~7x slower than 1.
+Practicality on a 2-core machine: learning rate 0.3, at most ``max_rounds``
+rounds (300 multi-class, 400 ranker) with early stopping after 15 rounds
+without gain on valid (``fit_info`` keeps the rounds kept per booster);
+``subsample``/``colsample_bytree`` 0.8 (so the seed
+matters). ``max_bin`` 256 for the multi-class model and 64 for the ranker
+(whose ~0.7 M training rows dominate its cost). The settings were picked on
+valid by ``bench/tune_xgboost.py`` (results in
+``bench/results/xgboost_tuning.json``). The OpenMP wait policy is set to
+PASSIVE before xgboost is imported (unless the user set it): with the default
+active spinning, 2 threads on a loaded 2-core machine ran several times
+slower than 1 thread.
+
+Optional ``margin_weight`` (multi-class; default off): weight each training
+problem by min(1, log2(t_second / t_best) / margin_weight), at least 0.1, so
+near-ties, whose label is arbitrary, count less.
 """
 
 from __future__ import annotations
@@ -96,8 +105,16 @@ class _XGBBase(Baseline):
 class XGBoostMulticlass(_XGBBase):
     name = "xgboost"
     description = "XGBoost multi-class over kernels, one booster per direction (hist, early stopping on valid)"
-    DEFAULTS = {"max_depth": 8, "learning_rate": 0.3, "max_bin": 64, "subsample": 0.8, "colsample_bytree": 0.8,
-                "min_child_weight": 1.0, "reg_lambda": 1.0, "max_rounds": 300, "early_stopping": 15, "n_jobs": 2}
+    DEFAULTS = {"max_depth": 8, "learning_rate": 0.3, "max_bin": 256, "subsample": 0.8, "colsample_bytree": 0.8,
+                "min_child_weight": 1.0, "reg_lambda": 1.0, "max_rounds": 300, "early_stopping": 15, "n_jobs": 2,
+                "margin_weight": 0.0}
+
+    @staticmethod
+    def margin(dataset, ids: pd.Index) -> np.ndarray:
+        """log2(t_second / t_best) per problem (inf where only one kernel was measured)."""
+        rt = train_runtimes(dataset, ids).sort_values(["problem_id", "ratio"], kind="stable")
+        second = rt[rt.groupby("problem_id").cumcount() == 1].set_index("problem_id")["ratio"]
+        return np.log2(second.reindex(ids).to_numpy(dtype=np.float64, na_value=np.inf))
 
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
         xgb = _xgb()
@@ -120,8 +137,11 @@ class XGBoostMulticlass(_XGBBase):
             if len(classes) == 1:  # nothing to learn: one kernel is always fastest
                 self.boosters[d] = None
                 continue
+            weight = None
+            if self.params["margin_weight"] > 0:  # near-ties (arbitrary labels) count less
+                weight = np.clip(self.margin(dataset, train_ids[tr]) / self.params["margin_weight"], 0.1, 1.0)
             dtr = xgb.DMatrix(ftr.to_numpy(np.float32)[tr], label=ytr_names.map(cidx).to_numpy(),
-                              feature_names=self.columns)
+                              weight=weight, feature_names=self.columns)
             va = (direction.reindex(valid_ids) == d).to_numpy()
             yva = best.reindex(valid_ids[va]).map(cidx)
             ok = yva.notna().to_numpy()

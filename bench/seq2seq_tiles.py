@@ -58,7 +58,8 @@ def main(argv=None):
         out[part] = rec
         o = rec.metrics["overall"]
         print(f"{part}: n={rec.counts.scored} top1 {o['top1']:.4f} lop_mean {o['lop_mean']:.4f} "
-              f"lop_median {o['lop_median']:.4f} geomean_slowdown {o['geomean_slowdown']:.4f}", flush=True)
+              f"lop_median {o['lop_median']:.4f} geomean_slowdown {o['geomean_slowdown']:.4f} "
+              f"lop_at_10 {o['lop_at_10']:.4f}", flush=True)
         if part == "test":
             gz = predictions_csv_gz(preds)
             atomic_write_bytes(folder / "preds.csv.gz", gz)

@@ -202,14 +202,25 @@ def run_miopen(ds, split, seed, out_root):
 
 
 def table(split, out_root):
+    """The records' test metrics, the forward stride-1 test subset (MIOpen's model's domain), valid metrics."""
+    import kbench
+    from kbench.evaluate import read_predictions
+    from kbench.tuning.metrics import score_tuning
+
+    ds = kbench.load(DATASET)
+    _, ids = _ids(ds, split)
+    prob = ds.problems[ds.problems["problem_id"].isin(ids["test"])]
+    fs1 = prob[(prob["direction"] == "F") & (prob["stride_h"] == 1)]
     rows = []
     for f in sorted((out_root / DATASET / split).glob("*/result.json")):
         r = json.loads(f.read_text())
         if r.get("record_type") != "kbench.tuning-evaluation":
             continue
         m, e = r["metrics"], r.get("extra", {})
+        sub = score_tuning(read_predictions(f.parent / "preds.csv.gz")[0], ds.targets, SOLVER, fs1)
         rows.append({"method": r["method"], "avg_acc": m["average_accuracy"], "perfect": m["perfect_prediction"],
                      "valid": m["valid_share"], "n": m["n"],
+                     "fwd_s1_avg_acc": sub["average_accuracy"], "fwd_s1_perfect": sub["perfect_prediction"],
                      "valid_avg_acc": e.get("valid", {}).get("average_accuracy"),
                      "valid_perfect": e.get("valid", {}).get("perfect_prediction"),
                      "fit_wall_s": e.get("fit_time_s"), "fit_cpu_s": e.get("fit_cpu_s")})
