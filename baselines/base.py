@@ -376,10 +376,15 @@ class DuckBaseline(Baseline):
         self.inner = self.wrapped.load(path / "model.json")
 
 
+#: class attributes a wrapped class may set to describe itself (else the Baseline defaults hold)
+_PASSED_THROUGH = ("benchmark", "external_data", "leaderboard_role", "paper", "code", "contact", "display_name")
+
+
 def _wrap(cls: type) -> type:
-    return type(f"{cls.__name__}Baseline", (DuckBaseline,),
-                {"name": cls.name, "wrapped": cls, "__module__": cls.__module__,
-                 "description": getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n")[0]})
+    attrs = {"name": cls.name, "wrapped": cls, "__module__": cls.__module__,
+             "description": getattr(cls, "description", "") or (cls.__doc__ or "").strip().split("\n")[0]}
+    attrs.update({a: getattr(cls, a) for a in _PASSED_THROUGH if hasattr(cls, a)})
+    return type(f"{cls.__name__}Baseline", (DuckBaseline,), attrs)
 
 
 def _is_duck(obj) -> bool:

@@ -235,7 +235,9 @@ def render_card(ds, data_prefix: str = "") -> str:
         f"- Output-size rule floor((x + 2p - d(f-1) - 1)/s) + 1: holds for {_fmt(status.get('ok', 0))} problems; "
         f"{_fmt(status.get('clamped', 0))} problems have a filter larger than the padded input, where the rule "
         "gives a size <= 0 and MIOpen records 1 (its output-size computation takes max(1, rule)); flagged "
-        f"`output_size_status = clamped`; {_fmt(status.get('mismatch', 0))} other mismatches.",
+        f"`output_size_status = clamped`; {_fmt(status.get('same_padding', 0))} have y = ceil(x / stride), the "
+        "output size of MIOpen's `miopenPaddingSame` mode (the key keeps the user's pad, not the padding that "
+        f"mode computes), flagged `same_padding`; {_fmt(status.get('mismatch', 0))} other mismatches.",
         f"- 3D (NCDHW) source lines: {_fmt(clean.get('source_lines_3d'))}, of which depth 1: "
         f"{_fmt(clean.get('source_lines_3d_depth1'))}, and with a 2D twin in this file: "
         f"{_fmt(clean.get('source_lines_3d_depth1_with_2d_twin'))}. A depth-1 problem and its 2D twin share a "

@@ -138,17 +138,21 @@ def output_size_status(df: pd.DataFrame) -> pd.Series:
     ``ok``: the rule holds. ``clamped``: the filter is larger than the padded
     input, the rule gives a size <= 0 and the recorded size is 1, which is
     what MIOpen computes (its output-tensor code takes ``max(1, rule)``).
-    ``mismatch``: anything else.
+    ``same_padding``: y = max(1, ceil(x / stride)) in every dimension, the output
+    size of MIOpen's ``miopenPaddingSame`` mode (the key stores the user's pad, not
+    the padding that mode computes). ``mismatch``: anything else.
     """
     ok = pd.Series(True, index=df.index)
     clamped = pd.Series(True, index=df.index)
+    same = pd.Series(True, index=df.index)
     for s in SPATIAL:
         exp = expected_output_size(df[f"x_{s}"], df[f"fil_{s}"], df[f"pad_{s}"],
                                    df[f"stride_{s}"], df[f"dil_{s}"])
         y = df[f"y_{s}"]
         ok &= y == exp
         clamped &= (y == exp) | ((exp <= 0) & (y == 1))
-    status = np.where(ok, "ok", np.where(clamped, "clamped", "mismatch"))
+        same &= y == np.maximum(1, -(-df[f"x_{s}"] // df[f"stride_{s}"]))
+    status = np.where(ok, "ok", np.where(clamped, "clamped", np.where(same, "same_padding", "mismatch")))
     return pd.Series(status, index=df.index, dtype=str)
 
 

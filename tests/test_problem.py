@@ -108,3 +108,10 @@ def test_round_trip_key_parse_serialise(rows):
 def test_round_trip_on_real_keys(mi100):
     sample = mi100.problems.sample(5000, random_state=0)
     assert (to_miopen_key(sample).to_numpy() == sample["problem_id"].to_numpy()).all()
+
+
+def test_same_padding_output_size_is_flagged():
+    # x 10, filter 3, pad 0, stride 2: the rule gives 4; MIOpen's "same" mode gives ceil(10 / 2) = 5
+    p = parse_one("128-10-10-3x3-256-5-5-100-0x0-2x2-1x1-0-NCHW-FP32-F")
+    assert expected_output_size(10, 3, 0, 2, 1) == 4
+    assert not p.output_size_ok and p.output_size_status == "same_padding"
