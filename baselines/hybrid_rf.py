@@ -90,8 +90,8 @@ N_JOBS = 2
 SELECT_LOP_AT = (1, 5, 10, 30)
 #: rows the numpy predictor handles at once (bounds its memory)
 PREDICT_ROWS = 262_144
-#: rows of kernel-selection candidates built at once in predict
-PREDICT_CHUNK = 400_000
+#: feature-matrix cells (rows x columns) of kernel-selection candidates built at once
+PREDICT_CELLS = 40_000_000
 
 TILE_GRID = [{"target": t, "min_samples_leaf": m, "max_features": 1 / 3}
              for t in ("log_time", "log_time_per_flop") for m in (1, 5)]
@@ -393,21 +393,34 @@ class _ForestBaseline(Baseline):
         X, cols = self._tile_matrix(dataset, rows, problems, spec)
         return problems, rows, X, cols
 
-    def _kernel_part(self, dataset, ids, space: KernelSpace, listed_only: bool):
+    def _kernel_train(self, dataset, ids, space: KernelSpace):
+        """Measured (problem, kernel) rows of ``ids``: problems, positions, kernel indices, X, times."""
         problems = problems_of(dataset, ids)
-        if listed_only:
-            rt = dataset.runtimes
-            rt = rt.loc[rt["problem_id"].isin(as_id_index(problems["problem_id"])), ["problem_id", "kernel", "time_ms"]]
-            kidx = rt["kernel"].astype(str).map(space.index)
-            ok = kidx.notna().to_numpy()
-            rt = rt[ok]
-            pos = pd.Index(problems["problem_id"].astype(str)).get_indexer(rt["problem_id"].astype(str))
-            kidx = kidx[ok].to_numpy(dtype=np.int64)
-            X = self._kernel_matrix(problems, pos, kidx, len(space.names))
-            return problems, pos, kidx, X, rt["time_ms"].to_numpy(dtype=np.float64)
+        rt = dataset.runtimes
+        rt = rt.loc[rt["problem_id"].isin(as_id_index(problems["problem_id"])), ["problem_id", "kernel", "time_ms"]]
+        kidx = rt["kernel"].astype(str).map(space.index)
+        ok = kidx.notna().to_numpy()
+        rt = rt[ok]
+        pos = pd.Index(problems["problem_id"].astype(str)).get_indexer(rt["problem_id"].astype(str))
+        kidx = kidx[ok].to_numpy(dtype=np.int64)
+        X = self._kernel_matrix(problems, pos, kidx, len(space.names))
+        return problems, pos, kidx, X, rt["time_ms"].to_numpy(dtype=np.float64)
+
+    def _kernel_scores(self, forest: TreeEnsemble, problems: pd.DataFrame,
+                       space: KernelSpace) -> tuple[np.ndarray, np.ndarray]:
+        """(allowed, predicted target) as (problems x kernels) matrices (NaN where not allowed).
+
+        Candidates are built and predicted a chunk of problems at a time (bounded memory)."""
         allowed = space.allowed(problems)
-        pos, kidx = np.nonzero(allowed)
-        return problems, pos, kidx, self._kernel_matrix(problems, pos, kidx, len(space.names)), None
+        pred = np.full(allowed.shape, np.nan)
+        per_problem = max(1, len(space.names) * forest.n_features)
+        step = max(1, PREDICT_CELLS // per_problem)
+        for a in range(0, len(problems), step):
+            pos, kidx = np.nonzero(allowed[a:a + step])
+            if len(pos):
+                X = self._kernel_matrix(problems.iloc[a:a + step], pos, kidx, len(space.names))
+                pred[a + pos, kidx] = forest.predict(X)
+        return allowed, pred
 
     # -- fit -------------------------------------------------------------------------------
     def _forest(self, n_trees: int, cfg: dict, seed: int):
@@ -447,7 +460,7 @@ class _ForestBaseline(Baseline):
             if len(train_ids) > self.cfg["max_train_problems"]:
                 train_ids = train_ids[np.sort(rng.choice(len(train_ids), self.cfg["max_train_problems"],
                                                          replace=False))]
-            ptr, pos, kidx, Xtr, ttr = self._kernel_part(dataset, train_ids, space, listed_only=True)
+            ptr, pos, kidx, Xtr, ttr = self._kernel_train(dataset, train_ids, space)
             ytr = self._targets(ttr, problem_flops(ptr)[pos], pos)
             cols = self._kernel_columns(ptr, space.names)
             n_train_problems = len(ptr)
@@ -455,10 +468,10 @@ class _ForestBaseline(Baseline):
                 if len(valid_ids) > self.cfg["max_valid_problems"]:
                     valid_ids = valid_ids[np.sort(rng.choice(len(valid_ids), self.cfg["max_valid_problems"],
                                                              replace=False))]
-                pva, vp, vkk, Xva, _ = self._kernel_part(dataset, valid_ids, space, listed_only=False)
+                pva = problems_of(dataset, valid_ids)
                 table = build_scoring_table(pva, dataset.runtimes, dataset.kernels)
-                tindex = pd.Index(table.kernels)
-                vk = tindex.get_indexer(np.asarray(space.names, dtype=object)[vkk])
+                # valid candidates: every allowed kernel; columns of the table in space order
+                vcol = pd.Index(table.kernels).get_indexer(np.asarray(space.names, dtype=object))
         state["columns"] = cols
         selection = []
         if len(valid_ids) and len(grid) > 1:
@@ -467,8 +480,13 @@ class _ForestBaseline(Baseline):
                 rf = self._forest(self.cfg["search_trees"], g, self.seed).fit(Xtr, ytr[g["target"]])
                 ens = TreeEnsemble.from_sklearn(rf)
                 del rf
-                keep = vk >= 0
-                sc = selection_score(table, vp[keep], vk[keep], ens.predict(Xva[keep]))
+                if mode == "tile":
+                    keep = vk >= 0
+                    sc = selection_score(table, vp[keep], vk[keep], ens.predict(Xva[keep]))
+                else:
+                    allowed, pred = self._kernel_scores(ens, pva, space)
+                    vp, kk = np.nonzero(allowed & (vcol >= 0)[None, :])
+                    sc = selection_score(table, vp, vcol[kk], pred[vp, kk])
                 selection.append({**g, **sc, "seconds": time.perf_counter() - ts})
             best = min(range(len(grid)), key=lambda i: (selection[i]["criterion"], i))
         else:
@@ -502,27 +520,19 @@ class _ForestBaseline(Baseline):
                 raise KbenchInputError(f"{self.name}: feature columns differ from the fitted model's")
             return problems, rows, self.forest.predict(X)
         space = KernelSpace.from_dict(self.state["space"])
-        _, pos, kidx, X, _ = self._kernel_part(dataset, problems["problem_id"], space, listed_only=False)
+        allowed, pred = self._kernel_scores(self.forest, problems, space)
+        pos, kidx = np.nonzero(allowed)
         rows = pd.DataFrame({"pos": pos, "kernel": np.asarray(space.names, dtype=object)[kidx]})
-        return problems, rows, self.forest.predict(X) if len(X) else np.zeros(0)
+        return problems, rows, pred[pos, kidx]
 
     def predict(self, dataset, ids) -> pd.DataFrame:
         self._check_fitted()
         problems = problems_of(dataset, ids)
         if self.state["mode"] == "kernel":
             space = KernelSpace.from_dict(self.state["space"])
-            step = max(1, PREDICT_CHUNK // max(len(space.names), 1))
-            rankings = []
-            for a in range(0, len(problems), step):
-                chunk = problems.iloc[a:a + step]
-                allowed = space.allowed(chunk)
-                pos, kidx = np.nonzero(allowed)
-                score = np.full(allowed.shape, -np.inf)
-                if len(pos):
-                    X = self._kernel_matrix(chunk, pos, kidx, len(space.names))
-                    score[pos, kidx] = -self.forest.predict(X)
-                rankings.append(rank_by_scores(score, space.names, allowed))
-            return predictions_frame(problems["problem_id"], np.concatenate(rankings) if rankings else [])
+            allowed, pred = self._kernel_scores(self.forest, problems, space)
+            score = np.where(allowed, -pred, -np.inf)  # rank_by_scores: higher first, ties by kernel order
+            return predictions_frame(problems["problem_id"], rank_by_scores(score, space.names, allowed))
         _, rows, pred = self.predict_rows(dataset, problems["problem_id"])
         return predictions_frame(problems["problem_id"],
                                  rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), pred, len(problems)))

@@ -16,12 +16,13 @@ Descriptor (:func:`descriptor`)
     grammar (ConvAsm1x1U: ``in_channels, out_channels, img_hw``, see
     :func:`kbench.tuning.grammar.asm1x1u_problem_inputs`).
 Token encoding (:class:`DescriptorEncoder`, fitted on the training part)
-    Fields that take a single value in training are dropped. Position ``j`` gets a field id (a learned embedding = one-hot times a
-    matrix), a value token (the value itself if it occurs in that field in
-    training, else the field's UNK token; categorical values the same way),
-    and for numeric fields ``log2(1 + v)`` z-normalised per field plus the
-    one-hot of ``min(tz(v), 7)`` (trailing zero bits: the divisibility that
-    the constraints test).
+    Fields that take a single value in training are dropped. Position ``j``
+    gets a field id (a learned embedding = one-hot times a matrix), a value
+    token (the value itself if it occurs in that field in training, else the
+    field's UNK token; categorical values the same way), and for numeric
+    fields ``log2(1 + v)`` z-normalised per field plus the one-hot of
+    ``min(tz(v), 7)`` (trailing zero bits: the divisibility that the
+    constraints test).
 Sequence spaces (:class:`GrammarSpace`, :class:`CandidateSpace`)
     The output positions, each position's legal values, and the validity of
     a prefix for a problem: a tuning grammar's prefix predicates
@@ -51,7 +52,8 @@ Network (:class:`Seq2SeqNet`, PyTorch, CPU)
 Training and selection
     Adam (lr 3e-3, constant; ``lr_schedule="cosine"`` decays it per step
     over ``max_epochs``), label smoothing 0.1, gradient clipping 1.0,
-    mini-batches of 128 shuffled by a seeded numpy generator, ``torch.manual_seed(seed)``; after every epoch greedy decoding
+    mini-batches of 128 shuffled by a seeded numpy generator,
+    ``torch.manual_seed(seed)``; after every epoch greedy decoding
     of the *valid* problems; the epoch with the best valid perfect
     prediction (ties: average accuracy) is kept; training stops after
     ``patience`` epochs without improvement or at ``max_epochs``.
@@ -785,8 +787,11 @@ class Seq2Seq(TuningModel):
 
     # -- training -----------------------------------------------------------------
     def fit_arrays(self, train_problems, train_idx, valid_problems=None, valid_idx=None, seed: int = 0,
-                   log=None):
-        """Train on problem rows and target value-index matrices (N, P); ``log(record)`` per epoch."""
+                   log=None, selector=None):
+        """Train on problem rows and target value-index matrices (N, P); ``log(record)`` per epoch.
+
+        ``selector(model) -> dict`` (optional) replaces the default model selection: its
+        ``"key"`` (a tuple, higher is better) ranks epochs; its other entries are logged."""
         torch = _torch()
         p = self.params
         torch.set_num_threads(int(p["threads"]))
@@ -831,13 +836,17 @@ class Seq2Seq(TuningModel):
                 tot += float(loss.detach()) * len(b)
             rec = {"epoch": epoch, "train_loss": tot / len(y)}
             self.net.eval()
-            if have_valid:
+            if selector is not None:
+                sel = dict(selector(self))
+                key = tuple(sel.pop("key"))
+                rec.update(sel)
+            elif have_valid:
                 pred = self._greedy_unconstrained(vtok, vnum)
                 cells = pred == vy
                 rec["valid_perfect"] = float(cells.all(axis=1).mean())
                 rec["valid_avg_acc"] = float(cells.mean())
                 key = (rec["valid_perfect"], rec["valid_avg_acc"])
-            else:
+            if selector is None and not have_valid:
                 key = (-rec["train_loss"],)
             rec["elapsed_s"] = time.perf_counter() - t_start
             history.append(rec)
@@ -931,7 +940,8 @@ TILE_POSITIONS = ("schema", "tile_k", "tile_h", "tile_w", "warp_k", "warp_h", "w
 def _kernel_table(dataset, positions) -> pd.DataFrame:
     k = dataset.kernels
     if k is None or any(c not in k.columns for c in positions):
-        raise KbenchInputError(f"dataset {dataset.name!r}: its kernels table lacks the sequence columns {list(positions)}")
+        raise KbenchInputError(f"dataset {dataset.name!r}: its kernels table lacks the sequence columns "
+                               f"{list(positions)}")
     return k[["kernel"] + list(positions)].astype({c: str for c in positions}).reset_index(drop=True)
 
 
@@ -944,7 +954,9 @@ class Seq2SeqTiles(Baseline):
     configuration; the constrained beam search extends only prefixes that some
     configuration measured for the problem starts with (the candidate exists
     for the problem), and the ranking is the final beams, best first
-    (``beam_width`` kernels).
+    (``beam_width`` kernels). Model selection: the epoch whose constrained
+    beam search gives the lowest geometric-mean slowdown of the top-1 over
+    the valid problems (their measured configurations).
     """
 
     name = "seq2seq-tiles"
@@ -993,12 +1005,44 @@ class Seq2SeqTiles(Baseline):
             return prob, space.encode_labels(best)
 
         prob, y = best_of(train_ids)
-        vprob = vy = None
+        vprob = vy = selector = None
         if valid_ids is not None:
             vprob, vy = best_of(valid_ids)
-        self.model.fit_arrays(prob, y, vprob, vy, seed)
+            selector = self._valid_selector(dataset, kt, vprob)
+        self.model.fit_arrays(prob, y, vprob, vy, seed, selector=selector)
         self.fit_info = dict(self.model.fit_info)
         return self
+
+    def _valid_selector(self, dataset, kt, vprob):
+        """Model selection by the valid problems' geometric-mean slowdown of the top-1 (constrained beam)."""
+        cands = self._candidates(dataset, kt, vprob["problem_id"])
+        ctx = self.model.space.context(vprob, cands)
+        rt = dataset.runtimes[dataset.runtimes["problem_id"].isin(vprob["problem_id"])]
+        t_best = rt.groupby("problem_id")["time_ms"].min().reindex(vprob["problem_id"]).to_numpy()
+        times = rt.groupby(["problem_id", "kernel"])["time_ms"].min()
+
+        def selector(model):
+            res = model.search(vprob, ctx=ctx)
+            names, keep = self._names(res, kt)
+            top = np.where(keep[:, 0], names[:, 0], "")
+            t = times.reindex(pd.MultiIndex.from_arrays([vprob["problem_id"].to_numpy(), top])).to_numpy()
+            slow = np.log(np.where(np.isnan(t), np.nanmax(t_best) * 1e3, t) / t_best)
+            return {"key": (-float(slow.mean()),), "valid_geomean_slowdown": float(np.exp(slow.mean())),
+                    "valid_top1": float(np.mean(slow <= 0))}
+        return selector
+
+    def _names(self, res, kt) -> tuple[np.ndarray, np.ndarray]:
+        """Kernel names (n, w) of the final beams and which are real (alive and in the table)."""
+        space = self.model.space
+        n, w, P = res.beams.shape
+        codes = space.encode_labels(kt)
+        ok_k = (codes >= 0).all(axis=1)
+        index = pd.Index(space._key(np.zeros(int(ok_k.sum()), np.int64), codes[ok_k]))
+        names_k = kt["kernel"].to_numpy()[ok_k]
+        flat = res.beams.reshape(n * w, P)
+        pos = index.get_indexer(space._key(np.zeros(n * w, np.int64), np.maximum(flat, 0)))
+        keep = ((flat >= 0).all(axis=1) & (pos >= 0)).reshape(n, w)
+        return names_k[np.maximum(pos, 0)].reshape(n, w), keep
 
     def predict(self, dataset, ids) -> pd.DataFrame:
         if self.model is None:
@@ -1009,16 +1053,9 @@ class Seq2SeqTiles(Baseline):
         ctx = space.context(problems, self._candidates(dataset, kt, problems["problem_id"]))
         res = self.model.search(problems, ctx=ctx)
         self.last_search = res
-        n, w, P = res.beams.shape
-        codes = space.encode_labels(kt)
-        ok_k = (codes >= 0).all(axis=1)
-        lookup = pd.Series(kt["kernel"].to_numpy()[ok_k], index=space._key(np.zeros(int(ok_k.sum()), np.int64),
-                                                                             codes[ok_k]))
-        flat = res.beams.reshape(n * w, P)
-        key = space._key(np.zeros(n * w, np.int64), np.maximum(flat, 0))
-        pos = pd.Index(lookup.index).get_indexer(key)  # row of the kernel in `lookup`
-        keep = ((flat >= 0).all(axis=1) & (pos >= 0)).reshape(n, w)
-        ranking = join_rankings(np.maximum(pos, 0).reshape(n, w), lookup.to_numpy(), keep)
+        names, keep = self._names(res, kt)
+        n, w = names.shape
+        ranking = join_rankings(np.arange(n * w).reshape(n, w), names.ravel(), keep)
         return predictions_frame(problems["problem_id"], ranking)
 
     def get_state(self):

@@ -28,7 +28,6 @@ image size).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 

@@ -65,9 +65,11 @@ def _xgb():
     return xgboost
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int, desc: str, enabled: bool | None):
+    """A boosting-rounds bar; ``enabled=None`` shows it only on a terminal."""
     from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="round")
+    return tqdm(total=total, desc=desc, disable=None if enabled is None else not enabled, leave=False,
+                unit="round")
 
 
 def _callback(bar):
@@ -91,7 +93,7 @@ class _XGBBase(Baseline):
         p = dict(self.DEFAULTS)
         p.update(params)
         super().__init__(**p)
-        self.progress = False
+        self.progress: bool | None = None  # None: progress bars on a terminal only
 
     def xgb_params(self, seed: int) -> dict:
         p = self.params
@@ -166,7 +168,6 @@ class XGBoostMulticlass(_XGBBase):
 
     def scores(self, dataset, problems: pd.DataFrame) -> np.ndarray:
         """(problems x kernels): 2 + probability for class kernels, then the prior order below."""
-        xgb = _xgb()
         feats = features_for(dataset, problems["problem_id"])
         prior = self.space.prior_scores(problems)
         seen = prior > 0
@@ -183,7 +184,7 @@ class XGBoostMulticlass(_XGBBase):
             if booster is None:
                 prob = np.ones((len(rows), 1))
             else:
-                prob = booster.predict(xgb.DMatrix(x[rows], feature_names=self.columns))
+                prob = booster.inplace_predict(x[rows])  # = predict(DMatrix), without building one
             sub = score[rows][:, cols]
             # a class kernel never seen for this (direction, dtype) keeps its masked score
             score[np.ix_(rows, cols)] = np.where(seen[np.ix_(rows, cols)], 2.0 + prob, sub)

@@ -9,6 +9,7 @@ part. Writes ``results/seq2seq-tiles/<split>/seed-<k>/{result.json,preds.csv.gz}
 ``meta.json`` and >= 5 seeds, see kbench.leaderboard).
 
     python bench/seq2seq_tiles.py [--split networks] [--seed 0] [--beam-width 10]
+    python bench/seq2seq_tiles.py --compare single-best,xgboost,ml-rf   # reference selectors
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ def main(argv=None):
     ap.add_argument("--beam-width", type=int, default=10)
     ap.add_argument("--max-epochs", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "results" / "seq2seq-tiles"))
+    ap.add_argument("--compare", default="",
+                    help="comma-separated selection baselines to fit (same seed) and score on the same test part")
     a = ap.parse_args(argv)
+    if a.compare:
+        return compare(a)
 
     import kbench
     from baselines.seq2seq import Seq2SeqTiles
@@ -71,6 +76,23 @@ def main(argv=None):
     atomic_write_text(folder / "result.json", rec.model_dump_json(indent=2) + "\n")
     print(json.dumps({"fit_wall_s": fit_wall, "fit_cpu_s": fit_cpu, "best_epoch": model.fit_info["best_epoch"],
                       "epochs_run": model.fit_info["epochs_run"]}))
+
+
+def compare(a):
+    import kbench
+    from baselines import get_baseline
+    from kbench.evaluate import Evaluator
+
+    ds = kbench.load(a.dataset)
+    sp = ds.split(a.split)
+    ev = Evaluator(ds, split=a.split, part="test")
+    for name in a.compare.split(","):
+        t0 = time.perf_counter()
+        model = get_baseline(name).fit(ds, sp["train"], sp["valid"], seed=a.seed)
+        o = ev(model.predict(ds, sp["test"]), method=name).metrics["overall"]
+        print(f"{name}: n={o['n']} top1 {o['top1']:.4f} lop_mean {o['lop_mean']:.4f} lop_median "
+              f"{o['lop_median']:.4f} geomean_slowdown {o['geomean_slowdown']:.4f} lop_at_10 {o['lop_at_10']:.4f} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Train, predict and score the tuning baselines on mi50-tuning ConvAsm1x1U (issue 7).
 
-Writes, per method, ``leaderboard/mi50-tuning/<split>/<method>/result.json``
+Writes, per method, ``reports/mi50-tuning/<split>/<method>/result.json``
 (the TuningResult of ``kbench.evaluate.evaluate_tuning`` on the test part, as
 ``model_dump_json``) and ``preds.csv.gz`` (the seed's predictions: problem_id
 + the 8 parameter columns; re-score with ``kbench evaluate preds.csv.gz
@@ -17,6 +17,8 @@ Usage::
     python bench/tuning_mi50.py --group nearest-neighbour
     python bench/tuning_mi50.py --group miopen
     python bench/tuning_mi50.py --table                 # print the table from the records
+    python bench/tuning_mi50.py --group seq2seq --seed 1 --out results/tuning-seeds/seed-1
+    python bench/tuning_mi50.py --seeds-table results/tuning-seeds   # mean/std over seeds
 
 Each group trains at most one model (one core: ``threads=1``).
 """
@@ -24,7 +26,6 @@ Each group trains at most one model (one core: ``threads=1``).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
@@ -34,7 +35,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 DATASET, SOLVER = "mi50-tuning", "ConvAsm1x1U"
@@ -193,7 +193,8 @@ def run_miopen(ds, split, seed, out_root):
                                     "HeuristicInit would set on gfx908: the model where it applies "
                                     "(stride_h == 1) and succeeds, MIOpen's StaticHeuristic otherwise."),
              "test_vectors_max_abs_error": errs, "source_counts": src.value_counts().to_dict(),
-             "subsets": sub, "model_files": "../shared/data/miopen/gfx908_ConvAsm1x1U_{encoder,decoder,metadata}.ktn.model"}
+             "subsets": sub,
+             "model_files": "../shared/data/miopen/gfx908_ConvAsm1x1U_{encoder,decoder,metadata}.ktn.model"}
     write_record(ds, split, "miopen-gfx908-model", pt, pv, extra, out_root)
     for key in ("forward_stride1", "backward_stride1", "stride2", "forward_stride1_all_parts"):
         fs = sub[key]
@@ -229,18 +230,46 @@ def table(split, out_root):
         print(df.to_string(index=False))
 
 
+def seeds_table(split, out_root, seeds_root):
+    """Mean and std (ddof 1) over seed 0 (``out_root``) and ``seeds_root/seed-<k>`` records, per method."""
+    recs = {}
+    roots = [out_root] + sorted(p for p in Path(seeds_root).glob("seed-*") if p.is_dir())
+    for root in roots:
+        for f in sorted((root / DATASET / split).glob("*/result.json")):
+            r = json.loads(f.read_text())
+            if r.get("record_type") == "kbench.tuning-evaluation":
+                recs.setdefault(r["method"], {})[r["extra"].get("seed")] = r
+    rows = []
+    for method, by_seed in sorted(recs.items()):
+        if len(by_seed) < 2:
+            continue
+        m = pd.DataFrame([{"avg_acc": r["metrics"]["average_accuracy"], "perfect": r["metrics"]["perfect_prediction"],
+                           "valid": r["metrics"]["valid_share"], "fit_cpu_s": r["extra"].get("fit_cpu_s"),
+                           "fit_wall_s": r["extra"].get("fit_time_s")} for r in by_seed.values()])
+        row = {"method": method, "seeds": ",".join(str(k) for k in sorted(by_seed))}
+        for c in m.columns:
+            row[f"{c}_mean"], row[f"{c}_std"] = m[c].mean(), m[c].std(ddof=1)
+        rows.append(row)
+    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.float_format", "{:.4f}".format):
+        print(pd.DataFrame(rows).to_string(index=False))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--group", choices=["seq2seq", "seq2seq-noconv", "xgboost", "nearest-neighbour", "miopen"])
     ap.add_argument("--split", default="random")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "leaderboard"))
+    ap.add_argument("--out", default=str(ROOT / "reports"))
     ap.add_argument("--max-epochs", type=int, default=None)
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--seeds-table", metavar="SEEDS_ROOT",
+                    help="mean/std over seed 0 (--out) and SEEDS_ROOT/seed-<k>/ records")
     a = ap.parse_args(argv)
     out = Path(a.out)
     if a.table:
         return table(a.split, out)
+    if a.seeds_table:
+        return seeds_table(a.split, out, a.seeds_table)
     import kbench
 
     ds = kbench.load(DATASET)

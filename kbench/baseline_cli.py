@@ -13,7 +13,9 @@ over the dataset's reference heuristic) for every seed, and writes::
 The per-seed work (fit, predict, score, timing, resuming a finished seed,
 reusing one fit for every seed of a deterministic baseline) is
 :func:`kbench.leaderboard.runner.run_method`, the same code ``kbench run``
-uses, so both commands give identical records.
+uses, so both commands give identical records. ``params.json`` in the method
+folder records the ``--param`` values; finished seeds made with other values
+are never reused (the command stops and says so).
 """
 
 from __future__ import annotations
@@ -150,12 +152,15 @@ def cmd_run(args) -> int:
         raise KbenchInputError("--seeds needs at least one seed.")
     ds = kbench.load(args.dataset)
     ids = ds.split(args.split)
-    cls = _with_params(reg[name], _parse_params(args.param))
+    params = _parse_params(args.param)
+    cls = _with_params(reg[name], params)
     if not cls().supports(ds):
         raise KbenchInputError(f"baseline {name!r} does not support dataset {ds.name!r} (task "
                                f"{ds.info.get('task')!r}, library {ds.info.get('library')!r}); "
                                "`kbench baseline list` shows what each baseline supports.")
     out = Path(args.out)
+    folder = method_dir(out, ds.name, args.split, name)
+    _check_params_marker(folder, params)
     progress = not args.no_progress
     evaluators = {"test": Evaluator(ds, split=args.split, part="test", reference="default")}
     if len(ids["valid"]):
@@ -170,7 +175,7 @@ def cmd_run(args) -> int:
             print(line, file=sys.stderr)
         raise RuntimeError(f"baseline {name!r} failed: {outcome.error}")
     record = outcome.record
-    folder = method_dir(out, ds.name, args.split, name)
+    (folder / "params.json").write_text(json.dumps(params, sort_keys=True) + "\n")
     first = folder / f"seed-{seeds[0]}" / "preds.csv.gz"
     shutil.copyfile(first, folder / "preds.csv.gz")
     if not args.no_csv:
@@ -194,6 +199,19 @@ def cmd_run(args) -> int:
     console.print(f"wrote {folder}/result.json, preds.csv.gz" + ("" if args.no_csv else ", preds.csv")
                   + (f"; leaderboard entry under {args.leaderboard}" if args.leaderboard else ""))
     return 0
+
+
+def _check_params_marker(folder: Path, params: dict) -> None:
+    """Finished seeds in ``folder`` are reused (as ``kbench run`` does): only if made with the same parameters."""
+    marker = folder / "params.json"
+    done = list(folder.glob("seed-*/result.json"))
+    if not done:
+        return
+    before = json.loads(marker.read_text()) if marker.exists() else {}
+    if before != json.loads(json.dumps(params, sort_keys=True)):
+        raise KbenchInputError(
+            f"{folder} already holds results made with parameters {before or 'none'}, not "
+            f"{params or 'none'}; finished seeds there would be reused. Use another --out or remove that folder.")
 
 
 def _publish(record, folder: Path, root: Path) -> None:

@@ -62,3 +62,15 @@ def test_run_writes_records(small_folder, tmp_path, capsys):
     again = json.loads((tmp_path / "again.json").read_text())
     seed0 = json.loads((folder / "seed-0" / "result.json").read_text())
     assert again["metrics"]["overall"]["top1"] == seed0["metrics"]["overall"]["top1"]
+
+
+def test_changed_params_never_reuse_finished_seeds(small_folder, tmp_path, capsys):
+    common = ["baseline", "run", "nearest-neighbour", "--dataset", str(small_folder), "--out", str(tmp_path),
+              "--no-progress", "--no-csv"]
+    assert main(common + ["--param", "k=2"]) == 0
+    folder = tmp_path / "mi100-small" / "random" / "nearest-neighbour"
+    assert json.loads((folder / "params.json").read_text()) == {"k": 2}
+    assert main(common + ["--param", "k=2"]) == 0  # same parameters: the finished seed is reused
+    capsys.readouterr()
+    assert main(common) == 2
+    assert "already holds results made with parameters" in capsys.readouterr().err

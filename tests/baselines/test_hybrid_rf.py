@@ -1,7 +1,6 @@
 """hybrid-rf, ml-rf and analytical (baselines/hybrid_rf.py): small fits, seconds each."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -215,3 +214,13 @@ def test_kernel_selection_mode(mi100_small, tmp_path):
     assert rec(preds).counts.scored == len(ids["test"])
     m.save(tmp_path / "k")
     assert Baseline.load(tmp_path / "k").predict(ds, ids["test"]).equals(preds)
+
+
+def test_problem_without_listed_configurations_gets_its_schemas(v100, fitted):
+    """A new stride-1 layer (no runtimes) is ranked over every RS and S configuration of the vocabulary."""
+    sub = v100.subset([RES6])
+    sub.tables["runtimes"] = sub.runtimes.iloc[:0]
+    ranking = fitted["ml-rf"].predict(sub, [RES6])["ranking"].iloc[0].split(";")
+    schemas = v100.kernels.set_index("kernel")["schema"]
+    assert len(ranking) == int(schemas.isin(["RS", "S"]).sum())
+    assert set(schemas.loc[ranking]) == {"RS", "S"}

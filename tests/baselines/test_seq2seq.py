@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from baselines.seq2seq import (CandidateSpace, GrammarSpace, NetScorer, Seq2Seq, TableScorer, beam_search,
-                               descriptor, greedy_decode, net_class, score_sequences, solver_targets)
+                               descriptor, greedy_decode, score_sequences, solver_targets)
 from kbench.errors import KbenchInputError
 from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
 
@@ -300,3 +300,67 @@ def test_miopen_features_and_decoding():
     m = MiopenAsm1x1U(model_dir=str(RAW))
     out, source = m.predict_problems(p)
     assert out.shape == (2, 8) and set(source) <= {0, 1, 2}
+
+
+# ------------------------------------------------------------------------------------ sequence kernels
+def _toy_tiles(seed=0):
+    rng = np.random.default_rng(seed)
+    kernels = pd.DataFrame([(f"{s}_{k}_{h}", s, k, h) for s in ("S", "RS") for k in (1, 2, 4) for h in (1, 3)],
+                           columns=["kernel", "schema", "tile_k", "tile_h"])
+    problems = _problems([("F", "FP32", int(rng.choice([1, 8, 32])), int(rng.choice([16, 64])),
+                           int(rng.choice([16, 64])), int(rng.choice([7, 14])), int(rng.choice([7, 14])))
+                          for _ in range(24)])
+    rt = []
+    for pid in problems["problem_id"]:
+        for kn in rng.choice(kernels["kernel"], size=int(rng.integers(2, 8)), replace=False):
+            rt.append((pid, kn, float(rng.uniform(1, 10))))
+    runtimes = pd.DataFrame(rt, columns=["problem_id", "kernel", "time_ms"])
+    return SimpleNamespace(name="toy-tiles", info={"task": "tile-selection"}, problems=problems,
+                           runtimes=runtimes, kernels=kernels)
+
+
+def test_seq2seq_tiles_ranks_only_measured_candidates(tmp_path):
+    from baselines.seq2seq import Seq2SeqTiles
+
+    ds = _toy_tiles()
+    ids = ds.problems["problem_id"].to_numpy()
+    m = Seq2SeqTiles(positions=["schema", "tile_k", "tile_h"], **{**SMALL, "beam_width": 4})
+    assert m.supports(ds)
+    m.fit(ds, ids[:16], ids[16:20], seed=0)
+    assert "valid_geomean_slowdown" in m.fit_info["history"][0]
+    pred = m.predict(ds, ids)
+    measured = ds.runtimes.groupby("problem_id")["kernel"].agg(set)
+    for pid, ranking in zip(pred["problem_id"], pred["ranking"]):
+        names = ranking.split(";")
+        assert names and set(names) <= measured[pid]
+        assert len(names) == min(4, len(measured[pid]))
+    m.save(tmp_path / "t")
+    back = Seq2SeqTiles.load(tmp_path / "t")
+    pd.testing.assert_frame_equal(pred, back.predict(ds, ids))
+
+
+# ------------------------------------------------------------------------------------ comparison baselines
+@pytest.mark.parametrize("name", ["xgboost", "nearest-neighbour"])
+def test_tuning_baselines_fit_predict_save_load(name, tmp_path):
+    from baselines.tuning_baselines import TuningNearestNeighbour, TuningXGBoost
+
+    ds = _toy_dataset(40, seed=3)
+    # vary the targets so that every parameter has several classes
+    rng = np.random.default_rng(0)
+    for p, legal in zip(ASM1X1U_PARAMS, SPACE.values):
+        ds.targets[p] = rng.choice(legal[:3], size=len(ds.targets))
+    ids = ds.problems["problem_id"].to_numpy()
+    cls = TuningXGBoost if name == "xgboost" else TuningNearestNeighbour
+    kw = {"n_estimators": 5} if name == "xgboost" else {}
+    m = cls(**kw).fit(ds, ids[:30], ids[30:], seed=0)
+    pred = m.predict(ds, ids)
+    assert list(pred.columns) == ["problem_id", *ASM1X1U_PARAMS] and len(pred) == len(ids)
+    m.save(tmp_path / "m")
+    back = cls.load(tmp_path / "m")
+    pd.testing.assert_frame_equal(pred, back.predict(ds, ids))
+    con = m.predict(ds, ids, constrained=True)
+    ok = CONV_ASM_1X1U.is_valid({p: con[p].to_numpy(np.int64) for p in ASM1X1U_PARAMS}, ds.problems)
+    if name == "xgboost":
+        assert ok.all()  # the constrained beam always finds a valid tuple for these problems
+    with pytest.raises(KbenchInputError):
+        cls(no_such_option=1)
