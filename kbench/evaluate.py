@@ -9,9 +9,7 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 from pathlib import Path
 
 import numpy as np
@@ -83,14 +81,15 @@ def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
             raw = gzip.decompress(raw)
         except OSError as exc:
             raise KbenchInputError(f"{path}: not a valid gzip file ({exc}).") from exc
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a BOM is accepted silently
+    header_bytes = raw.split(b"\n", 1)[0].rstrip(b"\r")  # CRLF accepted silently (the CSV reader handles it)
     try:
-        text = raw.decode("utf-8-sig")  # a BOM is accepted silently
+        header = header_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise KbenchInputError(f"{path}: not UTF-8 text ({exc}). Save the file as UTF-8 CSV.") from exc
-    text = text.replace("\r\n", "\n")  # CRLF accepted silently
-    if not text.strip():
+    if not raw.strip():
         raise KbenchInputError(f"{path}: the file is empty; expected a header row with problem_id.")
-    header = text.split("\n", 1)[0]
     if "problem_id" in header and "," not in header:
         delim = next((d for d in ("\t", ";", "|", " ") if d in header), None)
         if delim is not None:
@@ -99,10 +98,20 @@ def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
                 f"{path}: the header is separated by {name}s ({header[:80]!r}); kbench expects commas. "
                 "Write it with a comma delimiter (pandas: df.to_csv(path, index=False)); ';' is only "
                 "used inside the ranking column.")
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    # pyarrow's reader: multi-threaded C++, every column kept as text (ids are never numbers)
+    names = [c.strip() for c in header.split(",")]
     try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_values=[])
-    except (pd.errors.ParserError, csv.Error) as exc:
+        table = pacsv.read_csv(
+            pa.py_buffer(raw),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in names},
+                                                 strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise KbenchInputError(f"{path}: not a valid CSV file ({exc}).") from exc
+    df = table.to_pandas()
     return df, digest
 
 
@@ -127,7 +136,8 @@ class Evaluator:
         self.split, self.part = split, part
         self.ids = self.dataset.split(split)[part]
         ds = self.dataset
-        problems = ds.problems[ds.problems["problem_id"].isin(self.ids)].reset_index(drop=True)
+        from kbench.metrics import index_in
+        problems = ds.problems[index_in(ds.problems["problem_id"], pd.Series(self.ids)) >= 0].reset_index(drop=True)
         self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels)
         self._pindex = pd.Index(self.table.problem_ids)
         self._kindex = pd.Index(self.table.kernels)
@@ -239,6 +249,8 @@ class Evaluator:
             import pyarrow as pa
             import pyarrow.compute as pc
             arr = pa.array(values, type=pa.string())  # zero-copy from pandas' arrow-backed strings
+            if isinstance(arr, pa.ChunkedArray):  # the CSV reader hands over several chunks
+                arr = arr.combine_chunks()
             lists = pc.split_pattern(arr, ";") if value_col == "ranking" else pa.ListArray.from_arrays(
                 pa.array(np.arange(len(arr) + 1, dtype=np.int32)), arr)
             flat = pc.utf8_trim_whitespace(lists.flatten())

@@ -45,10 +45,11 @@ def print_report(result) -> None:
         console.print(f"  {metric}: {how}")
 
 
-def _evaluator(args):
+def _evaluator(args, dataset=None):
     from kbench.evaluate import Evaluator
     reference = args.against if getattr(args, "against", None) else ("default" if not getattr(args, "no_reference", False) else None)
-    return Evaluator(args.dataset, split=args.split, part=args.part, reference=reference)
+    return Evaluator(dataset if dataset is not None else args.dataset, split=args.split, part=args.part,
+                     reference=reference)
 
 
 def cmd_evaluate(args) -> int:
@@ -60,9 +61,10 @@ def cmd_evaluate(args) -> int:
         raise KbenchInputError("give a predictions file (kbench evaluate preds.csv --dataset mi100), "
                                "or --explain for the expected format.")
     import kbench
-    if kbench.load(args.dataset).task == "tuning":
-        return _evaluate_tuning(args)
-    ev = _evaluator(args)
+    dataset = kbench.load(args.dataset)  # loaded once, shared with the evaluator
+    if dataset.task == "tuning":
+        return _evaluate_tuning(args, dataset)
+    ev = _evaluator(args, dataset)
     result = ev(args.predictions, allow_partial=args.allow_partial, method=args.method)
     if args.json:
         out = Path(args.json)
@@ -77,10 +79,10 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def _evaluate_tuning(args) -> int:
+def _evaluate_tuning(args, dataset) -> int:
     from kbench.cli import _console
     from kbench.evaluate import evaluate_tuning
-    result = evaluate_tuning(args.dataset, args.predictions, solver=args.solver, split=args.split,
+    result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split,
                              part=args.part, allow_partial=args.allow_partial, method=args.method)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
