@@ -77,10 +77,11 @@ prepended, and Ξ reads the [CLS] output. d_model is chosen (4 heads, FFN width
 Training and model selection
 ----------------------------
 Adam, batch 512, dropout 0.1 in T, cosine learning-rate decay over
-``max_epochs``. Γ network: lr 3e-3, 30 epochs over every training problem
-(about 5 s per epoch on one thread here, so a fit takes a few minutes); these
-three settings were picked on the *valid* part of mi100's random split (seed 0;
-lr 1e-3 / 3e-3 / 1e-2, constant vs cosine). Transformer-block: lr 1e-3, and,
+``max_epochs``. Γ network: lr 3e-3, 30 epochs over every training problem (a
+few seconds per epoch on one thread, so a fit takes a few minutes); these
+settings were picked on the *valid* part of mi100's random split, seed 0
+(``bench/reformer_sweep.py``, results in ``bench/results/reformer_sweep.jsonl``:
+lr 1e-3 / 3e-3 / 1e-2, constant vs cosine decay, dropout 0 vs 0.1). Transformer-block: lr 1e-3, and,
 because one of its epochs over all 127k mi100 training problems takes many
 minutes on this 2-core machine (``bench/bench_reformer_latency.py`` measures
 the rate), 12 epochs of 8,192 problems drawn at random, with model selection
@@ -122,7 +123,7 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of,
+from baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
                             rank_by_scores, runtime_matrix, seen_kernels, train_runtimes)
 from baselines.features import Standardizer, features_for, problem_features
 from kbench.errors import KbenchInputError
@@ -440,7 +441,6 @@ class Reformer(Baseline):
 
     name = "reformer"
     description = "Reformer: 3 Γ-blocks (~81k parameters) on runtime-ratio labels, PyTorch CPU"
-    paper_note = "Γ-block network of the Reformer kernel-selection paper (issue 6)"
     stochastic = True
     kind = "gamma"
     #: lr, schedule and epochs were chosen on mi100 random's *valid* part (seed 0; see the module docstring)
@@ -470,6 +470,11 @@ class Reformer(Baseline):
         self.space: KernelSpace | None = None
         self.seen: dict[str, list[str]] = {}
         self._numpy: NumpyReformer | None = None
+
+    def supports(self, dataset) -> bool:
+        """Kernel-selection datasets only: a tile-selection vocabulary (tens of thousands of tile
+        configurations) would leave Ξ most of the ~81k parameters and the Γ-blocks almost none."""
+        return dataset_task(dataset) == "kernel-selection"
 
     # -- architecture -------------------------------------------------------------
     def _config(self, n_features: int, n_classes: int) -> dict:

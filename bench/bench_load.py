@@ -25,8 +25,10 @@ t = time.perf_counter(); kbench.load({name!r}); print(time.perf_counter() - t)
 
 def machine() -> dict:
     import os
+    # the load average says how busy the machine was: timings on a shared machine are upper bounds
     return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+            "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "loadavg_1min": os.getloadavg()[0]}
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
     # train (resumable: a finished seed is skipped), one thread, records per seed under results/
     python bench/reformer_experiments.py train --split random --methods reformer --seeds 0 1 2 3 4
-    python bench/reformer_experiments.py train --split networks --methods reformer-onehot reformer-softmax transformer-block --seeds 0
+    python bench/reformer_experiments.py train --split networks \
+        --methods reformer-onehot reformer-softmax transformer-block --seeds 0
     # re-score every stored seed with the current evaluator (reference: the dataset's default, `rules`),
     # aggregate, write the records and the summary table
     python bench/reformer_experiments.py report --splits random networks
@@ -135,26 +136,29 @@ def cmd_report(args) -> None:
                 preds = _read_gz_frame(d / "preds.csv.gz")
                 rec = ev(preds, method=name, predictions_path="preds.csv.gz", predictions_sha256=sha256_bytes(gz))
                 rec.extra = old.extra
-                (d / "result.json").write_text(record_json(rec))
+                if name in METHODS:
+                    (d / "result.json").write_text(record_json(rec))
                 records.append(rec)
                 sub = preds[preds["problem_id"].isin(sub_index)]
                 sub_records.append(ev(sub, allow_partial=True, method=name))
             seed_list = [s for s, _ in seeds]
-            agg = aggregate_method(folder, name, BASELINES[name], records, seed_list, ds, split)
-            meta = SubmissionMeta.model_validate_json((folder / "meta.json").read_text())
-            gz0 = (seeds[0][1] / "preds.csv.gz").read_bytes()
-            ok = not record_problems(agg, meta)
-            root = Path(args.leaderboard) if ok else Path(args.side_records)
-            write_entry(root, agg, meta, gz0)
             s = _summary(records)
-            s["record"] = str(root / ds.name / split / name / "result.json")
+            if name in METHODS:  # context rows (other engineers' baselines) are scored, not written
+                agg = aggregate_method(folder, name, BASELINES[name], records, seed_list, ds, split)
+                meta = SubmissionMeta.model_validate_json((folder / "meta.json").read_text())
+                gz0 = (seeds[0][1] / "preds.csv.gz").read_bytes()
+                ok = not record_problems(agg, meta)
+                root = Path(args.leaderboard) if ok else Path(args.side_records)
+                write_entry(root, agg, meta, gz0)
+                s["record"] = os.path.relpath(root / ds.name / split / name / "result.json", ROOT)
             s["fit_time_s"] = _mean_std([r.extra.get("fit_time_s") for r in records])
             s["valid_top1"] = _mean_std([(r.extra.get("valid") or {}).get("top1") for r in records])
-            s["latency_ms_cpu_batch1_predict"] = agg.extra.get("latency_ms_cpu_batch1")
-            s["n_parameters"] = agg.extra.get("n_parameters")
+            s["latency_ms_cpu_batch1_predict"] = _mean_std([r.extra.get("latency_ms_cpu_batch1")
+                                                           for r in records])[0]
+            s["n_parameters"] = records[0].extra.get("n_parameters")
             split_sum["methods"][name] = s
             split_sum["tunanet_subset"][name] = _summary(sub_records)
-            print(f"{split} {name}: {len(records)} seed(s) -> {root}", flush=True)
+            print(f"{split} {name}: {len(records)} seed(s) -> {s.get('record', 'not written')}", flush=True)
         # tunanet: its supported problems only
         preds = tn.predict(ds, ids["test"])
         gz = predictions_csv_gz(preds)

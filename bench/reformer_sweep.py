@@ -12,7 +12,9 @@ import json, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import kbench
 from baselines.reformer import Reformer, TransformerBlock
-cfg = json.loads(sys.argv[1]); split = cfg.pop("split", "random"); cls = TransformerBlock if cfg.pop("tb", False) else Reformer
+cfg = json.loads(sys.argv[1])
+split = cfg.pop("split", "random")
+cls = TransformerBlock if cfg.pop("tb", False) else Reformer
 ds = kbench.load("mi100"); sp = ds.split(split)
 t = time.time(); m = cls(verbose=False, **cfg).fit(ds, sp["train"], sp["valid"], seed=0)
 info = {k: v for k, v in m.fit_info.items() if k != "history"}

@@ -18,7 +18,8 @@ def rows() -> list[str]:
 
     def mach(d):
         m = d.get("machine", {})
-        return f"{m.get('cpu_count')} cores, {m.get('processor')}, Python {m.get('python')}"
+        la = f", load average {m['loadavg_1min']:.1f}" if m.get("loadavg_1min") is not None else ""
+        return f"{m.get('cpu_count')} cores, {m.get('processor')}, Python {m.get('python')}{la}"
 
     if (res / "load.json").exists():
         d = json.loads((res / "load.json").read_text())
@@ -30,8 +31,18 @@ def rows() -> list[str]:
         out.append(f"| `Evaluator(...)(preds)` on {d['dataset']} {d['split']}/test ({d['problems']:,} problems, "
                    f"{d['kernels_per_ranking']} kernels ranked each; median) | {d['api_call_median_s']:.3f} s | < 0.2 s | {mach(d)} |")
         out.append(f"| whole `kbench evaluate` command, same file (median) | {d['cli_command_median_s']:.2f} s | < 2 s | {mach(d)} |")
-    for extra in sorted(res.glob("*.md")):
-        out.append(extra.read_text().strip())
+    if (res / "reformer_latency.json").exists():
+        d = json.loads((res / "reformer_latency.json").read_text())
+        inf = d["inference"]["reformer"]
+        la = d.get("loadavg_start", [None])[0]
+        out.append(f"| Reformer CPU inference, one problem, 1 thread, numpy path (p50 / p99) | "
+                   f"{inf['numpy']['batch1']['p50_us']:.1f} / {inf['numpy']['batch1']['p99_us']:.1f} µs | "
+                   f"< 10 µs (paper: 49 µs) | {mach(d)}, load average {la} |")
+        out.append(f"| same, PyTorch (p50 / p99) | {inf['torch']['batch1']['p50_us']:.1f} / "
+                   f"{inf['torch']['batch1']['p99_us']:.1f} µs | | {mach(d)}, load average {la} |")
+    out.append("")
+    out.append("Experiment reports generated from the records: "
+               + ", ".join(f"[`{p.name}`](bench/results/{p.name})" for p in sorted(res.glob("*.md"))) + ".")
     return out
 
 

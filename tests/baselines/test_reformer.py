@@ -283,3 +283,10 @@ def test_variants_registered_and_run(tiny, tmp_path):
     oh.fit(ds, ids["train"], ids["valid"], seed=0)
     assert oh.predict(ds, ids["test"])["ranking"].str.len().gt(0).all()
     assert math.isfinite(oh.fit_info["valid_loss"])
+
+
+def test_supports_kernel_selection_only(mi100):
+    from baselines.base import DatasetMeta
+    assert Reformer().supports(mi100) and TransformerBlock().supports(mi100)
+    assert not Reformer().supports(DatasetMeta("tiles", {"task": "tile-selection"}))
+    assert not Reformer().supports(DatasetMeta("tuning", {"task": "tuning"}))
