@@ -44,7 +44,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, suggest
+from kbench.errors import KbenchInputError, suggest, read_json_object
 
 SAVE_FORMAT = 1
 #: Dataset tasks whose data is (problem, kernel, time): every selection baseline applies.
@@ -229,6 +229,12 @@ class Baseline:
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0) -> "Baseline":
         raise NotImplementedError
 
+    def _fit_kernel_space(self, dataset, train_ids, seed: int) -> "Baseline":
+        """The whole fit of baselines that only need the training kernel statistics."""
+        self.seed = seed
+        self.space = KernelSpace.fit(dataset, train_ids)
+        return self
+
     def predict(self, dataset, ids) -> pd.DataFrame:
         raise NotImplementedError
 
@@ -262,10 +268,7 @@ class Baseline:
         meta_path = path / "baseline.json"
         if not meta_path.exists():
             raise KbenchInputError(f"{path}: no saved baseline here (baseline.json missing)")
-        try:
-            doc = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise KbenchInputError(f"{meta_path}: not valid JSON ({exc})") from exc
+        doc = read_json_object(meta_path)
         name = doc.get("baseline")
         target = cls if cls.name else BASELINES.get(name) or discover().get(name)
         if target is None or (cls.name and name != cls.name):

@@ -19,9 +19,7 @@ class Oracle(Baseline):
     uses_test_labels = True
 
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
-        self.seed = seed
-        self.space = KernelSpace.fit(dataset, train_ids)
-        return self
+        return self._fit_kernel_space(dataset, train_ids, seed)
 
     def predict(self, dataset, ids):
         problems = problems_of(dataset, ids)

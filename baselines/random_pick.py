@@ -17,9 +17,7 @@ class RandomBaseline(Baseline):
     stochastic = True
 
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
-        self.seed = seed
-        self.space = KernelSpace.fit(dataset, train_ids)
-        return self
+        return self._fit_kernel_space(dataset, train_ids, seed)
 
     def predict(self, dataset, ids):
         problems = problems_of(dataset, ids)

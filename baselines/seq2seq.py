@@ -83,7 +83,7 @@ import pandas as pd
 
 from baselines.base import (Baseline, as_id_index, join_rankings, load_safetensors, predictions_frame,
                             problems_of, save_safetensors)
-from kbench.errors import KbenchInputError
+from kbench.errors import KbenchInputError, read_json_object
 
 SAVE_FORMAT = 1
 
@@ -731,10 +731,7 @@ class TuningModel:
         meta = path / "baseline.json"
         if not meta.exists():
             raise KbenchInputError(f"{path}: no saved model here (baseline.json missing)")
-        try:
-            doc = json.loads(meta.read_text())
-        except json.JSONDecodeError as exc:
-            raise KbenchInputError(f"{meta}: not valid JSON ({exc})") from exc
+        doc = read_json_object(meta)
         if cls.method and doc.get("method") != cls.method:
             raise KbenchInputError(f"{path}: holds {doc.get('method')!r}, not {cls.method!r}")
         obj = cls(solver=doc.get("solver", "ConvAsm1x1U"), **doc.get("params", {}))

@@ -30,6 +30,10 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")
 
 
+def _citation(info: dict) -> list[str]:
+    return ["## Citation", "```bibtex", info.get("citation", ""), "```", ""]
+
+
 def _yaml_front_matter(ds, data_prefix: str) -> str:
     info = ds.info
     lic = str(info.get("license", "other")).lower()
@@ -140,11 +144,7 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
         "## Distribution and maintenance",
         f"Shipped in the kbench package; license {info.get('license')}. Rebuilt by `kbench build-data {ds.name}`.",
         "",
-        "## Citation",
-        "```bibtex",
-        info.get("citation", ""),
-        "```",
-        "",
+        *_citation(info),
     ])
 
 
@@ -272,11 +272,7 @@ def render_card(ds, data_prefix: str = "") -> str:
         "Rebuilt from the raw files by `kbench build-data " + ds.name + "`; the manifest records the sha256 of "
         "every file. Issues and fixes go through the kbench repository.",
         "",
-        "## Citation",
-        "```bibtex",
-        info.get("citation", ""),
-        "```",
-        "",
+        *_citation(info),
     ]
     return "\n".join(sections)
 

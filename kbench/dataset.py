@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from kbench.build import PACKAGE_DATA, sha256_file
-from kbench.errors import DataIntegrityError, KbenchInputError, suggest
+from kbench.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
 from kbench.registry import DATASETS, resolve_name
 
 CORE_TABLES = ("problems", "runtimes", "kernels", "splits")
@@ -161,10 +161,7 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
               f"{name or path.name}` from the raw data.")
     if not manifest_path.exists():
         raise DataIntegrityError(f"{manifest_path}: manifest missing. {repair}")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise DataIntegrityError(f"{manifest_path}: not valid JSON ({exc}). {repair}") from exc
+    manifest = read_json_object(manifest_path, DataIntegrityError, f" {repair}")
     tables = {}
     for fname, meta in manifest.get("files", {}).items():
         fpath = path / fname

@@ -9,6 +9,8 @@ code 2 for invalid input.
 from __future__ import annotations
 
 import difflib
+import json
+from pathlib import Path
 
 
 class KbenchError(Exception):
@@ -33,3 +35,19 @@ def suggest(name: str, options, n: int = 3) -> str:
     """A ' Did you mean ...?' hint for a mistyped name, or an empty string."""
     close = difflib.get_close_matches(str(name), [str(o) for o in options], n=n, cutoff=0.5)
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+
+
+def read_json_object(path, error: type[KbenchError] = KbenchInputError, hint: str = "") -> dict:
+    """Read a JSON object from ``path``; any problem becomes one ``error`` naming the file (+ ``hint``)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise error(f"{path}: file not found.{hint}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc}).{hint}") from exc
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not valid JSON ({exc}).{hint}") from exc
+    if not isinstance(doc, dict):
+        raise error(f"{path}: expected a JSON object, found {type(doc).__name__}.{hint}")
+    return doc

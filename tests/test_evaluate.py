@@ -1,7 +1,6 @@
 """The scorer: a hand-computed case for every metric, properties, and bad-input handling."""
 
 import gzip
-import math
 import subprocess
 import sys
 

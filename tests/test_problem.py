@@ -1,6 +1,5 @@
 """MIOpen key parsing: hand-worked keys and a round-trip property."""
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings

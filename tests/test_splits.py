@@ -4,9 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import kbench
 from kbench.sources.mituna import parse_driver_line, read_network_layers
-from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
+from kbench.splits import assign_random_split, network_geometry_match
 
 
 @pytest.mark.parametrize("split", ["random", "networks"])

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.errors import KbenchInputError
+from kbench.errors import KbenchInputError, read_json_object
 from kbench.leaderboard import MIN_SEEDS, ROLES
 from kbench.records import DatasetRef, EvaluationResult
 
@@ -108,18 +108,7 @@ def _pydantic_errors(exc: ValidationError) -> list[str]:
 
 
 def read_json(path: Path) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise KbenchInputError(f"{path}: file not found.")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise KbenchInputError(f"{path}: not UTF-8 text ({exc}).") from exc
-    except json.JSONDecodeError as exc:
-        raise KbenchInputError(f"{path}: not valid JSON ({exc}).") from exc
-    if not isinstance(doc, dict):
-        raise KbenchInputError(f"{path}: expected a JSON object, found {type(doc).__name__}.")
-    return doc
+    return read_json_object(path)
 
 
 def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult:

@@ -749,12 +749,12 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "",
         f"- cuDNN was profiled on {report['profiled_layers']} layers; {len(miss)} of them have no tile timings "
         f"in the source: {'; '.join(miss) if miss else 'none'}.",
-        f"- The stride-2 training set (`train_set_c_rskernel_stride2.csv`, named by the paper's driver) is not in",
+        "- The stride-2 training set (`train_set_c_rskernel_stride2.csv`, named by the paper's driver) is not in",
         f"  the source. The only random-size stride-2 problems are "
         f"{sum(s2.values())} from the held-out file ({', '.join(f'{k}: {v}' for k, v in s2.items()) or 'none'}),",
         f"  so the {report['layers_by_stride'].get('2', 0)} stride-2 layers have almost no training data of",
         "  their schema.",
-        f"- Excluded scratch files (`*_test.csv`, byte-identical in the V100 and RTX 2080 Ti folders, so not",
+        "- Excluded scratch files (`*_test.csv`, byte-identical in the V100 and RTX 2080 Ti folders, so not",
         f"  measurements of both GPUs): {len(report['scratch_files_excluded'])} files, "
         f"{report['scratch_rows_excluded']} rows.",
         "",

@@ -4,7 +4,6 @@ and every recorded optimum in the shipped perf-dbs."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
