@@ -128,9 +128,13 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     tot_m = int(runs.loc[runs["elapsed s"].notna(), "problem-directions"].sum())
     # runs of the final protocol: their problem records carry the time-cap field
     capped = set(problems.loc[problems["truncated"].notna(), "run_id"]) if "truncated" in problems else set()
+    # runs that record phase timers also time far-behind plans with one coarse replay
+    phased = set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
     cap_runs = runs[runs["run"].isin(capped) & runs["elapsed s"].notna()]
     cap_m, cap_el = int(cap_runs["problem-directions"].sum()), float(cap_runs["elapsed s"].sum())
     slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
+    far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
+                  f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
     rpr = plans["numeric_notes"].fillna("")
     n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
     n_noted = int(plans["numeric_notes"].notna().sum())
@@ -223,7 +227,7 @@ three kinds take turns; the collector measures it from the top and resumes where
 * Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
   {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
   then each replay is timed with CUDA events; time per execution = replay time / k.
-  Coarse: median of {C.COARSE_REPLAYS} replays for every plan. Precise: the plans within
+  Coarse: median of {C.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
   {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
   (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
   {C.PRECISE_ROUNDS} rounds of up to {C.PRECISE_REPLAYS} replays, the plans taking turns; the fastest is timed once

@@ -23,7 +23,9 @@ collector
    (``k`` chosen so one replay takes about :data:`COARSE_TARGET_MS`), replayed
    once to warm up and then timed replay by replay with CUDA events, one plan at
    a time; time per execution = replay time / ``k``. Every plan gets a coarse
-   time (median of :data:`COARSE_REPLAYS` replays); the plans within
+   time (median of :data:`COARSE_REPLAYS` replays, one replay for a plan whose
+   first run was over :data:`FAR_BEHIND` times the fastest correct one so far);
+   the plans within
    :data:`PRECISE_BAND` of the best, cuDNN's own choices and PyTorch's choice
    are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
    :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
@@ -71,6 +73,10 @@ FP32_PRECISE_FRACTION = 0.1
 COARSE_TARGET_MS = 0.5
 MAX_INNER = 100
 COARSE_REPLAYS = 3
+#: a plan whose first run is this many times slower than the fastest correct plan so far
+#: gets one timed replay instead of COARSE_REPLAYS: its rank far behind the best is not
+#: in doubt, and a single k-execution replay of a slow plan is still within about 1%
+FAR_BEHIND = 4.0
 PRECISE_BAND = 0.3
 PRECISE_MAX_PLANS = 8
 PRECISE_ROUNDS = 4
@@ -635,7 +641,7 @@ class CudnnCollector:
                 rt = self._reference(p, tx, tw, ty)
                 e_tf32 = float((rt - ref).norm()) / ref_norm if ref_norm > 0 else None
                 del rt, tx, tw, ty
-            rec.update(ref_norm=ref_norm, e_tf32=e_tf32)
+            rec.update(ref_norm=ref_norm, e_tf32=e_tf32, t_setup_s=time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001
             self._check_cuda()
             rec.update(status="failed", error="setup: " + _err(exc))
@@ -648,6 +654,7 @@ class CudnnCollector:
 
     def _measure_plans(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32):
         t = self.torch
+        t_phase = time.perf_counter()
         # 1. cuDNN's lists, one graph per heuristic mode, then the union.
         for tag, mode in self.modes.items():
             _, _, names, err = self._plan_list(p, x, w, y, [mode])
@@ -661,6 +668,8 @@ class CudnnCollector:
             return []
         ranks = {tag: {n: i for i, n in enumerate(rec[f"heur_{tag}"].split(";")) if n}
                  for tag in self.modes}
+        rec["t_heur_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         # 2. notes
         flags, notes_err = None, ""
         if self.opt.notes and self.notes_reliable is not False:
@@ -669,6 +678,7 @@ class CudnnCollector:
             except Exception as exc:  # noqa: BLE001
                 notes_err = _err(exc)
         rec["notes_error"] = notes_err
+        rec["t_notes_s"] = time.perf_counter() - t_phase
         plans: list[PlanState] = []
         t_build = time.perf_counter()
         for i, name in enumerate(names):
@@ -714,6 +724,7 @@ class CudnnCollector:
         tol = TOLERANCE[p["dtype"]]
         t_problem = time.perf_counter()
         rec["truncated"] = False
+        best_ok_ms = math.inf  # fastest first run of a correct plan so far
         for ps in sorted(built, key=lambda q: plan_priority(q.rec)):
             r = ps.rec
             if r["workspace_bytes"] > WORKSPACE_CAP:
@@ -743,6 +754,9 @@ class CudnnCollector:
             if p["dtype"] == "FP32":
                 r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
                                   else "reduced")
+            n_coarse = 1 if first_ms > FAR_BEHIND * best_ok_ms else COARSE_REPLAYS
+            if r["correct"]:
+                best_ok_ms = min(best_ok_ms, first_ms)
             if first_ms >= SLOW_PLAN_MS:
                 # a slow plan: one more execution is its time (host overhead < 0.1% here)
                 try:
@@ -754,7 +768,8 @@ class CudnnCollector:
                     self._check_cuda()
                 continue
             try:
-                single = self._single_ms(g, pack, ps.index)
+                # a first run of a whole coarse target or more is its own host-free estimate
+                single = first_ms if first_ms >= COARSE_TARGET_MS else self._single_ms(g, pack, ps.index)
                 ps.k = inner_count(single)
                 ps.graph = self._capture(g, pack, ps.index, ps.k)
                 r["timing_method"] = "graph"
@@ -764,13 +779,13 @@ class CudnnCollector:
                     ps.k = inner_count(warm)
                     ps.graph = self._capture(g, pack, ps.index, ps.k)
                     self._replays(ps, 1)
-                ps.times = self._replays(ps, COARSE_REPLAYS)
+                ps.times = self._replays(ps, n_coarse)
             except Exception as exc:  # noqa: BLE001
                 r["capture_error"] = _err(exc)
                 ps.graph = None
                 self._check_cuda()
                 try:
-                    ps.times = self._eager(g, pack, ps.index, ps.k, COARSE_REPLAYS)
+                    ps.times = self._eager(g, pack, ps.index, ps.k, n_coarse)
                     r["timing_method"] = "eager"
                 except Exception as exc2:  # noqa: BLE001
                     r["exec_error"] = _err(exc2)
@@ -783,6 +798,8 @@ class CudnnCollector:
         timed = [ps for ps in built if ps.rec.get("coarse_ms") is not None]
         valid = [ps for ps in timed if ps.rec["correct"]]
         rec["n_valid"] = len(valid)
+        rec["t_coarse_s"] = time.perf_counter() - t_time
+        t_phase = time.perf_counter()
         # 5. PyTorch's choice
         by_name = {ps.rec["plan"]: ps for ps in plans}
         torch_plans: list[str] = []
@@ -803,6 +820,8 @@ class CudnnCollector:
             except Exception as exc:  # noqa: BLE001
                 rec.update(torch_status="error", torch_error=_err(exc))
                 self._check_cuda()
+        rec["t_torch_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         # 6. precise re-timing
         if self.opt.precise and valid:
             chosen = self._precise_candidates(p, valid, rec, torch_plans)
@@ -831,6 +850,7 @@ class CudnnCollector:
                 reps = self._eager(g, pack, best.index, best.k, n_rep)
             best.rec["repeat_ms"] = timing_stats(reps)["median"]
             rec["n_precise"] = len(chosen)
+        rec["t_precise_s"] = time.perf_counter() - t_phase
         rec["t_time_s"] = time.perf_counter() - t_time
         for ps in plans:
             ps.graph = None
