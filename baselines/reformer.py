@@ -104,11 +104,13 @@ Lean inference
 --------------
 :class:`NumpyReformer` is the trained Γ network in plain numpy (float32): Υ is
 folded into the first block's matrices, eval-mode batch-norm into T's linear
-layer, and each block's A1 and T matmuls share one matrix product; one problem
-(a 1-D feature vector) goes through ``logits_row``, which writes into buffers
-allocated once. Its logits equal the PyTorch model's within float32 tolerance
-(tested); ``predict(..., backend="numpy")`` ranks with it. ONNX Runtime is not
-installed here, so no ONNX path is exported. Latencies:
+layer, and biases ride on a constant 1 appended to each block's input; one
+problem (a 1-D feature vector) goes through ``logits_row``: two matrix-vector
+products and two ReLUs per block, into buffers allocated once. Its logits equal the PyTorch model's within float32 tolerance
+(tested); ``predict(..., backend="numpy")`` ranks with it. :class:`OnnxReformer`
+runs the same folded network as an ONNX graph (``NumpyReformer.to_onnx``) in
+ONNX Runtime on one thread, with I/O binding for batch 1 (``backend="onnx"``;
+the ``onnx`` extra). Latencies:
 ``bench/bench_reformer_latency.py`` -> ``bench/results/reformer_latency.json``.
 """
 
@@ -378,10 +380,36 @@ class NumpyReformer:
                    f64(state["xi.bias"]).astype(np.float32))
 
     def _row_plan(self):
-        """Per-block (matrix, bias, A3, width, buffers) for one problem: no allocation per call."""
+        """Buffers and matrices of the batch-1 path, built once (no allocation per call).
+
+        Each block reads one buffer ``v = [x | 1 | t]``: T's linear layer is
+        ``[x | 1] @ [W; b]`` written straight into ``v``'s tail, and after T's ReLU
+        the block's output is ``v @ [A1; b1 + b3; A3]`` in one product, written
+        into the next block's buffer. Biases ride on the constant 1, so a block is
+        two matrix-vector products and two ReLUs: 13 numpy calls in all.
+        """
         if getattr(self, "_plan", None) is None:
-            self._plan = [(b["m"], b["c"], b["a3"], b["w"], np.empty(b["m"].shape[1], np.float32),
-                           np.empty(b["w"], np.float32)) for b in self.blocks]
+            d = self.blocks[0]["m"].shape[0]
+            bufs = []
+            for b in self.blocks:
+                v = np.zeros(d + 1 + b["m"].shape[1] - b["w"], np.float32)
+                v[d] = 1.0
+                bufs.append((v, d))
+                d = b["w"]
+            head = np.zeros(d + 1, np.float32)
+            head[d] = 1.0
+            plan = []
+            for i, (b, (v, d)) in enumerate(zip(self.blocks, bufs)):
+                w, m, c = b["w"], b["m"], b["c"]
+                t_mat = np.ascontiguousarray(np.vstack([m[:, w:], c[None, w:]]))
+                out_mat = np.ascontiguousarray(np.vstack([m[:, :w], c[None, :w], b["a3"]]))
+                nxt = bufs[i + 1][0] if i + 1 < len(bufs) else head
+                t = v[d + 1:]
+                plan.append((v[:d + 1], t_mat, t, np.zeros_like(t), v, out_mat, nxt[:w], np.zeros(w, np.float32)))
+            self._plan = plan
+            self._row_in = bufs[0][0][:bufs[0][1]]
+            self._head_in = head
+            self._head_mat = np.ascontiguousarray(np.vstack([self.head_w, self.head_b[None]]))
             self._out = np.empty(len(self.head_b), np.float32)
         return self._plan
 
@@ -390,20 +418,59 @@ class NumpyReformer:
 
         Reuses per-instance buffers (not thread-safe: one instance per thread) and returns a copy.
         """
-        dot, add, relu = np.dot, np.add, np.maximum
-        for m, c, a3, w, y, z in self._row_plan():
-            dot(x, m, out=y)
-            add(y, c, out=y)
-            t = y[w:]
-            relu(t, 0.0, out=t)
-            x = y[:w]
-            dot(t, a3, out=z)
-            add(x, z, out=x)
-            relu(x, 0.0, out=x)
-        out = self._out
-        dot(x, self.head_w, out=out)
-        add(out, self.head_b, out=out)
-        return out.copy()
+        dot, relu = np.dot, np.maximum
+        plan = self._row_plan()
+        self._row_in[:] = x
+        for x_aug, t_mat, t, t_zero, v, out_mat, nxt, nxt_zero in plan:
+            dot(x_aug, t_mat, out=t)
+            relu(t, t_zero, out=t)  # an array operand: cheaper than broadcasting the scalar 0
+            dot(v, out_mat, out=nxt)
+            relu(nxt, nxt_zero, out=nxt)
+        return dot(self._head_in, self._head_mat, out=self._out).copy()
+
+    def to_onnx(self):
+        """The same network as an ONNX model (``onnx.ModelProto``; needs the ``onnx`` package).
+
+        Input ``x`` (batch x features, raw: Υ is folded in), output ``logits``
+        (batch x kernels). Per block: ``Gemm`` for T's linear layer, ``Relu``
+        (``LayerNormalization`` first for layer-norm models), ``Gemm`` for A1 with
+        both biases, ``Gemm`` adding A3·T(x) to it, ``Relu``; then Ξ's linear layer.
+        """
+        try:
+            import onnx
+            from onnx import TensorProto, helper, numpy_helper
+        except ImportError as exc:  # pragma: no cover - the [onnx] extra installs it
+            raise KbenchInputError("the ONNX export needs the 'onnx' package: pip install 'kbench[onnx]'") from exc
+        nodes, inits = [], []
+
+        def const(name, a):
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(a, dtype=np.float32), name))
+            return name
+
+        cur = "x"
+        for i, b in enumerate(self.blocks):
+            w, m, c = b["w"], b["m"], b["c"]
+            t = f"t{i}"
+            nodes.append(helper.make_node("Gemm", [cur, const(f"t_w{i}", m[:, w:]), const(f"t_b{i}", c[w:])], [t]))
+            if b["ln"] is not None:
+                g, beta, eps = b["ln"]
+                nodes.append(helper.make_node("LayerNormalization", [t, const(f"ln_g{i}", g), const(f"ln_b{i}", beta)],
+                                              [f"tn{i}"], axis=-1, epsilon=float(eps)))
+                t = f"tn{i}"
+            nodes += [helper.make_node("Relu", [t], [f"tr{i}"]),
+                      helper.make_node("Gemm", [cur, const(f"a1_w{i}", m[:, :w]), const(f"a1_b{i}", c[:w])], [f"u{i}"]),
+                      helper.make_node("Gemm", [f"tr{i}", const(f"a3_w{i}", b["a3"]), f"u{i}"], [f"s{i}"]),
+                      helper.make_node("Relu", [f"s{i}"], [f"x{i + 1}"])]
+            cur = f"x{i + 1}"
+        nodes.append(helper.make_node("Gemm", [cur, const("xi_w", self.head_w), const("xi_b", self.head_b)], ["logits"]))
+        n_in, n_out = self.blocks[0]["m"].shape[0], len(self.head_b)
+        graph = helper.make_graph(
+            nodes, "reformer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", n_in])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", n_out])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="kbench")
+        model.ir_version = 8  # readable by every ONNX Runtime since 1.10
+        onnx.checker.check_model(model)
+        return model
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """Logits (n x C) of raw features (n x F); one problem (F,) gives (C,)."""
@@ -433,6 +500,57 @@ class NumpyReformer:
         z = z - z.max(axis=-1, keepdims=True)
         e = np.exp(z)
         return e / e.sum(axis=-1, keepdims=True)
+
+
+class OnnxReformer:
+    """The trained Γ network run by ONNX Runtime on one CPU thread (needs ``onnxruntime``).
+
+    ``logits(x)`` takes raw features (n x F, or one row of F) like the other paths;
+    one row goes through ``logits_row``, which binds preallocated input and output
+    buffers once (ONNX Runtime's I/O binding), so a call copies the features in
+    and runs the graph, with no allocation.
+    """
+
+    def __init__(self, model_bytes: bytes, threads: int = 1):
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:  # pragma: no cover - the [onnx] extra installs it
+            raise KbenchInputError("the ONNX path needs 'onnxruntime': pip install 'kbench[onnx]'") from exc
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy threads between calls
+        self.session = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+        self._ort = ort
+        self._binding = None
+
+    @classmethod
+    def from_numpy(cls, lean: NumpyReformer, threads: int = 1) -> "OnnxReformer":
+        return cls(lean.to_onnx().SerializeToString(), threads)
+
+    def _bind(self, n_in: int, n_out: int):
+        ort = self._ort
+        self._x = np.zeros((1, n_in), np.float32)
+        self._y = np.zeros((1, n_out), np.float32)
+        self._binding = self.session.io_binding()
+        self._binding.bind_ortvalue_input("x", ort.OrtValue.ortvalue_from_numpy(self._x))
+        self._binding.bind_output("logits", "cpu", 0, np.float32, [1, n_out], self._y.ctypes.data)
+        self._run_options = ort.RunOptions()
+
+    def logits_row(self, x: np.ndarray) -> np.ndarray:
+        """Logits of one problem: the batch-1 fast path (not thread-safe: one instance per thread)."""
+        if self._binding is None:
+            self._bind(len(x), int(self.session.get_outputs()[0].shape[1]))
+        self._x[0] = x
+        self.session.run_with_iobinding(self._binding, self._run_options)
+        return self._y[0].copy()
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim == 1:
+            return self.logits_row(x)
+        return self.session.run(None, {"x": np.ascontiguousarray(x)})[0]
 
 
 # ----------------------------------------------------------------------------- the baseline
@@ -470,6 +588,7 @@ class Reformer(Baseline):
         self.space: KernelSpace | None = None
         self.seen: dict[str, list[str]] = {}
         self._numpy: NumpyReformer | None = None
+        self._onnx: OnnxReformer | None = None
 
     def supports(self, dataset) -> bool:
         """Kernel-selection datasets only: a tile-selection vocabulary (tens of thousands of tile
@@ -624,7 +743,7 @@ class Reformer(Baseline):
                     break
         self.net.load_state_dict(best_state)
         self.net.eval()
-        self._numpy = None
+        self._numpy = self._onnx = None
         self.fit_info = {"n_parameters": self.n_parameters(), "paper_n_parameters": PAPER_N_PARAMETERS,
                          "architecture": self.describe(), "n_train": int(n), "rows_per_epoch": int(per_epoch),
                          "epochs_run": len(history), "best_epoch": best[0],
@@ -671,18 +790,20 @@ class Reformer(Baseline):
                             index=pd.Index(problems["problem_id"].to_numpy(), name="problem_id"))
 
     def predict(self, dataset, ids, backend: str = "torch") -> pd.DataFrame:
-        """``problem_id, ranking``; ``backend="numpy"`` runs the lean numpy path instead of PyTorch."""
+        """``problem_id, ranking``; ``backend="numpy"`` or ``"onnx"`` runs a lean path instead of PyTorch."""
         self._check_fitted()
         problems = problem_rows(dataset, ids)
         x = self._features(dataset, problems)
         if backend == "numpy":
             logits = self.numpy_model().logits(x)
+        elif backend == "onnx":
+            logits = self.onnx_model().logits(x)
         elif backend == "torch":
             torch = _torch()
             with torch_threads(self.params["threads"]):
                 logits = self._logits_torch(x, torch)
         else:
-            raise KbenchInputError(f"unknown backend {backend!r}; use torch or numpy")
+            raise KbenchInputError(f"unknown backend {backend!r}; use torch, numpy or onnx")
         return predictions_frame(problems["problem_id"], self._rankings(logits, problems))
 
     def _rankings(self, logits: np.ndarray, problems) -> np.ndarray:
@@ -696,6 +817,12 @@ class Reformer(Baseline):
         if self._numpy is None:
             self._numpy = NumpyReformer.from_state(self.config, self._state_arrays())
         return self._numpy
+
+    def onnx_model(self) -> OnnxReformer:
+        """The network under ONNX Runtime (one thread); needs the ``onnx`` extra."""
+        if self._onnx is None:
+            self._onnx = OnnxReformer.from_numpy(self.numpy_model(), threads=self.params["threads"])
+        return self._onnx
 
     # -- persistence ----------------------------------------------------------------
     def _state_arrays(self) -> dict[str, np.ndarray]:
@@ -717,7 +844,7 @@ class Reformer(Baseline):
         self.net = build_network(self.config)
         self.net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in arrays.items()})
         self.net.eval()
-        self._numpy = None
+        self._numpy = self._onnx = None
 
 
 def _top1(logits: np.ndarray, t: np.ndarray, allowed_first, complete: np.ndarray) -> float:
@@ -771,7 +898,7 @@ class TransformerBlock(Reformer):
         raise KbenchInputError("transformer-block has no numpy export; use predict(..., backend='torch')")
 
 
-__all__ = ["Reformer", "ReformerOneHot", "ReformerSoftmax", "TransformerBlock", "NumpyReformer",
+__all__ = ["Reformer", "ReformerOneHot", "ReformerSoftmax", "TransformerBlock", "NumpyReformer", "OnnxReformer",
            "runtime_labels", "gamma_param_count", "gamma_block_param_count", "choose_gamma_width",
            "transformer_param_count", "choose_transformer_width", "reformer_columns", "build_network",
            "PAPER_N_PARAMETERS"]

@@ -11,7 +11,9 @@ Latency ("model only"): the network on a precomputed feature vector of one
 test problem (batch 1), ``--calls`` calls cycling over test problems, p50 and
 p99 of the per-call wall time; and on a batch of 1,024 problems (``--batch-calls``
 calls), per batch and per problem. PyTorch runs the module under
-``torch.inference_mode()``; numpy runs :class:`baselines.reformer.NumpyReformer`.
+``torch.inference_mode()``; numpy runs :class:`baselines.reformer.NumpyReformer`;
+ONNX Runtime runs :class:`baselines.reformer.OnnxReformer` (the same folded
+graph, one thread, I/O binding for batch 1).
 "End to end" is ``model.predict(ds, [problem_id])``: feature table, network
 and the ranking string, for one problem (fewer calls: pandas dominates).
 
@@ -95,6 +97,18 @@ def latency_block(model, x: np.ndarray, calls: int, batch_calls: int, numpy_path
         out["numpy"]["batch1024"] = {**b, "per_problem_us_p50": b["p50_us"] / 1024}
         diff = float(np.abs(lean.logits(x[:1024]) - torch_call(batch).numpy()).max())
         out["numpy"]["max_abs_logit_diff_vs_torch"] = diff
+        try:
+            fast = model.onnx_model()
+        except Exception as exc:  # noqa: BLE001 - the [onnx] extra may be missing
+            out["onnxruntime"] = {"skipped": str(exc)}
+        else:
+            import onnxruntime
+            out["onnxruntime"] = {"version": onnxruntime.__version__,
+                                  "batch1": percentiles_us(time_calls(fast.logits, rows, calls))}
+            b = percentiles_us(time_calls(fast.logits, [np.array(x[:1024])], batch_calls, warmup=5))
+            out["onnxruntime"]["batch1024"] = {**b, "per_problem_us_p50": b["p50_us"] / 1024}
+            diff = float(np.abs(fast.logits(x[:1024]) - torch_call(batch).numpy()).max())
+            out["onnxruntime"]["max_abs_logit_diff_vs_torch"] = diff
     return out
 
 
@@ -156,7 +170,8 @@ def main() -> None:
                                         args.batch_calls if name == "reformer" else max(args.batch_calls // 4, 10),
                                         numpy_path=(name == "reformer"))
         ids = np.asarray(parts["test"][:1000], dtype=object)
-        backends = ["torch", "numpy"] if name == "reformer" else ["torch"]
+        backends = (["torch", "numpy"] + (["onnx"] if "batch1" in inference[name].get("onnxruntime", {}) else [])
+                    if name == "reformer" else ["torch"])
         inference[name]["end_to_end_predict_batch1"] = {}
         for backend in backends:
             fn = (lambda pid, b=backend, mm=m: mm.predict(ds, [pid], backend=b))

@@ -115,6 +115,56 @@ def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
     return df, digest
 
 
+#: rankings are exploded in chunks of about this many rows, one thread per chunk
+#: (pyarrow's kernels release the GIL, so the chunks run in parallel)
+EXPLODE_CHUNK_ROWS = 8192
+
+
+def _explode(values, vocabulary: np.ndarray, split: bool):
+    """Explode ranking strings into (row index, kernel index, names) with pyarrow.
+
+    ``values`` is a pyarrow string array with one ranking per row (``split``) or one kernel
+    name per row. Names are matched against ``vocabulary`` in C++; kernel index -1 marks a
+    name outside it (after trimming surrounding whitespace). ``names`` is the flat pyarrow
+    array of names, for error messages.
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if isinstance(values, pa.ChunkedArray):  # the CSV reader hands over several chunks
+        values = values.combine_chunks()
+    vocab = pa.array(list(vocabulary), type=pa.string())
+
+    def one(start: int, stop: int):
+        part = values.slice(start, stop - start)
+        if split:
+            lists = pc.split_pattern(part, ";")
+            names, parents = lists.flatten(), pc.list_parent_indices(lists).to_numpy() + start
+        else:
+            names, parents = part, np.arange(start, stop)
+        kidx = pc.fill_null(pc.index_in(names, value_set=vocab), -1).to_numpy(zero_copy_only=False)
+        if (kidx < 0).any():  # only then pay for trimming every name: " a ; b" is accepted
+            names = pc.utf8_trim_whitespace(names)
+            kidx = pc.fill_null(pc.index_in(names, value_set=vocab), -1).to_numpy(zero_copy_only=False)
+        return parents, kidx, names
+
+    n = len(values)
+    bounds = list(range(0, n, EXPLODE_CHUNK_ROWS)) + [n]
+    spans = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
+    workers = min(len(spans), os.cpu_count() or 1)
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(lambda span: one(*span), spans))
+    else:
+        parts = [one(*span) for span in spans]
+    parents = np.concatenate([q[0] for q in parts]).astype(np.int64)
+    kidx = np.concatenate([q[1] for q in parts]).astype(np.int64)
+    names = pa.chunked_array([q[2] for q in parts], type=pa.string())  # combined only for error messages
+    return parents, kidx, names
+
+
 class Evaluator:
     """Scores kernel rankings on one part of a dataset split.
 
@@ -212,8 +262,13 @@ class Evaluator:
         df["problem_id"] = df["problem_id"].astype(str).str.strip()
         value_col = "kernel" if (long_form or "ranking" not in cols) else "ranking"
         values = df[value_col].astype("string")
-        # whitespace around names is trimmed later, per name, in C++ (pyarrow)
-        empty = df["problem_id"].isin(["", "nan", "None", "<NA>"]) | values.isna() | (values.str.len() == 0)
+        # whitespace around names is trimmed later, per name, in C++ (pyarrow); emptiness is
+        # read from the arrow offsets, not from Python strings
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        value_arr = pa.array(values, type=pa.string())
+        value_len = pc.fill_null(pc.binary_length(value_arr), 0).to_numpy(zero_copy_only=False)
+        empty = df["problem_id"].isin(["", "nan", "None", "<NA>"]) | (value_len == 0)
         if long_form:
             score = pd.to_numeric(df["score"], errors="coerce")
             empty |= score.isna()
@@ -221,6 +276,7 @@ class Evaluator:
             rows = (np.flatnonzero(empty.to_numpy()) + 2)[:MAX_LISTED].tolist()  # +2: header, 1-based
             issues.append(f"{int(empty.sum())} row(s) with an empty or NaN cell (file rows {rows}).")
             df, values = df[~empty.to_numpy()], values[~empty.to_numpy()]
+            value_arr = value_arr.filter(pa.array(~empty.to_numpy()))
             if long_form:
                 score = score[~empty.to_numpy()]
         if not long_form:
@@ -246,28 +302,14 @@ class Evaluator:
             long = long.sort_values(["p", "score"], ascending=[True, False], kind="stable")
             prob, names = long["p"].to_numpy(), long["kernel"].astype(str).to_numpy()
         else:
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            arr = pa.array(values, type=pa.string())  # zero-copy from pandas' arrow-backed strings
-            if isinstance(arr, pa.ChunkedArray):  # the CSV reader hands over several chunks
-                arr = arr.combine_chunks()
-            lists = pc.split_pattern(arr, ";") if value_col == "ranking" else pa.ListArray.from_arrays(
-                pa.array(np.arange(len(arr) + 1, dtype=np.int32)), arr)
-            flat = pc.utf8_trim_whitespace(lists.flatten())
-            parents = pc.list_parent_indices(lists).to_numpy()
-            prob = pidx[parents]
-            names = flat
+            prob_parent, kidx, names = _explode(value_arr, self.table.kernels, split=value_col == "ranking")
+            prob = pidx[prob_parent]
         if isinstance(names, np.ndarray):
             kidx = self._kindex.get_indexer(pd.Index(names))
-        else:  # pyarrow: match names against the vocabulary in C++, no Python strings per row
-            import pyarrow as pa
-            import pyarrow.compute as pc
-            vocab = pa.array(self.table.kernels.tolist(), type=pa.string())
-            kidx = pc.fill_null(pc.index_in(names, value_set=vocab), -1).to_numpy(zero_copy_only=False)
         bad_k = kidx < 0
         if bad_k.any():
             names_arr = (names[bad_k] if isinstance(names, np.ndarray)
-                         else np.asarray(names.filter(pa.array(bad_k)).to_pylist(), dtype=object))
+                         else np.asarray(names.combine_chunks().filter(pa.array(bad_k)).to_pylist(), dtype=object))
             bad_names = pd.unique(names_arr)
             empties = int((names_arr == "").sum())
             hints = "; ".join(f"{b!r}{suggest(b, self.table.kernels, n=1)}" for b in bad_names[:MAX_LISTED] if b)

@@ -30,6 +30,7 @@ exact and censored choices are always reported.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -37,6 +38,8 @@ import pandas as pd
 LOP_AT = (1, 5, 10, 30)
 TOP_K = (1, 3, 5)
 WITHIN = 0.05
+#: candidates deeper than this in a ranking cannot change any metric
+DEEPEST = max(max(LOP_AT), max(TOP_K))
 
 
 @dataclass
@@ -51,11 +54,11 @@ class ScoringTable:
     direction: np.ndarray
     dtype: np.ndarray
 
-    @property
+    @cached_property
     def t_best(self) -> np.ndarray:
         return np.nanmin(self.times, axis=1)
 
-    @property
+    @cached_property
     def t_last(self) -> np.ndarray:
         return np.nanmax(self.times, axis=1)
 
@@ -123,26 +126,30 @@ def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarr
         p, k = prob_idx[order], kern_idx[order]
     else:  # already grouped by problem (the usual case): skip the sort
         p, k = prob_idx, kern_idx
-    cell = p * m + k
+    cell = p * m + k  # flat (problem, kernel) index: 1-D gathers are several times faster than 2-D
     if len(cell) and np.bincount(cell, minlength=n * m).max() > 1:
         _, first = np.unique(cell, return_index=True)  # the first mention of a kernel counts
         keep = np.zeros(len(p), dtype=bool)
         keep[first] = True
-        p, k = p[keep], k[keep]
+        p, k, cell = p[keep], k[keep], cell[keep]
 
     predicted = np.bincount(p, minlength=n) > 0
-    t = table.times[p, k]
+    t = table.times.ravel()[cell]
     listed = ~np.isnan(t)
-    t_last = table.t_last
-    applicable = listed | (table.censored[p] & table.runs_in_direction[p, k])
-    p, k, t, listed = p[applicable], k[applicable], t[applicable], listed[applicable]
-    t = np.where(listed, t, t_last[p])
-    # position among the applicable candidates of each problem
+    applicable = listed | (table.censored[p] & table.runs_in_direction.ravel()[cell])
+    # position among the applicable candidates of each problem; only the first
+    # DEEPEST positions can change any metric, so the rest is dropped before the
+    # (costly) compressions below
     starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]]) if len(p) else np.zeros(0, dtype=np.int64)
-    lengths = np.diff(np.r_[starts, len(p)])
-    pos = np.arange(len(p)) - np.repeat(starts, lengths)
+    before = np.cumsum(applicable, dtype=np.int32)
+    before -= applicable
+    pos_all = before - np.repeat(before[starts], np.diff(np.r_[starts, len(p)]))
+    rows = np.flatnonzero(applicable & (pos_all < DEEPEST))
+    p, k, t, listed, pos = p[rows], k[rows], t[rows], listed[rows], pos_all[rows]
+    t_last = table.t_last
+    t = np.where(listed, t, t_last[p])
 
-    first_rows = starts
+    first_rows = np.flatnonzero(pos == 0)
     has_choice = np.zeros(n, dtype=bool)
     has_choice[p[first_rows]] = True
     t_choice = t_last.copy()  # failures are timed at the slowest listed kernel
@@ -159,10 +166,11 @@ def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarr
     top = {kk: np.bincount(p[fastest & (pos < kk)], minlength=n) > 0 for kk in TOP_K}
     best_at = {}
     for nn in LOP_AT:
-        b = np.full(n, np.inf)
-        sel = pos < nn
-        np.minimum.at(b, p[sel], t[sel])
-        b[~has_choice] = t_choice[~has_choice]
+        # rows are grouped by problem and each group starts at pos 0: a segment minimum
+        sel = np.flatnonzero(pos < nn)
+        b = t_choice.copy()  # problems without a choice keep their failure time
+        if len(sel):
+            b[p[first_rows]] = np.minimum.reduceat(t[sel], np.flatnonzero(pos[sel] == 0))
         best_at[nn] = b
     return Choices(predicted, t_choice, exact, censored, failed, top, best_at, choice_kernel)
 

@@ -209,3 +209,72 @@ def test_cli_wrong_delimiter_and_exit_codes(oracle_csv, tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
     r = run_cli("evaluate", "--explain")
     assert r.returncode == 0 and "problem_id" in r.stdout and "LoP@n" in r.stdout
+
+
+def naive_choices(table, rankings):
+    """The scoring rules of kbench.metrics, one problem at a time in plain Python."""
+    out = []
+    for p, ranking in enumerate(rankings):
+        seen, cands = set(), []
+        for k in ranking:
+            if k in seen:
+                continue
+            seen.add(k)
+            t = table.times[p, k]
+            if not np.isnan(t):
+                cands.append((k, t, True))
+            elif table.censored[p] and table.runs_in_direction[p, k]:
+                cands.append((k, np.nanmax(table.times[p]), False))
+        out.append(cands)
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_vectorised_scorer_matches_naive_rules(seed):
+    # 45 kernels, so that rankings run deeper than the deepest position any metric reads (30)
+    from kbench.metrics import LOP_AT, TOP_K, ScoringTable, score_rankings
+    rng = np.random.default_rng(seed)
+    n, m = 12, 45
+    times = np.where(rng.random((n, m)) < 0.3, rng.choice([1.0, 2.0, 3.0, 5.0], (n, m)), np.nan)
+    times[np.arange(n), rng.integers(0, m, n)] = 1.0  # every problem lists a kernel
+    table = ScoringTable(np.array([f"p{i}" for i in range(n)]), np.array([f"k{j}" for j in range(m)]),
+                         times, rng.random(n) < 0.5, rng.random((n, m)) < 0.8,
+                         np.array(["F"] * n), np.array(["FP32"] * n))
+    rankings = [list(rng.integers(0, m, rng.integers(0, 60))) for _ in range(n)]
+    prob = np.concatenate([[p] * len(r) for p, r in enumerate(rankings)]).astype(int)
+    kern = np.concatenate([r for r in rankings]).astype(int) if len(prob) else prob
+    order = np.arange(len(prob))
+    if seed % 2:  # problems interleave; each problem's rows keep their order
+        shuffled = prob[rng.permutation(len(prob))]
+        for p in range(n):
+            order[shuffled == p] = np.flatnonzero(prob == p)
+    c = score_rankings(table, prob[order], kern[order])
+    for p, cands in enumerate(naive_choices(table, rankings)):
+        t_best, t_last = np.nanmin(times[p]), np.nanmax(times[p])
+        assert c.predicted[p] == bool(rankings[p])
+        assert c.failed[p] == (bool(rankings[p]) and not cands)
+        assert c.t_choice[p] == (cands[0][1] if cands else t_last)
+        assert c.exact[p] == (bool(cands) and cands[0][2])
+        for kk in TOP_K:
+            assert c.top[kk][p] == any(ok and t <= t_best for _, t, ok in cands[:kk])
+        for nn in LOP_AT:
+            assert c.best_at[nn][p] == (min(t for _, t, _ in cands[:nn]) if cands else t_last)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3])
+def test_chunked_explode_equals_one_chunk(monkeypatch, mi300x_eval, chunk_rows):
+    import kbench.evaluate as E
+    preds = random_rankings(mi300x_eval, 7)
+    ev_tiny = Evaluator(tiny_dataset(), reference=None)
+    whole, whole_tiny = mi300x_eval(preds).metrics, ev_tiny(PREDS).metrics
+    monkeypatch.setattr(E, "EXPLODE_CHUNK_ROWS", chunk_rows)
+    assert ev_tiny(PREDS).metrics == whole_tiny
+    monkeypatch.setattr(E, "EXPLODE_CHUNK_ROWS", chunk_rows * 1000)  # 1000 and 3000 rows per chunk
+    assert mi300x_eval(preds).metrics == whole
+
+
+def test_whitespace_around_names_is_ignored():
+    ev = Evaluator(tiny_dataset(), reference=None)
+    padded = PREDS.assign(ranking=PREDS.ranking.str.replace(";", " ; ").radd(" ") + "\t")
+    assert ev(padded).metrics == ev(PREDS).metrics

@@ -4,6 +4,7 @@ two epochs), so the whole file runs in seconds."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from baselines.base import BASELINES, Baseline, KernelSpace, discover, runtime_matrix
-from baselines.reformer import (PAPER_N_PARAMETERS, NumpyReformer, Reformer, TransformerBlock,
+from baselines.reformer import (PAPER_N_PARAMETERS, NumpyReformer, OnnxReformer, Reformer, TransformerBlock,
                                 build_network, choose_gamma_width, choose_transformer_width,
                                 gamma_param_count, reformer_columns, runtime_labels,
                                 transformer_param_count)
@@ -188,7 +189,15 @@ def test_numpy_path_equals_torch_random_weights(norm):
     ref = net(torch.from_numpy(x)).detach().numpy()
     np.testing.assert_allclose(lean.logits(x), ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(lean.logits(x[3]), ref[3], rtol=1e-4, atol=1e-4)  # one problem, 1-D
+    for i in (0, 7, 3):  # the batch-1 buffers are reused: calls do not leak into each other
+        np.testing.assert_allclose(lean.logits(x[i]), ref[i], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(lean.proba(x).sum(axis=1), 1.0, rtol=1e-5)
+    # the same folded network as an ONNX graph under ONNX Runtime
+    pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
+    ort_model = OnnxReformer.from_numpy(lean)
+    np.testing.assert_allclose(ort_model.logits(x), ref, rtol=1e-4, atol=1e-4)
+    for i in (0, 7, 3):
+        np.testing.assert_allclose(ort_model.logits(x[i]), ref[i], rtol=1e-4, atol=1e-4)
 
 
 # ----------------------------------------------------------------------------- tiny real data
@@ -235,6 +244,9 @@ def test_numpy_backend_equals_torch_on_trained_model(tiny, fitted):
                                rtol=1e-4, atol=1e-4)
     pd.testing.assert_frame_equal(fitted.predict(ds, ids["test"], backend="numpy"),
                                   fitted.predict(ds, ids["test"]))
+    if importlib.util.find_spec("onnxruntime") is not None:
+        pd.testing.assert_frame_equal(fitted.predict(ds, ids["test"], backend="onnx"),
+                                      fitted.predict(ds, ids["test"]))
 
 
 def test_save_load_round_trip(tiny, fitted, tmp_path):
