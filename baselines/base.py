@@ -27,7 +27,7 @@ Saving
 ------
 ``save(path)`` writes a folder: ``baseline.json`` (name, configuration and
 any JSON state) plus, when the model has arrays, ``arrays.safetensors``
-(written and read here with no extra dependency; never pickle). Models with a
+(written and read with the ``safetensors`` package; never pickle). Models with a
 library-native format (XGBoost's JSON) add their own files to the folder.
 """
 
@@ -37,7 +37,6 @@ import importlib
 import inspect
 import json
 import pkgutil
-import struct
 from pathlib import Path
 from typing import Iterable
 
@@ -52,50 +51,28 @@ SELECTION_TASKS = ("kernel-selection", "tile-selection")
 
 
 # ----------------------------------------------------------------------------- safetensors
-_ST_DTYPES = {np.dtype("float64"): "F64", np.dtype("float32"): "F32", np.dtype("float16"): "F16",
-              np.dtype("int64"): "I64", np.dtype("int32"): "I32", np.dtype("int16"): "I16",
-              np.dtype("int8"): "I8", np.dtype("uint8"): "U8", np.dtype("bool"): "BOOL"}
-_ST_NP = {v: k for k, v in _ST_DTYPES.items()}
-
-
 def save_safetensors(path: str | Path, arrays: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
-    """Write numeric arrays in the safetensors format (8-byte header length, JSON header, raw data)."""
-    header: dict = {"__metadata__": {str(k): str(v) for k, v in (metadata or {}).items()}}
-    blobs, offset = [], 0
+    """Write numeric arrays with the ``safetensors`` package (no pickle: loading runs no code)."""
+    from safetensors.numpy import save_file
+    out = {}
     for name in sorted(arrays):
-        a = np.asarray(arrays[name], order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-        if a.dtype not in _ST_DTYPES:
+        a = np.ascontiguousarray(arrays[name]) if np.ndim(arrays[name]) else np.asarray(arrays[name])
+        if a.dtype.kind not in "biuf":
             raise TypeError(f"safetensors: array {name!r} has unsupported dtype {a.dtype}")
-        raw = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[name] = {"dtype": _ST_DTYPES[a.dtype], "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(head)))
-        fh.write(head)
-        for b in blobs:
-            fh.write(b)
+        out[name] = a
+    save_file(out, str(path), metadata={str(k): str(v) for k, v in (metadata or {}).items()})
 
 
 def load_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Read a safetensors file written by :func:`save_safetensors` (or any numeric one)."""
-    data = Path(path).read_bytes()
+    """Read a safetensors file: (arrays, metadata)."""
+    from safetensors import safe_open
     try:
-        (n,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + n])
-    except Exception as exc:
-        raise KbenchInputError(f"{path}: not a safetensors file ({exc})") from exc
-    meta = header.pop("__metadata__", {}) or {}
-    out = {}
-    for name, spec in header.items():
-        a, b = spec["data_offsets"]
-        dt = _ST_NP[spec["dtype"]].newbyteorder("<")
-        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], dtype=dt).reshape(spec["shape"]).astype(
-            dt.newbyteorder("="))
-    return out, meta
+        with safe_open(str(path), framework="numpy") as fh:
+            meta = fh.metadata() or {}
+            return {name: fh.get_tensor(name) for name in fh.keys()}, dict(meta)
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+        raise KbenchInputError(f"{path}: not a readable safetensors file ({exc}); re-save the model "
+                               "with kbench or check that the file is complete.") from exc
 
 
 # ----------------------------------------------------------------------------- ranking helpers

@@ -451,7 +451,7 @@ class _ForestBaseline(Baseline):
             n_train_problems = len(ptr)
             if len(valid_ids):
                 pva, rva, Xva, _ = self._tile_part(dataset, valid_ids, spec, with_time=False)
-                table = build_scoring_table(pva, dataset.runtimes, dataset.kernels)
+                table = build_scoring_table(pva, dataset.runtimes, dataset.kernels, dataset.problems)
                 vp = rva["pos"].to_numpy()
                 vk = pd.Index(table.kernels).get_indexer(rva["kernel"])
         else:
@@ -469,7 +469,7 @@ class _ForestBaseline(Baseline):
                     valid_ids = valid_ids[np.sort(rng.choice(len(valid_ids), self.cfg["max_valid_problems"],
                                                              replace=False))]
                 pva = problems_of(dataset, valid_ids)
-                table = build_scoring_table(pva, dataset.runtimes, dataset.kernels)
+                table = build_scoring_table(pva, dataset.runtimes, dataset.kernels, dataset.problems)
                 # valid candidates: every allowed kernel; columns of the table in space order
                 vcol = pd.Index(table.kernels).get_indexer(np.asarray(space.names, dtype=object))
         state["columns"] = cols

@@ -46,8 +46,9 @@ Scoring rules
      applicable remains the prediction is a failure (timed at the slowest listed kernel).
      Where the list is censored (find-db: the 4 fastest only), a kernel outside the list
      is "slower than the 4th or inapplicable": it is taken as the choice and its time is
-     censored at the 4th time, a lower bound. A kernel never measured in the problem's
-     direction anywhere in the dataset is inapplicable and skipped.
+     censored at the 4th time, a lower bound. A kernel never measured on a problem of the
+     same direction and dimensionality (2D / 3D) anywhere in the dataset is inapplicable
+     there and skipped.
   2. top-1: the choice is a fastest kernel (ties: either counts). top-k: a fastest
      kernel is among the first k applicable candidates. within 5%: t <= 1.05 t_best.
   3. LoP = (t_choice - t_best) / t_best (mean, median, p90, max); geometric-mean
@@ -188,7 +189,7 @@ class Evaluator:
         ds = self.dataset
         from kbench.metrics import index_in
         problems = ds.problems[index_in(ds.problems["problem_id"], pd.Series(self.ids)) >= 0].reset_index(drop=True)
-        self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels)
+        self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels, ds.problems)
         self._pindex = pd.Index(self.table.problem_ids)
         self._kindex = pd.Index(self.table.kernels)
         self.reference_name, self._t_ref = self._resolve_reference(reference)

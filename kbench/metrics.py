@@ -10,8 +10,9 @@ Scoring rules (the README and ``kbench evaluate --explain`` state them the same 
    list is censored (find-db: the 4 fastest only), a kernel outside the list is
    "slower than the 4th or inapplicable": it is taken as the choice and its time
    is censored at the last listed time, a lower bound. A kernel never measured
-   in the problem's direction anywhere in the dataset (a forward-only solver on
-   a backward problem) is inapplicable everywhere and always skipped.
+   on a problem of the same direction and dimensionality (2D / 3D) anywhere in
+   the dataset (a forward-only solver on a backward problem, a 2D-only solver on
+   a 3D problem) is inapplicable there and always skipped.
 2. **top-1**: the choice is a fastest kernel (ties: any kernel with the fastest
    time counts). **top-k**: a fastest kernel is among the first k applicable
    candidates. **within 5%**: t_choice <= 1.05 t_best.
@@ -50,7 +51,7 @@ class ScoringTable:
     kernels: np.ndarray
     times: np.ndarray          # float64 [n_problems, n_kernels]
     censored: np.ndarray       # bool [n_problems]
-    runs_in_direction: np.ndarray  # bool [n_problems, n_kernels]: kernel measured in this direction somewhere
+    runs_in_class: np.ndarray  # bool [n_problems, n_kernels]: measured somewhere on this direction and 2D/3D
     direction: np.ndarray
     dtype: np.ndarray
 
@@ -81,7 +82,14 @@ def index_in(values, vocabulary) -> np.ndarray:
     return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels: pd.DataFrame) -> ScoringTable:
+def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels: pd.DataFrame,
+                        all_problems: pd.DataFrame | None = None) -> ScoringTable:
+    """Dense table of ``problems`` (one dataset part).
+
+    ``all_problems`` (the whole dataset's problems, default ``problems``) with
+    ``runtimes`` decide which kernels can run on a problem class: a kernel
+    measured on some problem of the same direction and dimensionality.
+    """
     pids = problems["problem_id"].to_numpy(dtype=object)
     vocab = kernels["kernel"].to_numpy(dtype=object)
     pi_all = index_in(runtimes["problem_id"], problems["problem_id"])
@@ -92,13 +100,34 @@ def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels:
     times = np.full((len(pids), len(vocab)), np.nan)
     times[pi, ki] = rt["time_ms"].to_numpy(dtype=np.float64)
     directions = problems["direction"].to_numpy(dtype=object)
-    runs = np.zeros((len(pids), len(vocab)), dtype=bool)
-    kdirs = kernels["directions"].astype(str).str.split(",")
-    for d in np.unique(directions):
-        ok = kdirs.apply(lambda ds, d=d: d in ds).to_numpy()  # over the (small) kernel vocabulary
-        runs[directions == d] = ok
+    all_problems = problems if all_problems is None else all_problems
+    runs = _runs_in_class(problems, all_problems, runtimes, kernels)
+    if "directions" in kernels.columns:  # the kernels table's own direction list, where the build gives one
+        kdirs = kernels["directions"].astype(str).str.split(",")
+        for d in np.unique(directions):
+            ok = kdirs.apply(lambda ds, d=d: d in ds).to_numpy()  # over the (small) kernel vocabulary
+            runs[directions == d] &= ok
     return ScoringTable(pids, vocab, times, problems["censored"].to_numpy(dtype=bool), runs,
                         directions, problems["dtype"].to_numpy(dtype=object))
+
+
+def problem_class(problems: pd.DataFrame) -> np.ndarray:
+    """Direction and dimensionality of each problem as one label, e.g. ``F2`` or ``W3``."""
+    dims = problems["spatial_dims"].astype(str) if "spatial_dims" in problems.columns else "2"
+    return (problems["direction"].astype(str) + dims).to_numpy(dtype=object)
+
+
+def _runs_in_class(problems, all_problems, runtimes, kernels) -> np.ndarray:
+    """bool [problems, kernels]: the kernel was measured on a problem of the same class anywhere."""
+    classes, all_codes = np.unique(problem_class(all_problems), return_inverse=True)
+    pi = index_in(runtimes["problem_id"], all_problems["problem_id"])
+    ki = index_in(runtimes["kernel"], kernels["kernel"])
+    ok = (pi >= 0) & (ki >= 0)
+    seen = np.zeros((len(classes), len(kernels)), dtype=bool)
+    seen[all_codes[pi[ok]], ki[ok]] = True
+    codes = np.searchsorted(classes, problem_class(problems))
+    known = (codes < len(classes)) & (classes[np.minimum(codes, len(classes) - 1)] == problem_class(problems))
+    return np.where(known[:, None], seen[np.minimum(codes, len(classes) - 1)], False)
 
 
 @dataclass
@@ -136,7 +165,7 @@ def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarr
     predicted = np.bincount(p, minlength=n) > 0
     t = table.times.ravel()[cell]
     listed = ~np.isnan(t)
-    applicable = listed | (table.censored[p] & table.runs_in_direction.ravel()[cell])
+    applicable = listed | (table.censored[p] & table.runs_in_class.ravel()[cell])
     # position among the applicable candidates of each problem; only the first
     # DEEPEST positions can change any metric, so the rest is dropped before the
     # (costly) compressions below

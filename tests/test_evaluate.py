@@ -223,7 +223,7 @@ def naive_choices(table, rankings):
             t = table.times[p, k]
             if not np.isnan(t):
                 cands.append((k, t, True))
-            elif table.censored[p] and table.runs_in_direction[p, k]:
+            elif table.censored[p] and table.runs_in_class[p, k]:
                 cands.append((k, np.nanmax(table.times[p]), False))
         out.append(cands)
     return out
@@ -278,3 +278,23 @@ def test_whitespace_around_names_is_ignored():
     ev = Evaluator(tiny_dataset(), reference=None)
     padded = PREDS.assign(ranking=PREDS.ranking.str.replace(";", " ; ").radd(" ") + "\t")
     assert ev(padded).metrics == ev(PREDS).metrics
+
+
+def test_kernel_never_seen_in_class_is_skipped():
+    # q3 is 3D and censored. Kernel X was measured only on 2D forward problems (q2): on q3 it is
+    # inapplicable and skipped, so Y (listed, 2.0 vs best 1.0) is the choice: LoP 1, exact.
+    # On the 2D censored q1, X is unlisted but runs on 2D forward problems: chosen, censored at 3.0.
+    problems = pd.DataFrame({"problem_id": ["q1", "q2", "q3"], "direction": ["F"] * 3, "dtype": ["FP32"] * 3,
+                             "spatial_dims": [2, 2, 3], "censored": [True, False, True]})
+    runtimes = pd.DataFrame([("q1", "Y", 1.0), ("q1", "Z", 3.0), ("q2", "X", 1.0),
+                             ("q3", "Z", 1.0), ("q3", "Y", 2.0)], columns=["problem_id", "kernel", "time_ms"])
+    kernels = pd.DataFrame({"kernel": ["X", "Y", "Z"], "directions": ["F", "F", "F"]})
+    splits = pd.DataFrame({"problem_id": problems["problem_id"], "random": "test"})
+    ds = Dataset("dims", {"problems": problems, "runtimes": runtimes, "kernels": kernels, "splits": splits},
+                 {"name": "dims", "version": "0", "checksum": "0" * 64})
+    ev = Evaluator(ds, reference=None)
+    r = ev(pd.DataFrame({"problem_id": ["q1", "q2", "q3"], "ranking": ["X;Y", "X", "X;Y"]}))
+    assert ev.table.runs_in_class.tolist() == [[True, True, True], [True, True, True], [False, True, True]]
+    assert r.counts.choices_exact == 2 and r.counts.choices_censored == 1
+    assert r.metrics["overall"]["lop_max"] == 2.0  # q1: censored at 3.0 against 1.0; q3: 2.0 vs 1.0 -> 1
+    assert r.metrics["overall"]["lop_mean"] == pytest.approx((2.0 + 0.0 + 1.0) / 3)
