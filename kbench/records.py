@@ -87,9 +87,9 @@ def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     return mean, (statistics.stdev(vals) if len(vals) > 1 else None)
 
 
-def aggregate_seeds(results: list[EvaluationResult], seeds: list[int]) -> EvaluationResult:
-    """One record for several seeds: every metric is the mean over seeds, with per-seed scores
-    and the unbiased (ddof=1) standard deviation kept in ``seeds``."""
+def aggregate_seeds(results: list, seeds: list[int]):
+    """One record for several seeds (EvaluationResult or TuningResult): every metric is the mean
+    over seeds, with per-seed scores and the unbiased (ddof=1) standard deviation kept in ``seeds``."""
     if not results:
         raise ValueError("aggregate_seeds needs at least one result")
     base = results[0].model_copy(deep=True)
@@ -117,3 +117,8 @@ class TuningResult(_ScoredRecord):
     record_type: str = "kbench.tuning-evaluation"
     solver: str
     metrics: dict = Field(description="average_accuracy, perfect_prediction, valid_share, parameter_accuracy, counts")
+
+    @property
+    def overall(self) -> dict:
+        """The scalar metrics (the same role as an EvaluationResult's ``metrics['overall']``)."""
+        return {k: v for k, v in self.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -1,8 +1,10 @@
 """JSON Schemas of the leaderboard files, and the validator of a leaderboard folder.
 
-Two schemas ship in ``kbench/schemas/`` (regenerate with ``kbench leaderboard schema --write``):
+Three schemas ship in ``kbench/schemas/`` (regenerate with ``kbench leaderboard schema --write``):
 
-* ``result.schema.json``: the result record, ``EvaluationResult.model_json_schema()``;
+* ``result.schema.json``: the result record of kernel selection, ``EvaluationResult.model_json_schema()``;
+* ``tuning-result.schema.json``: the result record of a tuning-parameter dataset
+  (``record_type`` ``kbench.tuning-evaluation``), ``TuningResult.model_json_schema()``;
 * ``submission.schema.json``: the submission metadata, ``SubmissionMeta.model_json_schema()``.
 
 :func:`validate_tree` checks every file under a leaderboard folder: the layout,
@@ -23,10 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
 from kbench.leaderboard import MIN_SEEDS, ROLES
-from kbench.records import DatasetRef, EvaluationResult
+from kbench.records import DatasetRef, EvaluationResult, TuningResult
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
-SCHEMA_FILES = {"result": "result.schema.json", "submission": "submission.schema.json"}
+SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
+                "submission": "submission.schema.json"}
+#: record types and the (schema key, model) that validates each
+RECORD_TYPES = {"kbench.evaluation": ("result", EvaluationResult),
+                "kbench.tuning-evaluation": ("tuning-result", TuningResult)}
 META_SCHEMA_VERSION = 1
 METHOD_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,63}$"
 URL_PATTERN = r"^https?://[^\s]+$"
@@ -68,7 +74,8 @@ class SubmissionMeta(BaseModel):
 # ----------------------------------------------------------------------------- schemas
 def generated_schemas() -> dict[str, dict]:
     """The schemas as the models define them now."""
-    return {"result": EvaluationResult.model_json_schema(), "submission": SubmissionMeta.model_json_schema()}
+    return {"result": EvaluationResult.model_json_schema(), "tuning-result": TuningResult.model_json_schema(),
+            "submission": SubmissionMeta.model_json_schema()}
 
 
 def schema_text(schema: dict) -> str:
@@ -111,21 +118,24 @@ def read_json(path: Path) -> dict:
     return read_json_object(path)
 
 
-def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult:
-    """Read and validate a result record; one KbenchInputError lists what is wrong."""
+def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | TuningResult:
+    """Read and validate a result record (kernel selection or tuning); one KbenchInputError lists what is wrong."""
     doc = read_json(path) if doc is None else doc
-    if doc.get("record_type", "kbench.evaluation") != "kbench.evaluation":
-        hint = " (this looks like a meta.json: pass it with --meta)" if doc.get("record_type") == "kbench.submission" else ""
-        raise KbenchInputError(f"{path}: not a kbench result record (record_type {doc.get('record_type')!r}){hint}.")
-    errors = _schema_errors(doc, "result")
+    record_type = doc.get("record_type", "kbench.evaluation")
+    if record_type not in RECORD_TYPES:
+        hint = " (this looks like a meta.json: pass it with --meta)" if record_type == "kbench.submission" else ""
+        raise KbenchInputError(f"{path}: not a kbench result record (record_type {record_type!r}; expected one of "
+                               f"{sorted(RECORD_TYPES)}){hint}.")
+    key, model = RECORD_TYPES[record_type]
+    errors = _schema_errors(doc, key)
     try:
-        record = EvaluationResult.model_validate(doc)
+        record = model.model_validate(doc)
     except ValidationError as exc:
         errors = errors or _pydantic_errors(exc)
         record = None
     if errors:
         raise KbenchInputError(f"{path}: does not match the result record schema "
-                               f"(kbench/schemas/{SCHEMA_FILES['result']}):\n  - " + "\n  - ".join(errors))
+                               f"(kbench/schemas/{SCHEMA_FILES[key]}):\n  - " + "\n  - ".join(errors))
     return record
 
 
@@ -145,13 +155,17 @@ def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
 
 
 # ----------------------------------------------------------------------------- consistency
-def record_problems(record: EvaluationResult, meta: SubmissionMeta | None = None,
+def record_problems(record: EvaluationResult | TuningResult, meta: SubmissionMeta | None = None,
                     min_seeds: int = MIN_SEEDS) -> list[str]:
     """Rule and consistency problems of one record (and its metadata); empty when fine."""
     out = []
     if record.part != "test":
         out.append(f"the record scores part {record.part!r}; leaderboard entries score 'test'")
-    if record.counts.coverage < 1.0:
+    if isinstance(record, TuningResult):
+        if record.metrics.get("n_missing"):
+            out.append(f"{record.metrics['n_missing']} test problem(s) without a prediction: every test "
+                       "problem must be predicted")
+    elif record.counts.coverage < 1.0:
         out.append(f"coverage {record.counts.coverage:.2%}: every test problem must be predicted")
     if not record.method or not re.match(METHOD_PATTERN, record.method):
         out.append(f"method {record.method!r} is missing or not a valid id ({METHOD_PATTERN})")
@@ -180,7 +194,7 @@ def record_problems(record: EvaluationResult, meta: SubmissionMeta | None = None
     return out
 
 
-def dataset_problems(record: EvaluationResult) -> list[str]:
+def dataset_problems(record: EvaluationResult | TuningResult) -> list[str]:
     """The record's dataset must be the installed one (same version and checksum)."""
     from kbench.leaderboard.store import load_dataset
     try:
@@ -205,11 +219,11 @@ def _close(a, b) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def seed_inconsistencies(record: EvaluationResult) -> list[str]:
+def seed_inconsistencies(record: EvaluationResult | TuningResult) -> list[str]:
     """The seed summary must be what its per-seed scores give: mean, unbiased std, overall metrics."""
     s = record.seeds
     out = []
-    overall = record.metrics.get("overall", {}) if isinstance(record.metrics, dict) else {}
+    overall = record.overall if isinstance(record.metrics, dict) else {}
     for key, mean in s.mean.items():
         vals = [p.get(key) for p in s.per_seed]
         vals = [v for v in vals if isinstance(v, (int, float)) and not math.isnan(v)]

@@ -32,6 +32,7 @@ from kbench.leaderboard import mdlite, plots
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
+from kbench.records import TuningResult
 
 SITE_MARKER = ".kbench-site"
 ROLE_ORDER = {"ceiling": 0, "floor": 1}
@@ -100,7 +101,7 @@ class Row:
 
     @property
     def overall(self) -> dict:
-        return self.record.metrics["overall"]
+        return self.record.overall
 
     @property
     def role(self) -> str:
@@ -301,8 +302,9 @@ def _speedup_header(board: Board) -> str:
 
 
 def table_html(board: Board, repo_prefix: str) -> str:
+    columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if is_tuning_board(board) else (COLUMNS, cells)
     heads = []
-    for cid, label, cls, sort, tip in COLUMNS:
+    for cid, label, cls, sort, tip in columns:
         label = _speedup_header(board) if cid == "speedup" else label
         label = f"test {PRIMARY_LABEL}" if cid == "test" else (f"valid {PRIMARY_LABEL}" if cid == "valid" else label)
         inner = f"<button type=\"button\">{html.escape(label)}</button>" if sort else html.escape(label)
@@ -311,9 +313,9 @@ def table_html(board: Board, repo_prefix: str) -> str:
                      f'title="{html.escape(tip)}">{inner}</th>')
 
     def tr(row: Row) -> str:
-        c = cells(row, repo_prefix)
+        c = cell_fn(row, repo_prefix)
         tds = []
-        for cid, _label, cls, _sort, _tip in COLUMNS:
+        for cid, _label, cls, _sort, _tip in columns:
             text, value, title = c[cid]
             attrs = f' class="{cls}" data-col="{cid}"'
             attrs += f' data-value="{html.escape(value)}"' if value != "" or _sort == "num" else ""
@@ -346,6 +348,67 @@ def board_html(board: Board, repo_prefix: str, heading: str = "h3") -> str:
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
     parts.append(plots_html(board))
     return "\n".join(p for p in parts if p)
+
+
+# ----------------------------------------------------------------------------- tuning boards
+#: tuning-parameter datasets rank entries by this metric of the TuningResult (higher is better)
+TUNING_PRIMARY = "average_accuracy"
+TUNING_TEXT = ("share of the solver's tuning parameters predicted exactly, averaged over the test problems "
+               "(the seq2seq paper's average accuracy; higher is better)")
+TUNING_COLUMNS = [
+    # id, header, css class, sortable type, tooltip
+    ("rank", "rank", "num", "num", "rank by the test average accuracy"),
+    ("method", "method", "text", "text", "method (links to its code)"),
+    ("test", "test average accuracy", "num primary", "num", "test average accuracy, mean ± std over seeds"),
+    ("perfect", "perfect prediction", "num", "num", "share of test problems whose whole tuple is right"),
+    ("valid_share", "valid tuples", "num", "num", "share of predicted tuples that pass the solver's constraints"),
+    ("params", "params", "num", "num", "learned parameters"),
+    ("fit", "training s", "num", "num", "training time per seed"),
+    ("date", "date", "text", "text", "date of the result"),
+    ("links", "links", "text", None, "paper and code"),
+]
+
+
+def is_tuning_board(board: Board) -> bool:
+    return bool(board.all_rows()) and isinstance(board.all_rows()[0].record, TuningResult)
+
+
+def make_tuning_board(dataset: str, split: str, entries: list[Entry]) -> Board:
+    key = (lambda e: (e.record.overall.get(TUNING_PRIMARY) is None, -(e.record.overall.get(TUNING_PRIMARY) or 0),
+                      e.method))
+    ranked = sorted((e for e in entries if e.role == "entry"), key=key)
+    refs = sorted((e for e in entries if e.role != "entry"), key=lambda e: (ROLE_ORDER.get(e.role, 9),) + key(e))
+    n = entries[0].record.metrics.get("n") if entries else None
+    solvers = sorted({e.record.solver for e in entries})
+    board = Board(dataset, split, [Row(e, i + 1) for i, e in enumerate(ranked)], [Row(e, None) for e in refs],
+                  int(n) if n else None, None)
+    board.notes.append(f"solver {', '.join(solvers)}: ranked by the test average accuracy, {TUNING_TEXT}. "
+                       "± is the unbiased standard deviation over seeds.")
+    return board
+
+
+def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
+    rec, meta, o = row.record, row.entry.meta, row.overall
+    std = rec.seeds.std if rec.seeds else {}
+    out = {"rank": ((html.escape(row.role), "", "reference row") if row.rank is None
+                    else (str(row.rank), str(row.rank), ""))}
+    code = _link(meta.code, repo_prefix)
+    name = html.escape(row.entry.name)
+    out["method"] = ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
+                     meta.description or "")
+    out["test"] = (html.escape(fmt_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY))),
+                   _value(o.get(TUNING_PRIMARY)), "")
+    out["perfect"] = (html.escape(fmt_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
+                      _value(o.get("perfect_prediction")), "")
+    out["valid_share"] = (fmt_pct(o.get("valid_share")), _value(o.get("valid_share")), "")
+    out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters), "")
+    fit = meta.training_time_s
+    out["fit"] = ("—" if fit is None else f"{fit:,.0f}", _value(fit), meta.training_hardware or "")
+    out["date"] = (html.escape(rec.date), rec.date, "")
+    links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
+    links += [f'<a href="{html.escape(code)}">code</a>'] if code else []
+    out["links"] = (" · ".join(links) or "—", "", "")
+    return out
 
 
 # ----------------------------------------------------------------------------- pages
@@ -388,7 +451,9 @@ def dataset_facts(name: str) -> str:
         return ""
     info = ds.info
     facts = [("device", info.get("device")), ("library", info.get("library")), ("task", info.get("task")),
-             ("problems", f"{len(ds.problems):,}"), ("kernels", f"{len(ds.kernels):,}"),
+             ("problems", f"{len(ds.problems):,}"),
+             ("kernels", f"{len(ds.kernels):,}" if ds.kernels is not None else None),
+             ("tuning targets", f"{len(ds.tables['targets']):,}" if "targets" in ds.tables else None),
              ("version", f"{ds.version} (checksum {ds.checksum[:12]})"), ("license", info.get("license"))]
     return '<dl class="facts">' + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(str(v))}</dd>"
                                            for k, v in facts if v) + "</dl>"
@@ -396,6 +461,8 @@ def dataset_facts(name: str) -> str:
 
 # ----------------------------------------------------------------------------- markdown
 def markdown_table(board: Board, repo_prefix: str) -> str:
+    if is_tuning_board(board):
+        return tuning_markdown_table(board, repo_prefix)
     heads = [label for _cid, label, *_ in COLUMNS]
     heads[2], heads[3] = f"test {PRIMARY_LABEL}", f"valid {PRIMARY_LABEL}"
     heads[8] = _speedup_header(board)
@@ -412,6 +479,30 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
                 text = f"[{row.entry.name}]({code})" if code else row.entry.name
             elif cid == "test":
                 text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
+            elif cid == "links":
+                links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
+                links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
+                text = " · ".join(links) or "—"
+            else:
+                text = html.unescape(text)
+            vals.append(text.replace("|", "\\|"))
+        lines.append("| " + " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def tuning_markdown_table(board: Board, repo_prefix: str) -> str:
+    heads = [label for _cid, label, *_ in TUNING_COLUMNS]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
+    for row in board.all_rows():
+        c = tuning_cells(row, repo_prefix)
+        vals = []
+        for cid, *_ in TUNING_COLUMNS:
+            text = c[cid][0]
+            if cid == "rank":
+                text = str(row.rank) if row.rank else f"*{row.role}*"
+            elif cid == "method":
+                code = _link(row.entry.meta.code, repo_prefix)
+                text = f"[{row.entry.name}]({code})" if code else row.entry.name
             elif cid == "links":
                 links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
                 links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
@@ -469,6 +560,9 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         items = tqdm(items, desc="leaderboard tables", unit="table")
     files: dict[str, bytes] = {}
     for (dataset, split), entries in items:
+        if all(isinstance(e.record, TuningResult) for e in entries):
+            boards.append(make_tuning_board(dataset, split, entries))  # tables only: no kernel times to plot
+            continue
         board = make_board(dataset, split, entries)
         for name, svg in draw_plots(board, root / "site" / "plots").items():
             files[f"site/plots/{name}"] = svg

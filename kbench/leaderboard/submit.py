@@ -72,6 +72,13 @@ def rescore(record, preds_path: Path) -> tuple[int | None, object]:
             f"{preds_path}: sha256 {digest[:16]}… is not the record's predictions.sha256 "
             f"{record.predictions.sha256[:16]}…: this is not the file the record was scored from.")
     ds = load_dataset(record.dataset.name)
+    from kbench.records import TuningResult
+    if isinstance(record, TuningResult):
+        from kbench.evaluate import evaluate_tuning
+        new = evaluate_tuning(ds, frame, solver=record.solver, split=record.split, part=record.part,
+                              method=record.method)
+        new.predictions.path, new.predictions.sha256 = str(preds_path), digest
+        return _matching_seed(record, new.overall, preds_path), new
     ev = Evaluator(ds, split=record.split, part=record.part, reference="default")
     if ev.reference_name != record.reference:
         if record.reference is None:
@@ -82,16 +89,20 @@ def rescore(record, preds_path: Path) -> tuple[int | None, object]:
                 f"heuristic of {ds.name} here is {ev.reference_name!r}; re-score the predictions with "
                 f"`kbench evaluate --json` and submit that record.")
     new = ev(frame, method=record.method, predictions_path=str(preds_path), predictions_sha256=digest)
-    got = new.metrics["overall"]
+    return _matching_seed(record, new.metrics["overall"], preds_path), new
+
+
+def _matching_seed(record, got: dict, preds_path: Path) -> int | None:
+    """The seed whose claimed metrics the re-scored ``got`` reproduces (None: a single-run record)."""
     if record.seeds is not None:
         tries = list(zip(record.seeds.seeds, record.seeds.per_seed))
     else:
-        tries = [(None, record.metrics["overall"])]
+        tries = [(None, record.overall)]
     reports = []
     for seed, claimed in tries:
         bad = metric_mismatches(claimed, got)
         if not bad:
-            return seed, new
+            return seed
         reports.append((seed, bad))
     seed, bad = min(reports, key=lambda r: len(r[1]))
     which = f"seed {seed}" if seed is not None else "the record"
