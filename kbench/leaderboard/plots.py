@@ -155,3 +155,29 @@ def accuracy_vs_latency(points: list[tuple[str, str, float, float]], styles: dic
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
         return _svg(fig)
+
+
+def tuning_accuracy(rows: list[tuple[str, dict[str, float]]], title: str) -> bytes:
+    """Grouped bars: accuracy per tuning parameter, one bar per method (``rows``: name, {param: acc})."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter
+    with matplotlib.rc_context(RC):
+        params = list(rows[0][1]) if rows else []
+        fig, ax = _figure(max(6.4, 0.9 * len(params) + 2.5), 4.2)
+        width = 0.8 / max(len(rows), 1)
+        x = np.arange(len(params))
+        for j, (name, acc) in enumerate(rows):
+            vals = np.array([acc.get(p, np.nan) for p in params], dtype=float)
+            ax.bar(x + (j - (len(rows) - 1) / 2) * width, vals, width=width * 0.95,
+                   color=PALETTE[j % len(PALETTE)], label=name)
+        ax.set_xticks(x)
+        ax.set_xticklabels(params, rotation=30, ha="right")
+        ax.set_ylim(0, 1)
+        ax.yaxis.set_major_formatter(FuncFormatter(_pct))
+        ax.set_ylabel("test accuracy of the parameter")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="y", color="#eeeeee", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.legend(fontsize=8, frameon=False, ncols=min(len(rows), 3), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.28))
+        return _svg(fig)

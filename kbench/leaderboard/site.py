@@ -65,6 +65,14 @@ def fmt_mean_std(mean, std, digits=4) -> str:
     return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
 
 
+def fmt_pct_mean_std(mean, std, digits=2) -> str:
+    """A share and its spread in percent: ``77.74% ± 0.21``."""
+    mean, std = _num(mean), _num(std)
+    if mean is None:
+        return "—"
+    return f"{100 * mean:.{digits}f}%" + (f" ± {100 * std:.{digits}f}" if std is not None else "")
+
+
 def fmt_count(v) -> str:
     v = _num(v)
     if v is None:
@@ -234,10 +242,14 @@ def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
 
 
 # ----------------------------------------------------------------------------- table cells
+# columns both kinds of table share
+METHOD_COLUMN = ("method", "method", "text", "text", "method (links to its code)")
+PARAMS_COLUMN = ("params", "params", "num", "num", "learned parameters")
+TAIL_COLUMNS = [("date", "date", "text", "text", "date of the result"), ("links", "links", "text", None, "paper and code")]
 COLUMNS = [
     # id, header, css class, sortable type, tooltip
     ("rank", "rank", "num", "num", "rank by the test score (≈: statistically tied with the entry above)"),
-    ("method", "method", "text", "text", "method (links to its code)"),
+    METHOD_COLUMN,
     ("test", "test", "num primary", "num", f"test {PRIMARY_LABEL}, mean ± std over seeds"),
     ("valid", "valid", "num", "num", f"valid {PRIMARY_LABEL}, mean ± std over seeds"),
     ("top1", "top-1", "num", "num", "share of test problems where the fastest kernel is chosen"),
@@ -245,10 +257,9 @@ COLUMNS = [
     ("lop", "mean LoP", "num", "num", "mean loss of performance (t_choice − t_best) / t_best"),
     ("lop5", "LoP@5", "num", "num", "mean LoP of the best of the first 5 candidates"),
     ("speedup", "speed-up", "num", "num", "geometric-mean speed-up over the reference heuristic"),
-    ("params", "params", "num", "num", "learned parameters"),
+    PARAMS_COLUMN,
     ("latency", "CPU latency", "num", "num", "inference latency per decision on CPU, batch 1"),
-    ("date", "date", "text", "text", "date of the result"),
-    ("links", "links", "text", None, "paper and code"),
+    *TAIL_COLUMNS,
 ]
 
 
@@ -302,11 +313,14 @@ def _speedup_header(board: Board) -> str:
 
 
 def table_html(board: Board, repo_prefix: str) -> str:
-    columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if is_tuning_board(board) else (COLUMNS, cells)
+    tuning = is_tuning_board(board)
+    columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
     heads = []
     for cid, label, cls, sort, tip in columns:
-        label = _speedup_header(board) if cid == "speedup" else label
-        label = f"test {PRIMARY_LABEL}" if cid == "test" else (f"valid {PRIMARY_LABEL}" if cid == "valid" else label)
+        if not tuning:
+            label = _speedup_header(board) if cid == "speedup" else label
+            label = (f"test {PRIMARY_LABEL}" if cid == "test"
+                     else (f"valid {PRIMARY_LABEL}" if cid == "valid" else label))
         inner = f"<button type=\"button\">{html.escape(label)}</button>" if sort else html.escape(label)
         sort_attr = f' data-sort="{sort}"' if sort else ""
         heads.append(f'<th scope="col" class="{cls.split()[0]}" data-col="{cid}"{sort_attr} '
@@ -358,14 +372,13 @@ TUNING_TEXT = ("share of the solver's tuning parameters predicted exactly, avera
 TUNING_COLUMNS = [
     # id, header, css class, sortable type, tooltip
     ("rank", "rank", "num", "num", "rank by the test average accuracy"),
-    ("method", "method", "text", "text", "method (links to its code)"),
+    METHOD_COLUMN,
     ("test", "test average accuracy", "num primary", "num", "test average accuracy, mean ± std over seeds"),
     ("perfect", "perfect prediction", "num", "num", "share of test problems whose whole tuple is right"),
     ("valid_share", "valid tuples", "num", "num", "share of predicted tuples that pass the solver's constraints"),
-    ("params", "params", "num", "num", "learned parameters"),
+    PARAMS_COLUMN,
     ("fit", "training s", "num", "num", "training time per seed"),
-    ("date", "date", "text", "text", "date of the result"),
-    ("links", "links", "text", None, "paper and code"),
+    *TAIL_COLUMNS,
 ]
 
 
@@ -387,6 +400,26 @@ def make_tuning_board(dataset: str, split: str, entries: list[Entry]) -> Board:
     return board
 
 
+#: methods shown in the per-parameter plot of a tuning table (the best ranked)
+TUNING_PLOT_METHODS = 6
+
+
+def draw_tuning_plots(board: Board) -> dict[str, bytes]:
+    """The per-parameter accuracy of the best-ranked entries; fills ``board.plots``."""
+    rows = [(r.entry.name, r.record.metrics.get("parameter_accuracy") or {})
+            for r in board.rows[:TUNING_PLOT_METHODS]]
+    rows = [(n, acc) for n, acc in rows if acc]
+    if not rows:
+        return {}
+    name = f"{board.slug}-parameter-accuracy.svg"
+    title = f"test accuracy per tuning parameter, {board.dataset} / {board.split} (test)"
+    text = "; ".join(f"{n}: " + ", ".join(f"{p} {fmt_pct(v, 1)}" for p, v in acc.items()) for n, acc in rows)
+    alt = (f"Grouped bar chart of the share of test problems whose tuning parameter is predicted right, "
+           f"per parameter, for the {len(rows)} best-ranked methods. {text}.")
+    board.plots.append((name, title, alt))
+    return {name: plots.tuning_accuracy(rows, title)}
+
+
 def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     rec, meta, o = row.record, row.entry.meta, row.overall
     std = rec.seeds.std if rec.seeds else {}
@@ -396,9 +429,9 @@ def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     name = html.escape(row.entry.name)
     out["method"] = ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
                      meta.description or "")
-    out["test"] = (html.escape(fmt_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY))),
+    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY))),
                    _value(o.get(TUNING_PRIMARY)), "")
-    out["perfect"] = (html.escape(fmt_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
+    out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
                       _value(o.get("perfect_prediction")), "")
     out["valid_share"] = (fmt_pct(o.get("valid_share")), _value(o.get("valid_share")), "")
     out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters), "")
@@ -461,48 +494,25 @@ def dataset_facts(name: str) -> str:
 
 # ----------------------------------------------------------------------------- markdown
 def markdown_table(board: Board, repo_prefix: str) -> str:
-    if is_tuning_board(board):
-        return tuning_markdown_table(board, repo_prefix)
-    heads = [label for _cid, label, *_ in COLUMNS]
-    heads[2], heads[3] = f"test {PRIMARY_LABEL}", f"valid {PRIMARY_LABEL}"
-    heads[8] = _speedup_header(board)
+    tuning = is_tuning_board(board)
+    columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
+    heads = [label for _cid, label, *_ in columns]
+    if not tuning:
+        heads[2], heads[3] = f"test {PRIMARY_LABEL}", f"valid {PRIMARY_LABEL}"
+        heads[8] = _speedup_header(board)
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
     for row in board.all_rows():
-        c = cells(row, repo_prefix)
+        c = cell_fn(row, repo_prefix)
         vals = []
-        for cid, *_ in COLUMNS:
+        for cid, *_ in columns:
             text = c[cid][0]
             if cid == "rank":
                 text = (f"{row.rank}" + (" ≈" if row.tie else "")) if row.rank else f"*{row.role}*"
             elif cid == "method":
                 code = _link(row.entry.meta.code, repo_prefix)
                 text = f"[{row.entry.name}]({code})" if code else row.entry.name
-            elif cid == "test":
+            elif cid == "test" and not tuning:
                 text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
-            elif cid == "links":
-                links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
-                links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
-                text = " · ".join(links) or "—"
-            else:
-                text = html.unescape(text)
-            vals.append(text.replace("|", "\\|"))
-        lines.append("| " + " | ".join(vals) + " |")
-    return "\n".join(lines)
-
-
-def tuning_markdown_table(board: Board, repo_prefix: str) -> str:
-    heads = [label for _cid, label, *_ in TUNING_COLUMNS]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
-    for row in board.all_rows():
-        c = tuning_cells(row, repo_prefix)
-        vals = []
-        for cid, *_ in TUNING_COLUMNS:
-            text = c[cid][0]
-            if cid == "rank":
-                text = str(row.rank) if row.rank else f"*{row.role}*"
-            elif cid == "method":
-                code = _link(row.entry.meta.code, repo_prefix)
-                text = f"[{row.entry.name}]({code})" if code else row.entry.name
             elif cid == "links":
                 links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
                 links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
@@ -561,7 +571,10 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     files: dict[str, bytes] = {}
     for (dataset, split), entries in items:
         if all(isinstance(e.record, TuningResult) for e in entries):
-            boards.append(make_tuning_board(dataset, split, entries))  # tables only: no kernel times to plot
+            board = make_tuning_board(dataset, split, entries)
+            for name, svg in draw_tuning_plots(board).items():
+                files[f"site/plots/{name}"] = svg
+            boards.append(board)
             continue
         board = make_board(dataset, split, entries)
         for name, svg in draw_plots(board, root / "site" / "plots").items():
@@ -590,8 +603,10 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
                         f'(rendered <a href="#card">below</a>).</p>')
         else:
             body.append('<p class="note">No data card found for this dataset.</p>')
-        body.append(legend_html())
-        body += [board_html(b, "../../", heading="h2") for b in boards if b.dataset == d]
+        mine = [b for b in boards if b.dataset == d]
+        if not all(is_tuning_board(b) for b in mine):  # the tuning tables carry their own note
+            body.append(legend_html())
+        body += [board_html(b, "../../", heading="h2") for b in mine]
         if d in card_paths:
             text = card_paths[d].read_text(encoding="utf-8")
             files[f"site/data_cards/{d}.md"] = text.encode("utf-8")

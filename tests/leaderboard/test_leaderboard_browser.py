@@ -82,18 +82,24 @@ def check_tables_hold_records(driver, root: Path) -> int:
         rec = json.loads(result.read_text())
         meta = json.loads((result.parent / "meta.json").read_text())
         table = f"lb-{rec['dataset']['name']}-{rec['split']}"
+        tuning = rec.get("record_type") == "kbench.tuning-evaluation"
+        # kernel selection: test = geomean slowdown, second = top-1; tuning: average accuracy, perfect prediction
+        second = "perfect" if tuning else "top1"
         rows = driver.execute_script("""
             const t = document.getElementById(arguments[0]);
             if (!t) return null;
             return Array.from(t.querySelectorAll('tbody tr')).map(r => [r.dataset.method,
-              r.querySelector('td[data-col=test]').dataset.value, r.querySelector('td[data-col=top1]').dataset.value]);
-            """, table)
+              r.querySelector('td[data-col=test]').dataset.value,
+              r.querySelector('td[data-col=' + arguments[1] + ']').dataset.value]);
+            """, table, second)
         assert rows is not None, f"no table {table} on the page"
         found = {m: (t, t1) for m, t, t1 in rows}
         assert rec["method"] in found, f"{rec['method']} missing from table {table}"
-        test, top1 = found[rec["method"]]
-        assert math.isclose(float(test), rec["metrics"]["overall"]["geomean_slowdown"], rel_tol=1e-9)
-        assert math.isclose(float(top1), rec["metrics"]["overall"]["top1"], rel_tol=1e-9)
+        test, other = found[rec["method"]]
+        metrics = rec["metrics"] if tuning else rec["metrics"]["overall"]
+        want = ("average_accuracy", "perfect_prediction") if tuning else ("geomean_slowdown", "top1")
+        assert math.isclose(float(test), metrics[want[0]], rel_tol=1e-9)
+        assert math.isclose(float(other), metrics[want[1]], rel_tol=1e-9)
         assert meta["role"] in ("entry", "floor", "ceiling")
         n += 1
     return n
