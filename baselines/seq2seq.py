@@ -73,6 +73,7 @@ plus ``arrays.safetensors`` (the network's weights); never pickle.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +82,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, as_id_index, join_rankings, load_safetensors, predictions_frame,
-                            problems_of, save_safetensors)
+from baselines.base import (Baseline, as_id_index, dataset_library, join_rankings, load_safetensors,
+                            predictions_frame, problems_of, save_safetensors)
 from kbench.errors import KbenchInputError, read_json_object
 
 SAVE_FORMAT = 1
@@ -986,9 +987,13 @@ class Seq2SeqTiles(Baseline):
         rt = rt[rt["problem_id"].isin(as_id_index(ids))][["problem_id", "kernel"]].drop_duplicates()
         return rt.merge(kt, on="kernel", how="inner")
 
+    def _kernel_table(self, dataset) -> pd.DataFrame:
+        """kernel name + one string column per sequence position."""
+        return _kernel_table(dataset, self.positions)
+
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
         self.seed = seed
-        kt = _kernel_table(dataset, self.positions)
+        kt = self._kernel_table(dataset)
         space = self._space(kt)
         sp = {k: v for k, v in self.params.items() if k != "positions"}
         self.model = Seq2Seq(solver=None, space=space, **sp)
@@ -1043,8 +1048,8 @@ class Seq2SeqTiles(Baseline):
 
     def predict(self, dataset, ids) -> pd.DataFrame:
         if self.model is None:
-            raise KbenchInputError("seq2seq-tiles: fit or load the model first")
-        kt = _kernel_table(dataset, self.positions)
+            raise KbenchInputError(f"{self.name}: fit or load the model first")
+        kt = self._kernel_table(dataset)
         space = self.model.space
         problems = problems_of(dataset, ids)
         ctx = space.context(problems, self._candidates(dataset, kt, problems["problem_id"]))
@@ -1066,6 +1071,70 @@ class Seq2SeqTiles(Baseline):
         self.fit_info = state.get("fit_info", {})
 
 
+
+#: a cuDNN engine configuration name: ``eng<id>`` then ``_k<knob>=<value>`` per knob
+ENGINE_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
+KNOB = re.compile(r"_k(\d+)=(-?\d+)")
+
+
+def engine_sequences(names, knobs: list[int] | None = None) -> pd.DataFrame:
+    """Engine configurations as sequences: ``kernel``, ``engine``, then one column per knob id.
+
+    ``eng10_k2=23_k13=0`` -> engine ``eng10``, ``k2`` = ``23``, ``k13`` = ``0``, every other
+    knob column ``-`` (the engine has no such knob). ``knobs`` fixes the knob columns (the
+    fitted model's); by default every knob id in ``names``, in numeric order. Names that
+    are not engine configurations are left out.
+    """
+    names = pd.Series(list(names), dtype=object).astype(str)
+    ok = names.str.match(ENGINE_NAME.pattern)
+    names = names[ok].reset_index(drop=True)
+    pairs = names.str.extractall(KNOB.pattern)  # one row per (name, knob)
+    if knobs is None:
+        knobs = sorted({int(k) for k in pairs[0]}) if len(pairs) else []
+    out = pd.DataFrame({"kernel": names, "engine": "eng" + names.str.extract(r"^eng(\d+)")[0]})
+    wide = (pairs.reset_index().pivot(index="level_0", columns=0, values=1) if len(pairs)
+            else pd.DataFrame(index=out.index))
+    for k in knobs:
+        col = wide[str(k)] if str(k) in wide.columns else pd.Series(dtype=object)
+        out[f"k{k}"] = col.reindex(out.index).fillna("-").astype(str).to_numpy()
+    return out
+
+
+class Seq2SeqEngines(Seq2SeqTiles):
+    """seq2seq for the NVIDIA engine set (``h100``): a kernel is the sequence engine, knob values.
+
+    The decoder emits ``eng<id>`` and then the value of every knob id of the dataset
+    (``-`` where the engine has no such knob); the constrained beam search extends only
+    prefixes of configurations measured for the problem, as for tiles. Training target:
+    each training problem's fastest plan; model selection on valid by the top-1's
+    geometric-mean slowdown.
+    """
+
+    name = "seq2seq-engines"
+    description = "encoder-decoder + constrained beam search over cuDNN engine configurations (engine, knobs)"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.positions = tuple(params.get("positions", ()))  # () until fit reads the dataset's knob ids
+
+    def supports(self, dataset) -> bool:
+        from baselines.base import dataset_task
+        if dataset_task(dataset) != "kernel-selection" or not str(dataset_library(dataset) or "").startswith("cuDNN"):
+            return False
+        k = getattr(dataset, "kernels", None)
+        return k is None or bool(k["kernel"].astype(str).str.match(ENGINE_NAME.pattern).any())
+
+    def _kernel_table(self, dataset) -> pd.DataFrame:
+        names = dataset.kernels["kernel"] if dataset.kernels is not None else dataset.runtimes["kernel"].unique()
+        fixed = [int(p[1:]) for p in self.positions[1:]] if self.positions else None
+        kt = engine_sequences(names, fixed)
+        if fixed is None:  # first fit: the dataset's knob ids become the model's positions (saved with it)
+            self.positions = tuple(kt.columns[1:])
+            self.params["positions"] = list(self.positions)
+        return kt
+
+
 __all__ = ["descriptor", "numeric_matrix", "DescriptorEncoder", "GrammarSpace", "CandidateSpace",
            "TableScorer", "SearchResult", "beam_search", "greedy_decode", "score_sequences", "net_class",
-           "NetScorer", "solver_targets", "prediction_frame", "TuningModel", "Seq2Seq", "log_softmax", "Seq2SeqTiles"]
+           "NetScorer", "solver_targets", "prediction_frame", "TuningModel", "Seq2Seq", "log_softmax", "Seq2SeqTiles",
+           "Seq2SeqEngines", "engine_sequences"]

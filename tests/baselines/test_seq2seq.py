@@ -339,6 +339,38 @@ def test_seq2seq_tiles_ranks_only_measured_candidates(tmp_path):
     pd.testing.assert_frame_equal(pred, back.predict(ds, ids))
 
 
+def test_engine_sequences_hand_worked():
+    from baselines.seq2seq import engine_sequences
+
+    t = engine_sequences(["eng0", "eng10_k2=23_k13=0", "eng7_k13=-1", "not-an-engine"])
+    assert list(t.columns) == ["kernel", "engine", "k2", "k13"]
+    assert t.values.tolist() == [["eng0", "eng0", "-", "-"], ["eng10_k2=23_k13=0", "eng10", "23", "0"],
+                                 ["eng7_k13=-1", "eng7", "-", "-1"]]
+    fixed = engine_sequences(["eng10_k2=23_k13=0"], knobs=[13, 5])  # a fitted model's positions
+    assert fixed.values.tolist() == [["eng10_k2=23_k13=0", "eng10", "0", "-"]]
+
+
+def test_seq2seq_engines_ranks_only_measured_configurations(tmp_path):
+    from baselines.seq2seq import Seq2SeqEngines
+
+    ds = _toy_tiles(1)
+    names = {k: f"eng{i % 3}_k2={i}_k5={i % 2}" for i, k in enumerate(ds.kernels["kernel"])}
+    ds.kernels = pd.DataFrame({"kernel": list(names.values())})
+    ds.runtimes = ds.runtimes.assign(kernel=ds.runtimes["kernel"].map(names))
+    ds.info = {"task": "kernel-selection", "library": "cuDNN 9.19.0"}
+    ids = ds.problems["problem_id"].to_numpy()
+    m = Seq2SeqEngines(**{**SMALL, "beam_width": 4})
+    assert m.supports(ds)
+    m.fit(ds, ids[:16], ids[16:20], seed=0)
+    assert m.positions == ("engine", "k2", "k5")
+    pred = m.predict(ds, ids)
+    measured = ds.runtimes.groupby("problem_id")["kernel"].agg(set)
+    for pid, ranking in zip(pred["problem_id"], pred["ranking"]):
+        assert set(ranking.split(";")) <= measured[pid]
+    m.save(tmp_path / "e")
+    pd.testing.assert_frame_equal(pred, Seq2SeqEngines.load(tmp_path / "e").predict(ds, ids))
+
+
 # ------------------------------------------------------------------------------------ comparison baselines
 @pytest.mark.parametrize("name", ["xgboost", "nearest-neighbour"])
 def test_tuning_baselines_fit_predict_save_load(name, tmp_path):
