@@ -1,6 +1,6 @@
 """Render bench/results/*.json into the README's performance table (between the bench markers).
 
-    python bench/report.py            # rewrites the block in README.md
+    python bench/report.py            # rewrites the block in README.md (and the dataset table)
 """
 
 from __future__ import annotations
@@ -48,9 +48,17 @@ def rows() -> list[str]:
     return out
 
 
+DATASETS_START, DATASETS_END = "<!-- datasets:start -->", "<!-- datasets:end -->"
+
+
 def main() -> None:
+    import sys
+    sys.path.insert(0, str(ROOT))
+    from kbench.dataset import datasets_markdown
     readme = ROOT / "README.md"
     text = readme.read_text()
+    head, rest = text.split(DATASETS_START, 1)
+    text = head + DATASETS_START + "\n" + datasets_markdown() + "\n" + DATASETS_END + rest.split(DATASETS_END, 1)[1]
     block = START + "\n" + "\n".join(rows()) + "\n" + END
     if START in text:
         head, rest = text.split(START, 1)

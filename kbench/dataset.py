@@ -214,6 +214,20 @@ def load(name: str = "mi100", *, revision: str | None = None, verify: bool = Tru
     return read_dataset_folder(path, canonical, verify=verify)
 
 
+def datasets_markdown() -> str:
+    """The README's dataset table, from the shipped manifests (``list_datasets``)."""
+    df = list_datasets()
+
+    def num(v):
+        return "" if pd.isna(v) else f"{int(v):,}"
+    lines = ["| name | aliases | device | task | problems | kernels | runtimes | targets | censoring | license |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples(index=False):
+        lines.append(f"| {r.name} | {r.aliases or ''} | {r.device} | {r.task} | {num(r.problems)} | {num(r.kernels)} | "
+                     f"{num(r.runtimes)} | {num(r.targets)} | {r.censoring} | {r.license} |")
+    return "\n".join(lines)
+
+
 def list_datasets() -> pd.DataFrame:
     """One row per registered dataset: name, device, #problems, #kernels, task, license."""
     rows = []

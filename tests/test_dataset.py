@@ -108,3 +108,13 @@ def test_data_card_numbers_come_from_the_data(mi100):
     assert f"Entries with time <= 0: {c['entries_time_le_0']:,}" in text
     for name, sizes in mi100.info["splits"].items():
         assert f"| {name} | {sizes['train']:,} | {sizes['valid']:,} | {sizes['test']:,} |" in text
+
+
+def test_readme_dataset_table_matches_the_shipped_manifests():
+    # the table is generated (python bench/report.py); a rebuilt dataset must not leave it stale
+    from pathlib import Path
+
+    from kbench.dataset import datasets_markdown
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("<!-- datasets:start -->\n", 1)[1].split("\n<!-- datasets:end -->", 1)[0]
+    assert table == datasets_markdown(), "README dataset table is stale: run `python bench/report.py`"
