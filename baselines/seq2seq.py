@@ -1129,14 +1129,18 @@ class Seq2SeqEngines(Seq2SeqTiles):
         k = getattr(dataset, "kernels", None)
         return k is None or bool(k["kernel"].astype(str).str.match(ENGINE_NAME.pattern).any())
 
-    def _kernel_table(self, dataset) -> pd.DataFrame:
-        names = dataset.kernels["kernel"] if dataset.kernels is not None else dataset.runtimes["kernel"].unique()
-        fixed = [int(p[1:]) for p in self.positions[1:]] if self.positions else None
-        kt = engine_sequences(names, fixed)
-        if fixed is None:  # first fit: the dataset's knob ids become the model's positions (saved with it)
-            self.positions = tuple(kt.columns[1:])
+    @staticmethod
+    def _names_of(dataset):
+        return dataset.kernels["kernel"] if dataset.kernels is not None else dataset.runtimes["kernel"].unique()
+
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
+        if not self.positions:  # the dataset's knob ids become the model's positions (saved with it)
+            self.positions = tuple(engine_sequences(self._names_of(dataset)).columns[1:])
             self.params["positions"] = list(self.positions)
-        return kt
+        return super().fit(dataset, train_ids, valid_ids, seed)
+
+    def _kernel_table(self, dataset) -> pd.DataFrame:
+        return engine_sequences(self._names_of(dataset), [int(p[1:]) for p in self.positions[1:]])
 
 
 __all__ = ["descriptor", "numeric_matrix", "DescriptorEncoder", "GrammarSpace", "CandidateSpace",

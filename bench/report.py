@@ -42,6 +42,12 @@ def rows() -> list[str]:
             b1 = inf[key]["batch1"]
             out.append(f"| Reformer CPU inference, one problem, 1 thread, {label} (p50 / p99) | "
                        f"{b1['p50_us']:.1f} / {b1['p99_us']:.1f} µs | {target} | {mach(d)} |")
+    if (res / "default_run.json").exists():
+        d = json.loads((res / "default_run.json").read_text())
+        fits = ", ".join(f"{m} {v:.0f} s" for m, v in sorted(d["fit_s_per_seed"].items(), key=lambda kv: -(kv[1] or 0))
+                         if v is not None and v >= 1)
+        out.append(f"| default `kbench run` from scratch (mi100 random, 5 seeds; training per seed: {fits}) | "
+                   f"{d['wall_min']:.1f} min | about 15 min | {mach(d)} |")
     out.append("")
     out.append("Experiment reports generated from the records: "
                + ", ".join(f"[`{p.name}`](bench/results/{p.name})" for p in sorted(res.glob("*.md"))) + ".")

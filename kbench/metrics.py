@@ -99,16 +99,11 @@ def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels:
     ki = index_in(rt["kernel"], kernels["kernel"])
     times = np.full((len(pids), len(vocab)), np.nan)
     times[pi, ki] = rt["time_ms"].to_numpy(dtype=np.float64)
-    directions = problems["direction"].to_numpy(dtype=object)
-    all_problems = problems if all_problems is None else all_problems
-    runs = _runs_in_class(problems, all_problems, runtimes, kernels)
-    if "directions" in kernels.columns:  # the kernels table's own direction list, where the build gives one
-        kdirs = kernels["directions"].astype(str).str.split(",")
-        for d in np.unique(directions):
-            ok = kdirs.apply(lambda ds, d=d: d in ds).to_numpy()  # over the (small) kernel vocabulary
-            runs[directions == d] &= ok
+    # the kernels table's ``directions`` column is derived from the same runtimes, so the class
+    # rule (direction and dimensionality) already implies it
+    runs = _runs_in_class(problems, problems if all_problems is None else all_problems, runtimes, kernels)
     return ScoringTable(pids, vocab, times, problems["censored"].to_numpy(dtype=bool), runs,
-                        directions, problems["dtype"].to_numpy(dtype=object))
+                        problems["direction"].to_numpy(dtype=object), problems["dtype"].to_numpy(dtype=object))
 
 
 def problem_class(problems: pd.DataFrame) -> np.ndarray:
@@ -123,11 +118,10 @@ def _runs_in_class(problems, all_problems, runtimes, kernels) -> np.ndarray:
     pi = index_in(runtimes["problem_id"], all_problems["problem_id"])
     ki = index_in(runtimes["kernel"], kernels["kernel"])
     ok = (pi >= 0) & (ki >= 0)
-    seen = np.zeros((len(classes), len(kernels)), dtype=bool)
+    # one extra all-False row for classes the dataset never measured (index -1 below)
+    seen = np.zeros((len(classes) + 1, len(kernels)), dtype=bool)
     seen[all_codes[pi[ok]], ki[ok]] = True
-    codes = np.searchsorted(classes, problem_class(problems))
-    known = (codes < len(classes)) & (classes[np.minimum(codes, len(classes) - 1)] == problem_class(problems))
-    return np.where(known[:, None], seen[np.minimum(codes, len(classes) - 1)], False)
+    return seen[pd.Index(classes).get_indexer(problem_class(problems))]
 
 
 @dataclass

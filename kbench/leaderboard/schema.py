@@ -114,13 +114,9 @@ def _pydantic_errors(exc: ValidationError) -> list[str]:
     return [f"{'/'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors()[:10]]
 
 
-def read_json(path: Path) -> dict:
-    return read_json_object(path)
-
-
 def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | TuningResult:
     """Read and validate a result record (kernel selection or tuning); one KbenchInputError lists what is wrong."""
-    doc = read_json(path) if doc is None else doc
+    doc = read_json_object(path) if doc is None else doc
     record_type = doc.get("record_type", "kbench.evaluation")
     if record_type not in RECORD_TYPES:
         hint = " (this looks like a meta.json: pass it with --meta)" if record_type == "kbench.submission" else ""
@@ -141,7 +137,7 @@ def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | Tuni
 
 def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
     """Read and validate a submission metadata file."""
-    doc = read_json(path) if doc is None else doc
+    doc = read_json_object(path) if doc is None else doc
     errors = _schema_errors(doc, "submission")
     try:
         meta = SubmissionMeta.model_validate(doc)

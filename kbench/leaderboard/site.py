@@ -144,6 +144,7 @@ class Board:
     n_problems: int | None
     reference: str | None
     lops: dict[str, np.ndarray] = field(default_factory=dict)
+    tuning: bool = False  # a tuning-parameter table (TuningResult records), not kernel selection
     notes: list[str] = field(default_factory=list)
     plots: list[tuple[str, str, str]] = field(default_factory=list)  # (file, title, alt)
 
@@ -279,10 +280,7 @@ def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
         tie = (f' <span class="tie" title="statistically tied with {html.escape(row.tie_with)}">≈</span>'
                if row.tie else "")
         out["rank"] = (f"{row.rank}{tie}", str(row.rank), "")
-    code = _link(meta.code, repo_prefix)
-    name = html.escape(row.entry.name)
-    out["method"] = ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
-                     meta.description or "")
+    out.update(_entry_cells(row, repo_prefix))
     bound = (f' <span class="bound" title="{fmt_pct(row.censored_share(), 1)} of the choices are censored">†</span>'
              if row.censored_share() > 0 else "")
     out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
@@ -298,14 +296,19 @@ def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
                      f"{meta.model_size_bytes:,} bytes saved" if meta.model_size_bytes is not None else "")
     out["latency"] = (fmt_ms(meta.inference_latency_ms), _value(meta.inference_latency_ms),
                       meta.inference_hardware or "")
-    out["date"] = (html.escape(rec.date), rec.date, "")
-    links = []
-    if meta.paper:
-        links.append(f'<a href="{html.escape(meta.paper)}">paper</a>')
-    if code:
-        links.append(f'<a href="{html.escape(code)}">code</a>')
-    out["links"] = (" · ".join(links) or "—", "", "")
     return out
+
+
+def _entry_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
+    """The method, date and links cells, the same in every kind of table."""
+    meta, code = row.entry.meta, _link(row.entry.meta.code, repo_prefix)
+    name = html.escape(row.entry.name)
+    links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
+    links += [f'<a href="{html.escape(code)}">code</a>'] if code else []
+    return {"method": ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
+                       meta.description or ""),
+            "date": (html.escape(row.record.date), row.record.date, ""),
+            "links": (" · ".join(links) or "—", "", "")}
 
 
 def _speedup_header(board: Board) -> str:
@@ -313,7 +316,7 @@ def _speedup_header(board: Board) -> str:
 
 
 def table_html(board: Board, repo_prefix: str) -> str:
-    tuning = is_tuning_board(board)
+    tuning = board.tuning
     columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
     heads = []
     for cid, label, cls, sort, tip in columns:
@@ -382,10 +385,6 @@ TUNING_COLUMNS = [
 ]
 
 
-def is_tuning_board(board: Board) -> bool:
-    return bool(board.all_rows()) and isinstance(board.all_rows()[0].record, TuningResult)
-
-
 def make_tuning_board(dataset: str, split: str, entries: list[Entry]) -> Board:
     key = (lambda e: (e.record.overall.get(TUNING_PRIMARY) is None, -(e.record.overall.get(TUNING_PRIMARY) or 0),
                       e.method))
@@ -394,7 +393,7 @@ def make_tuning_board(dataset: str, split: str, entries: list[Entry]) -> Board:
     n = entries[0].record.metrics.get("n") if entries else None
     solvers = sorted({e.record.solver for e in entries})
     board = Board(dataset, split, [Row(e, i + 1) for i, e in enumerate(ranked)], [Row(e, None) for e in refs],
-                  int(n) if n else None, None)
+                  int(n) if n else None, None, tuning=True)
     board.notes.append(f"solver {', '.join(solvers)}: ranked by the test average accuracy, {TUNING_TEXT}. "
                        "± is the unbiased standard deviation over seeds.")
     return board
@@ -425,10 +424,7 @@ def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     std = rec.seeds.std if rec.seeds else {}
     out = {"rank": ((html.escape(row.role), "", "reference row") if row.rank is None
                     else (str(row.rank), str(row.rank), ""))}
-    code = _link(meta.code, repo_prefix)
-    name = html.escape(row.entry.name)
-    out["method"] = ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
-                     meta.description or "")
+    out.update(_entry_cells(row, repo_prefix))
     out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY))),
                    _value(o.get(TUNING_PRIMARY)), "")
     out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
@@ -437,10 +433,6 @@ def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters), "")
     fit = meta.training_time_s
     out["fit"] = ("—" if fit is None else f"{fit:,.0f}", _value(fit), meta.training_hardware or "")
-    out["date"] = (html.escape(rec.date), rec.date, "")
-    links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
-    links += [f'<a href="{html.escape(code)}">code</a>'] if code else []
-    out["links"] = (" · ".join(links) or "—", "", "")
     return out
 
 
@@ -494,7 +486,7 @@ def dataset_facts(name: str) -> str:
 
 # ----------------------------------------------------------------------------- markdown
 def markdown_table(board: Board, repo_prefix: str) -> str:
-    tuning = is_tuning_board(board)
+    tuning = board.tuning
     columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
     heads = [label for _cid, label, *_ in columns]
     if not tuning:
@@ -572,13 +564,11 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     for (dataset, split), entries in items:
         if all(isinstance(e.record, TuningResult) for e in entries):
             board = make_tuning_board(dataset, split, entries)
-            for name, svg in draw_tuning_plots(board).items():
-                files[f"site/plots/{name}"] = svg
-            boards.append(board)
-            continue
-        board = make_board(dataset, split, entries)
-        for name, svg in draw_plots(board, root / "site" / "plots").items():
-            files[f"site/plots/{name}"] = svg
+            svgs = draw_tuning_plots(board)  # no kernel times: accuracy per parameter only
+        else:
+            board = make_board(dataset, split, entries)
+            svgs = draw_plots(board, root / "site" / "plots")
+        files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
         boards.append(board)
     datasets = sorted({b.dataset for b in boards})
     card_paths = _cards(root, datasets, cards_dir)
@@ -604,7 +594,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         else:
             body.append('<p class="note">No data card found for this dataset.</p>')
         mine = [b for b in boards if b.dataset == d]
-        if not all(is_tuning_board(b) for b in mine):  # the tuning tables carry their own note
+        if not all(b.tuning for b in mine):  # the tuning tables carry their own note
             body.append(legend_html())
         body += [board_html(b, "../../", heading="h2") for b in mine]
         if d in card_paths:
