@@ -637,15 +637,16 @@ class _ForestBaseline(Baseline):
 
 class HybridRF(_ForestBaseline):
     name = "hybrid-rf"
-    description = ("random forest on problem sizes + tile sizes + analytic kernel features (PACT 2022); "
-                   "generic features + kernel one-hot on kernel-selection sets")
+    description = ("random forest on problem sizes + tile sizes + analytic kernel features (PACT 2022), kernel "
+                   "schemas taking turns in the ranking; generic features + kernel one-hot on kernel-selection sets")
     TILE_GROUPS = ("problem", "tile", "analytic")
     KERNEL_SELECTION = True
 
 
 class MLRF(_ForestBaseline):
     name = "ml-rf"
-    description = "ablation of hybrid-rf: the same forest on problem and tile sizes only (no analytic features)"
+    description = ("ablation of hybrid-rf: the same forest on problem and tile sizes only (no analytic features), "
+                   "kernel schemas taking turns in the ranking")
     TILE_GROUPS = ("problem", "tile")
 
 
@@ -654,7 +655,7 @@ class Analytical(Baseline):
 
     name = "analytical"
     description = ("ablation of hybrid-rf: rank tile configurations by max(global bytes / DRAM bandwidth, "
-                   "shared bytes / shared bandwidth), no learning")
+                   "shared bytes / shared bandwidth), no learning; kernel schemas taking turns in the ranking")
     stochastic = False
     paper = "https://doi.org/10.1145/3559009.3569674"
     DEFAULTS = {"cross_schema": "interleave"}
