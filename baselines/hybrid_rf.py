@@ -50,6 +50,31 @@ scorer, :func:`kbench.metrics.score_rankings`); the final forest
 never read in ``fit``. Forests use ``n_jobs=2`` and ``random_state=seed``: a
 fixed seed reproduces the predictions exactly.
 
+Ordering across kernel schemas (``cross_schema``; tile datasets; the same option and
+default in ``hybrid-rf``, ``ml-rf`` and ``analytical``). Most benchmark layers list the
+configurations of two kernel schemas (RS and S), but the random-size problems were timed one
+schema at a time: a handful of training problems list two schemas, no valid problem does (data
+card, "Kernel schemas per problem"). A forest trained on them has (almost) never seen two
+schemas timed on one problem, so whether its RS and S predictions are on one scale is an
+extrapolation that valid cannot check. The paper does not compare the schemas' predictions
+either: its artifact trains one forest per schema (``RS3_buildML``, ``S3_buildML``,
+``St2_buildML``) and, for a layer with both schemas, benchmarks the top N/2 of each schema's
+ranking and keeps the fastest (``ml_hybrid_half_half``, and ``pure_dv_half_half`` for the
+analytical ranking; ``lop-v100/create_hfhf.py`` and ``res_processing.py``, N = 30). Our
+choice follows from that, not from the test layers:
+
+* ``interleave`` (default): each schema's candidates stay in predicted order, and the schemas
+  take turns (:func:`interleave_key`), the one holding the overall predicted-best candidate
+  first. The top-1 is the plain ranking's; the first 2m candidates hold m of each of two schemas
+  (all of one that lists fewer), which is the paper's half-half split at N = 30 generalised to
+  every N. A layer with one schema gets the plain ranking.
+* ``plain``: every candidate ranked by its predicted score, across schemas.
+
+Selection on valid scores the same ordering, which on valid (one schema per problem) equals
+the plain one, so the grid choice and the forest do not depend on this option.
+``bench/tiles_cross_schema.py`` scores both orderings of the same fitted models, 5 seeds, on
+valid and test, and ``bench/tiles_report.py`` shows them side by side.
+
 Candidates of a tile problem: the configurations the dataset lists for it
 (tile datasets list every valid configuration of a benchmark layer, so this is
 the layer's configuration space; only the ``kernel`` and typed tile columns are
@@ -98,6 +123,8 @@ TILE_GRID = [{"target": t, "min_samples_leaf": m, "max_features": 1 / 3}
 KERNEL_GRID = [{"target": t, "min_samples_leaf": m, "max_features": 1 / 3}
                for t in ("log_time_per_flop", "log_ratio") for m in (1, 5)]
 TARGETS = ("log_time", "log_time_per_flop", "log_ratio")
+#: how a tile problem's candidates of different kernel schemas are ordered (see the module docstring)
+CROSS_SCHEMA = ("interleave", "plain")
 
 
 # ============================================================================ forest as arrays
@@ -262,6 +289,46 @@ def rank_long(pos: np.ndarray, names: np.ndarray, score: np.ndarray, n_problems:
     return np.asarray(pc.binary_join(lists, ";").to_numpy(zero_copy_only=False), dtype=object)
 
 
+def interleave_key(pos: np.ndarray, group: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Sort key that deals each problem's ranking out round-robin over its groups (kernel schemas).
+
+    Within a problem and a group, rows keep the order of ``score`` (lower first, ties by row
+    order, as in :func:`rank_long`). The groups of a problem take turns, one row each, in the
+    order of their best row in that plain order: the plain ranking's first row stays first, and
+    among the first ``n`` rows every group that still has rows holds ``floor(n/g)`` or
+    ``ceil(n/g)`` of them (``g`` groups). A group that runs out leaves the turns to the others.
+    With one group per problem the key gives the plain order back.
+
+    Returns integer keys (``rank in group * groups + turn``), unique within a problem; sorting
+    a problem's rows by them (e.g. ``rank_long(pos, names, key)``) gives the interleaved ranking.
+    """
+    pos = np.asarray(pos, dtype=np.int64)
+    score = np.asarray(score, dtype=np.float64)
+    n = len(pos)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    code = pd.factorize(np.asarray(group, dtype=object))[0].astype(np.int64)
+    plain = np.lexsort((np.arange(n), score, pos))
+    prank = np.empty(n, dtype=np.int64)
+    prank[plain] = np.arange(n)                      # place in the plain order (increasing within a problem)
+    o = np.lexsort((prank, code, pos))               # rows by (problem, group, plain place)
+    first = np.r_[True, (pos[o][1:] != pos[o][:-1]) | (code[o][1:] != code[o][:-1])]
+    gid_sorted = np.cumsum(first) - 1
+    start = np.flatnonzero(first)                    # first (best) row of each (problem, group)
+    gid = np.empty(n, dtype=np.int64)
+    gid[o] = gid_sorted
+    within = np.empty(n, dtype=np.int64)
+    within[o] = np.arange(n) - start[gid_sorted]     # rank inside the group
+    gpos, lead = pos[o][start], prank[o][start]      # per group: its problem, its best row's plain place
+    go = np.lexsort((lead, gpos))
+    gfirst = np.r_[True, gpos[go][1:] != gpos[go][:-1]]
+    gstart = np.flatnonzero(gfirst)
+    turn = np.empty(len(go), dtype=np.int64)
+    turn[go] = np.arange(len(go)) - gstart[np.cumsum(gfirst) - 1]
+    groups = int(turn.max()) + 1
+    return within * groups + turn[gid]
+
+
 def selection_score(table, prob_idx: np.ndarray, kern_idx: np.ndarray, score: np.ndarray) -> dict:
     """LoP@n (mean over the table's problems) of rankings given as long rows ordered by ``score``."""
     from kbench.metrics import score_rankings
@@ -316,6 +383,24 @@ def tile_candidates(dataset, problems: pd.DataFrame, with_time: bool = False) ->
     return listed
 
 
+def _check_params(name: str, params: dict, defaults: dict) -> dict:
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise KbenchInputError(f"{name}: unknown parameter(s) {sorted(unknown)}; known: {sorted(defaults)}")
+    cfg = {**defaults, **params}
+    if "cross_schema" in cfg and cfg["cross_schema"] not in CROSS_SCHEMA:
+        raise KbenchInputError(f"{name}: cross_schema must be one of {CROSS_SCHEMA}, got {cfg['cross_schema']!r}")
+    return cfg
+
+
+def tile_order(rows: pd.DataFrame, score: np.ndarray, cross_schema: str) -> np.ndarray:
+    """The sort key of tile candidates: ``score`` itself (``plain``) or the schema round-robin
+    of :func:`interleave_key` (``interleave``); rows need ``pos`` and ``schema``."""
+    if cross_schema == "plain":
+        return np.asarray(score, dtype=np.float64)
+    return interleave_key(rows["pos"].to_numpy(), rows["schema"].astype(str).to_numpy(), score)
+
+
 # ============================================================================ the forest baselines
 class _ForestBaseline(Baseline):
     """Shared code of ``hybrid-rf`` and ``ml-rf`` (the feature groups differ)."""
@@ -330,15 +415,11 @@ class _ForestBaseline(Baseline):
     paper = "https://doi.org/10.1145/3559009.3569674"
 
     DEFAULTS = {"n_trees": 100, "search_trees": 25, "grid": None, "max_train_problems": 10000,
-                "max_valid_problems": 2000}
+                "max_valid_problems": 2000, "cross_schema": "interleave"}
 
     def __init__(self, **params):
         super().__init__(**params)
-        unknown = set(params) - set(self.DEFAULTS)
-        if unknown:
-            raise KbenchInputError(f"{self.name}: unknown parameter(s) {sorted(unknown)}; "
-                                   f"known: {sorted(self.DEFAULTS)}")
-        self.cfg = {**self.DEFAULTS, **params}
+        self.cfg = _check_params(self.name, params, self.DEFAULTS)
         self.forest: TreeEnsemble | None = None
         self.state: dict = {}
 
@@ -482,7 +563,8 @@ class _ForestBaseline(Baseline):
                 del rf
                 if mode == "tile":
                     keep = vk >= 0
-                    sc = selection_score(table, vp[keep], vk[keep], ens.predict(Xva[keep]))
+                    sc = selection_score(table, vp[keep], vk[keep],
+                                         tile_order(rva[keep], ens.predict(Xva[keep]), self.cfg["cross_schema"]))
                 else:
                     allowed, pred = self._kernel_scores(ens, pva, space)
                     vp, kk = np.nonzero(allowed & (vcol >= 0)[None, :])
@@ -534,8 +616,9 @@ class _ForestBaseline(Baseline):
             score = np.where(allowed, -pred, -np.inf)  # rank_by_scores: higher first, ties by kernel order
             return predictions_frame(problems["problem_id"], rank_by_scores(score, space.names, allowed))
         _, rows, pred = self.predict_rows(dataset, problems["problem_id"])
+        key = tile_order(rows, pred, self.cfg["cross_schema"])
         return predictions_frame(problems["problem_id"],
-                                 rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), pred, len(problems)))
+                                 rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), key, len(problems)))
 
     # -- persistence -----------------------------------------------------------------------------
     def get_state(self):
@@ -554,15 +637,16 @@ class _ForestBaseline(Baseline):
 
 class HybridRF(_ForestBaseline):
     name = "hybrid-rf"
-    description = ("random forest on problem sizes + tile sizes + analytic kernel features (PACT 2022); "
-                   "generic features + kernel one-hot on kernel-selection sets")
+    description = ("random forest on problem sizes + tile sizes + analytic kernel features (PACT 2022), kernel "
+                   "schemas taking turns in the ranking; generic features + kernel one-hot on kernel-selection sets")
     TILE_GROUPS = ("problem", "tile", "analytic")
     KERNEL_SELECTION = True
 
 
 class MLRF(_ForestBaseline):
     name = "ml-rf"
-    description = "ablation of hybrid-rf: the same forest on problem and tile sizes only (no analytic features)"
+    description = ("ablation of hybrid-rf: the same forest on problem and tile sizes only (no analytic features), "
+                   "kernel schemas taking turns in the ranking")
     TILE_GROUPS = ("problem", "tile")
 
 
@@ -571,12 +655,14 @@ class Analytical(Baseline):
 
     name = "analytical"
     description = ("ablation of hybrid-rf: rank tile configurations by max(global bytes / DRAM bandwidth, "
-                   "shared bytes / shared bandwidth), no learning")
+                   "shared bytes / shared bandwidth), no learning; kernel schemas taking turns in the ranking")
     stochastic = False
     paper = "https://doi.org/10.1145/3559009.3569674"
+    DEFAULTS = {"cross_schema": "interleave"}
 
     def __init__(self, **params):
         super().__init__(**params)
+        self.cfg = _check_params(self.name, params, self.DEFAULTS)
         self.spec = None
 
     def supports(self, dataset) -> bool:
@@ -601,8 +687,9 @@ class Analytical(Baseline):
             raise KbenchInputError(f"{self.name}: call fit (or load a saved model) before predict")
         problems = problems_of(dataset, ids)
         rows, score = self.scores(dataset, problems)
+        key = tile_order(rows, score, self.cfg["cross_schema"])
         return predictions_frame(problems["problem_id"],
-                                 rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), score, len(problems)))
+                                 rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), key, len(problems)))
 
     def get_state(self):
         return {"gpu_spec": spec_to_dict(self.spec)}, {}

@@ -643,6 +643,40 @@ def _fmt(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+def _schema_section(pr: pd.DataFrame, split: pd.Series) -> list[str]:
+    """Data-card lines: problems per split part by the kernel schemas they list, and how the paper
+    compared schemas."""
+    part = split.reindex(pr["problem_id"]).to_numpy()
+    combos = sorted(pr["schemas"].astype(str).unique(), key=lambda c: (c.count(","), c))
+    parts = [q for q in ("train", "valid", "test") if (part == q).any()]
+    tab = pd.crosstab(pd.Series(part, name="part"), pd.Series(pr["schemas"].astype(str).to_numpy(), name="s"))
+    multi = {q: int(tab.loc[q, [c for c in combos if "," in c]].sum()) if q in tab.index else 0 for q in parts}
+    n = {q: int((part == q).sum()) for q in parts}
+    return [
+        "### Kernel schemas per problem",
+        "",
+        "| part | " + " | ".join(combos) + " |",
+        "|---|" + "---|" * len(combos),
+        *[f"| {q} | " + " | ".join(str(int(tab.loc[q, c])) if c in tab.columns else "0" for c in combos) + " |"
+          for q in parts],
+        "",
+        "A problem's candidates are the configurations of every schema it lists, and LoP is measured against",
+        "the fastest of them all. The random-size problems were timed one schema at a time. Problems that",
+        "list more than one schema: "
+        + ", ".join(f"{q} {multi[q]} of {n[q]}" for q in parts) + ".",
+        "A model trained on this split has (almost) never seen two schemas timed on one problem, and valid",
+        "cannot check how it ranks one schema against another.",
+        "The paper's LoP evaluation does not rank the schemas against each other: its artifact trains one",
+        "model per schema (`RS3_buildML`, `S3_buildML`, `St2_buildML`) and, on a layer listed with both RS and S,",
+        "scores LoP@N on the top N/2 of each schema's ranking against the faster schema's best",
+        "(`lop-*/create_hfhf.py`, `ml_hybrid_half_half` and `pure_dv_half_half` in `res_processing.py`; N = 30).",
+        "kbench keeps one ranking over all of a layer's configurations; a ranking that gives each schema its",
+        "share of the top N, as `hybrid-rf`, `ml-rf` and `analytical` do by default",
+        "(`cross_schema=\"interleave\"`), is one way to submit the paper's protocol.",
+        "",
+    ]
+
+
 def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) -> str:
     """The data card of a tile dataset, every number computed from the tables and the report."""
     gpu = resolve_gpu(gpu)
@@ -727,6 +761,7 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
         "The random-size problems come from the paper's training files (`train_set_*`) and from its",
         "held-out files (`test_set_*`, random sizes the paper used to pick a random seed).",
         "",
+        *_schema_section(pr, split),
         "## Benchmark layers",
         "",
         "Layer names are those of the cuDNN profile files (`cres3` -> res3). cuDNN: best of the algorithms",

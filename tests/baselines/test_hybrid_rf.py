@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 import kbench
 from kbench.errors import KbenchInputError
 from baselines.base import BASELINES, Baseline, discover, get_baseline, load_safetensors
-from baselines.hybrid_rf import TreeEnsemble, floor_float32, rank_long
+from baselines.hybrid_rf import TreeEnsemble, floor_float32, interleave_key, rank_long, tile_order
 from kbench.sources.cnnopt_features import FEATURE_COLUMNS, PROBLEM_INPUTS, TILE_INPUTS
 
 RES6 = "128-30-30-3x3-128-28-28-1-0x0-1x1-1x1-0-NCHW-FP32-F"  # K=C=128, 28x28 out, 3x3, stride 1
@@ -185,6 +185,98 @@ def test_rank_long_orders_and_breaks_ties_by_row_order():
     names = np.array(["a", "b", "c", "d", "e"], dtype=object)
     score = np.array([2.0, 1.0, 2.0, 0.5, 0.5])
     assert rank_long(pos, names, score, 3).tolist() == ["b;a;c", "", "d;e"]
+
+
+# ----------------------------------------------------------------------------- schema interleaving
+def test_interleave_hand_worked():
+    """Problem 0: RS scores a=3, b=1, c=2 (RS order b, c, a); S scores d=5, e=4 (S order e, d).
+    RS holds the best score (1 < 4), so RS leads each turn: b, e, c, d, then a (S has run out).
+    Problem 1: S h=0.5, f=1 and RS g=9: S leads, h, g, f. Problem 2 lists one schema: plain order."""
+    pos = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    schema = np.array(["RS", "RS", "RS", "S", "S", "S", "RS", "S", "RS2", "RS2", "RS2"], dtype=object)
+    score = np.array([3.0, 1.0, 2.0, 5.0, 4.0, 1.0, 9.0, 0.5, 2.0, 1.0, 3.0])
+    names = np.array(list("abcdefghijk"), dtype=object)
+    key = interleave_key(pos, schema, score)
+    # rank in schema * 2 (schemas in the problem) + turn (0 = the leading schema)
+    assert key.tolist() == [4, 0, 2, 3, 1, 2, 1, 0, 2, 0, 4]
+    assert rank_long(pos, names, key, 3).tolist() == ["b;e;c;d;a", "h;g;f", "j;i;k"]
+    assert rank_long(pos, names, score, 3).tolist() == ["b;c;a;e;d", "h;f;g", "j;i;k"]  # plain, for contrast
+
+
+def test_interleave_ties_follow_row_order():
+    """Equal best scores: the schema whose best row comes first in the rows leads (as in the plain ranking)."""
+    pos = np.zeros(4, dtype=int)
+    schema = np.array(["S", "RS", "RS", "S"], dtype=object)
+    score = np.array([1.0, 1.0, 2.0, 1.0])
+    names = np.array(["S_a", "RS_b", "RS_c", "S_d"], dtype=object)
+    assert rank_long(pos, names, interleave_key(pos, schema, score), 1).tolist() == ["S_a;RS_b;S_d;RS_c"]
+    assert interleave_key(pos[:0], schema[:0], score[:0]).tolist() == []
+
+
+@st.composite
+def _long_rows(draw):
+    n_prob = draw(st.integers(1, 4))
+    sizes = draw(st.lists(st.integers(0, 12), min_size=n_prob, max_size=n_prob))
+    pos = np.repeat(np.arange(n_prob), sizes)
+    n = len(pos)
+    schema = np.array(draw(st.lists(st.sampled_from(["RS", "S", "RS2"]), min_size=n, max_size=n)), dtype=object)
+    score = np.array(draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), dtype=float)  # many ties
+    return pos, schema, score, n_prob
+
+
+@settings(max_examples=200, deadline=None)
+@given(_long_rows())
+def test_interleave_properties(rows):
+    pos, schema, score, n_prob = rows
+    names = np.array([f"{s}_{i:03d}" for i, s in enumerate(schema)], dtype=object)
+    inter = [r.split(";") if r else [] for r in rank_long(pos, names, interleave_key(pos, schema, score), n_prob)]
+    plain = [r.split(";") if r else [] for r in rank_long(pos, names, score, n_prob)]
+    for a, b in zip(inter, plain):
+        assert sorted(a) == sorted(b)                      # a permutation of the candidates
+        if b:
+            assert a[0] == b[0]                            # the predicted best stays first
+        sch = lambda k: k.split("_")[0]  # noqa: E731
+        for s in set(map(sch, b)):                         # each schema keeps its own order
+            assert [k for k in a if sch(k) == s] == [k for k in b if sch(k) == s]
+        total = {s: sum(sch(k) == s for k in b) for s in set(map(sch, b))}
+        for n in range(1, len(a) + 1):                     # balanced while no schema has run out
+            got = {s: sum(sch(k) == s for k in a[:n]) for s in total}
+            live = [got[s] for s in total if got[s] < total[s]]
+            if live:
+                assert max(got.values()) - min(live) <= 1
+        if len(total) == 1:
+            assert a == b                                  # one schema: the plain ranking
+
+
+def test_cross_schema_option(v100, fitted, small_ids):
+    """Both orders hold the same candidates; interleave deals the layers' two schemas out in turn."""
+    with pytest.raises(KbenchInputError):
+        get_baseline("hybrid-rf", cross_schema="mixed")
+    with pytest.raises(KbenchInputError):
+        get_baseline("analytical", cross_schema="mixed")
+    test = small_ids[2]
+    m = fitted["hybrid-rf"]
+    assert m.cfg["cross_schema"] == "interleave"
+    problems, rows, pred = m.predict_rows(v100, test)
+    inter = m.predict(v100, test)["ranking"].tolist()
+    plain = rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(), tile_order(rows, pred, "plain"),
+                      len(problems)).tolist()
+    assert inter == rank_long(rows["pos"].to_numpy(), rows["kernel"].to_numpy(),
+                              tile_order(rows, pred, "interleave"), len(problems)).tolist()
+    two = 0
+    for a, b in zip(inter, plain):
+        a, b = a.split(";"), b.split(";")
+        assert sorted(a) == sorted(b) and a[0] == b[0]
+        head = [k.split("_")[0] for k in a[:30]]
+        if len(set(k.split("_")[0] for k in a)) == 2:
+            two += 1
+            assert abs(head.count("RS") - head.count("S")) <= 2  # 15/15 unless a schema lists under 15
+        else:
+            assert a == b
+    assert two == 12
+    an_plain = get_baseline("analytical", cross_schema="plain").fit(v100, [], []).predict(v100, test)
+    an = get_baseline("analytical").fit(v100, [], []).predict(v100, test)
+    assert an["ranking"].str.split(";").map(sorted).equals(an_plain["ranking"].str.split(";").map(sorted))
 
 
 # ----------------------------------------------------------------------------- kernel selection

@@ -253,3 +253,12 @@ def test_data_card_numbers_come_from_the_tables(tiles, gpu):
     assert "7e118b5e7827ffa1254cc681a2c98f2dac67f92d" in card and "none stated" in card
     layers = tables["problems"].query("role == 'layer'")
     assert all(f"`{pid}`" in card for pid in layers["problem_id"])
+    # kernel schemas per split part: the table rows and the multi-schema counts come from the tables
+    pr, sp = tables["problems"], tables["splits"].set_index("problem_id")["networks"]
+    part = sp.reindex(pr["problem_id"]).to_numpy()
+    for q in ("train", "valid", "test"):
+        sch = pr.loc[part == q, "schemas"].astype(str)
+        assert f"{q} {int(sch.str.contains(',').sum())} of {len(sch)}" in card
+        row = f"| {q} | " + " | ".join(str(int((sch == c).sum())) for c in ("RS", "RS2", "S", "RS,S")) + " |"
+        assert row in card
+    assert "| part | RS | RS2 | S | RS,S |" in card
