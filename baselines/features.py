@@ -54,6 +54,15 @@ Alignment
     constraints of many kernels are divisibility conditions that trees cannot
     derive from the raw value.
 
+Kernel features (``kernel_features(names)``), for models that score
+(problem, kernel) pairs: a kernel one-hot (``kernel=<name>``) for a kernel
+library's named solvers; for cuDNN engine configurations (``eng<id>_k<knob>=<v>``,
+the NVIDIA engine set) the engine one-hot (``engine=eng<id>``) plus one numeric
+column per knob id (``knob_k<id>``; ``KNOB_ABSENT`` where the engine has no such
+knob). The engine and its knob values identify a configuration exactly, as the
+one-hot would, but with tens of columns instead of thousands, and a model can
+share what it learns between configurations of one engine.
+
 Data-type sizes: MIOpen writes one type name when x, w and y agree, else the
 three names concatenated in the key's in/w/out order ("in" = x for F and y for
 B/W). Unknown names count 4 bytes and set ``dtype_other``.
@@ -220,6 +229,53 @@ def features_for(dataset, ids=None) -> pd.DataFrame:
     out = problem_features(problems)
     out.index = pd.Index(problems["problem_id"].to_numpy(), name="problem_id")
     return out
+
+
+#: a cuDNN engine configuration name: ``eng<id>`` then ``_k<knob>=<value>`` per knob
+ENGINE_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
+KNOB = re.compile(r"_k(\d+)=(-?\d+)")
+#: knob column value of an engine without that knob (cuDNN's knob values are small
+#: integers >= -1, so a tree separates "absent" with one split)
+KNOB_ABSENT = -1000.0
+KERNEL_ENCODINGS = ("auto", "onehot", "engine_knobs")
+
+
+def is_engine_space(names) -> bool:
+    """True when every name is a cuDNN engine configuration (``ENGINE_NAME``)."""
+    names = pd.Series(list(names), dtype=object).astype(str)
+    return len(names) > 0 and bool(names.str.fullmatch(ENGINE_NAME.pattern).all())
+
+
+def kernel_features(names, encoding: str = "auto") -> pd.DataFrame:
+    """Numeric features of kernels (see the module docstring), one row per name, same order.
+
+    ``encoding``: ``onehot`` (``kernel=<name>`` columns), ``engine_knobs`` (every name
+    must be an engine configuration), or ``auto``: ``engine_knobs`` when every name is
+    one, else ``onehot``.
+
+    >>> kernel_features(["eng1", "eng4_k2=3"]).to_dict("list")  # doctest: +NORMALIZE_WHITESPACE
+    {'engine=eng1': [1.0, 0.0], 'engine=eng4': [0.0, 1.0], 'knob_k2': [-1000.0, 3.0]}
+    """
+    if encoding not in KERNEL_ENCODINGS:
+        raise KbenchInputError(f"kernel encoding {encoding!r} is not one of {', '.join(KERNEL_ENCODINGS)}")
+    names = pd.Series(list(names), dtype=object).astype(str)
+    engines = is_engine_space(names)
+    if encoding == "engine_knobs" and not engines:
+        bad = names[~names.str.fullmatch(ENGINE_NAME.pattern)]
+        raise KbenchInputError(f"kernel encoding 'engine_knobs' needs cuDNN engine configuration names "
+                               f"(eng<id>_k<knob>=<value>...); {len(bad)} name(s) are not, e.g. {bad.iloc[0]!r}")
+    if encoding == "onehot" or (encoding == "auto" and not engines):
+        return pd.DataFrame(np.eye(len(names)), columns=[f"kernel={k}" for k in names])
+    engine = "eng" + names.str.extract(r"^eng(\d+)")[0]
+    order = sorted(engine.unique(), key=lambda e: int(e[3:]))
+    out = {f"engine={e}": (engine == e).to_numpy(dtype=np.float64) for e in order}
+    pairs = names.str.extractall(KNOB.pattern)  # one row per (name, knob): columns 0 = id, 1 = value
+    if len(pairs):
+        wide = pairs.reset_index().pivot(index="level_0", columns=0, values=1)
+        for k in sorted(wide.columns, key=int):
+            out[f"knob_k{k}"] = (wide[k].reindex(range(len(names))).astype(float)
+                                 .fillna(KNOB_ABSENT).to_numpy(dtype=np.float64))
+    return pd.DataFrame(out)
 
 
 class Standardizer:

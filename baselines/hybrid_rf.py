@@ -23,7 +23,13 @@ pair, and a problem's candidates are ranked by predicted time (fastest first).
 ``hybrid-rf`` on kernel-selection datasets (``mi100`` ..., the NVIDIA engine set)
     Inputs: the generic features of :mod:`baselines.features` (every column of
     ``problem_features``: sizes, FLOPs, bytes, intensity, GEMM M/N/K, flags)
-    plus a one-hot of the kernel; one row per measured (problem, kernel);
+    plus the kernel's features (``kernel_encoding``, see
+    :func:`baselines.features.kernel_features`): ``auto`` gives a one-hot of the kernel
+    on a kernel library's named solvers, and on cuDNN engine configurations (the
+    NVIDIA engine set, thousands of names, most measured on a handful of problems)
+    the engine one-hot plus one numeric column per knob, which identifies a
+    configuration as exactly in tens of columns and lets the forest share what it
+    learns between configurations of one engine; one row per measured (problem, kernel);
     candidates at prediction time: every kernel that runs in the problem's
     direction (:class:`baselines.base.KernelSpace`). On this 2-core machine the
     training problems are subsampled (``max_train_problems``, default 10,000
@@ -108,6 +114,7 @@ import pandas as pd
 
 from baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
                             rank_by_scores)
+from baselines.features import KERNEL_ENCODINGS, is_engine_space
 from kbench.errors import KbenchInputError
 
 N_JOBS = 2
@@ -390,6 +397,9 @@ def _check_params(name: str, params: dict, defaults: dict) -> dict:
     cfg = {**defaults, **params}
     if "cross_schema" in cfg and cfg["cross_schema"] not in CROSS_SCHEMA:
         raise KbenchInputError(f"{name}: cross_schema must be one of {CROSS_SCHEMA}, got {cfg['cross_schema']!r}")
+    if "kernel_encoding" in cfg and cfg["kernel_encoding"] not in KERNEL_ENCODINGS:
+        raise KbenchInputError(f"{name}: kernel_encoding must be one of {KERNEL_ENCODINGS}, "
+                               f"got {cfg['kernel_encoding']!r}")
     return cfg
 
 
@@ -415,7 +425,7 @@ class _ForestBaseline(Baseline):
     paper = "https://doi.org/10.1145/3559009.3569674"
 
     DEFAULTS = {"n_trees": 100, "search_trees": 25, "grid": None, "max_train_problems": 10000,
-                "max_valid_problems": 2000, "cross_schema": "interleave"}
+                "max_valid_problems": 2000, "cross_schema": "interleave", "kernel_encoding": "auto"}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -444,19 +454,27 @@ class _ForestBaseline(Baseline):
         self._groups = {g: list(groups[g]) for g in self.TILE_GROUPS}
         return X[cols].to_numpy(dtype=np.float32), cols
 
+    def _kernel_table(self, names) -> pd.DataFrame:
+        """Kernel features of the fitted space (``baselines.features.kernel_features``), cached."""
+        from baselines.features import kernel_features
+        key = (self._encoding, tuple(names))
+        if getattr(self, "_kernel_cache", (None,))[0] != key:
+            self._kernel_cache = (key, kernel_features(names, self._encoding))
+        return self._kernel_cache[1]
+
     def _kernel_matrix(self, problems: pd.DataFrame, pos: np.ndarray, kidx: np.ndarray,
-                       n_kernels: int) -> np.ndarray:
+                       names) -> np.ndarray:
         from baselines.features import problem_features
         pf = problem_features(problems).to_numpy(dtype=np.float32)
-        X = np.zeros((len(pos), pf.shape[1] + n_kernels), dtype=np.float32)
+        kf = self._kernel_table(names).to_numpy(dtype=np.float32)
+        X = np.empty((len(pos), pf.shape[1] + kf.shape[1]), dtype=np.float32)
         X[:, :pf.shape[1]] = pf[pos]
-        X[np.arange(len(pos)), pf.shape[1] + kidx] = 1.0
+        X[:, pf.shape[1]:] = kf[kidx]
         return X
 
-    @staticmethod
-    def _kernel_columns(problems: pd.DataFrame, names) -> list[str]:
+    def _kernel_columns(self, problems: pd.DataFrame, names) -> list[str]:
         from baselines.features import problem_features
-        return list(problem_features(problems.head(1)).columns) + [f"kernel={k}" for k in names]
+        return list(problem_features(problems.head(1)).columns) + list(self._kernel_table(names).columns)
 
     # -- targets -----------------------------------------------------------------------
     @staticmethod
@@ -484,7 +502,7 @@ class _ForestBaseline(Baseline):
         rt = rt[ok]
         pos = pd.Index(problems["problem_id"].astype(str)).get_indexer(rt["problem_id"].astype(str))
         kidx = kidx[ok].to_numpy(dtype=np.int64)
-        X = self._kernel_matrix(problems, pos, kidx, len(space.names))
+        X = self._kernel_matrix(problems, pos, kidx, space.names)
         return problems, pos, kidx, X, rt["time_ms"].to_numpy(dtype=np.float64)
 
     def _kernel_scores(self, forest: TreeEnsemble, problems: pd.DataFrame,
@@ -499,7 +517,7 @@ class _ForestBaseline(Baseline):
         for a in range(0, len(problems), step):
             pos, kidx = np.nonzero(allowed[a:a + step])
             if len(pos):
-                X = self._kernel_matrix(problems.iloc[a:a + step], pos, kidx, len(space.names))
+                X = self._kernel_matrix(problems.iloc[a:a + step], pos, kidx, space.names)
                 pred[a + pos, kidx] = forest.predict(X)
         return allowed, pred
 
@@ -538,6 +556,9 @@ class _ForestBaseline(Baseline):
         else:
             space = KernelSpace.fit(dataset, train_ids)
             state["space"] = space.to_dict()
+            enc = self.cfg["kernel_encoding"]
+            self._encoding = enc if enc != "auto" else ("engine_knobs" if is_engine_space(space.names) else "onehot")
+            state["kernel_encoding"] = self._encoding
             if len(train_ids) > self.cfg["max_train_problems"]:
                 train_ids = train_ids[np.sort(rng.choice(len(train_ids), self.cfg["max_train_problems"],
                                                          replace=False))]
@@ -628,6 +649,7 @@ class _ForestBaseline(Baseline):
     def set_state(self, state, arrays, path):
         self.state = dict(state)
         self.forest = TreeEnsemble.from_arrays(arrays, n_features=state["n_features"])
+        self._encoding = state.get("kernel_encoding", "onehot")  # models saved before the option: one-hot
         if state.get("groups"):
             self._groups = state["groups"]
 

@@ -73,7 +73,6 @@ plus ``arrays.safetensors`` (the network's weights); never pickle.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,6 +81,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from baselines.features import ENGINE_NAME, KNOB
 from baselines.base import (Baseline, as_id_index, dataset_library, join_rankings, load_safetensors,
                             predictions_frame, problems_of, save_safetensors)
 from kbench.errors import KbenchInputError, read_json_object
@@ -1072,9 +1072,6 @@ class Seq2SeqTiles(Baseline):
 
 
 
-#: a cuDNN engine configuration name: ``eng<id>`` then ``_k<knob>=<value>`` per knob
-ENGINE_NAME = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
-KNOB = re.compile(r"_k(\d+)=(-?\d+)")
 
 
 def engine_sequences(names, knobs: list[int] | None = None) -> pd.DataFrame:

@@ -120,3 +120,47 @@ def test_standardizer_round_trip():
     z = s.transform(f)
     assert np.allclose(z.mean(axis=0), 0) and np.all(z[:, 2] == 0)  # constant column stays 0
     assert Standardizer.from_dict(s.to_dict()) == s
+
+
+# ------------------------------------------------------------------------------------ kernel features
+def test_kernel_features_engine_knobs_by_hand():
+    from baselines.features import KNOB_ABSENT, kernel_features
+
+    t = kernel_features(["eng10_k2=23_k13=0", "eng0", "eng7_k13=-1"])
+    assert list(t.columns) == ["engine=eng0", "engine=eng7", "engine=eng10", "knob_k2", "knob_k13"]
+    assert t.to_numpy().tolist() == [
+        [0, 0, 1, 23, 0],
+        [1, 0, 0, KNOB_ABSENT, KNOB_ABSENT],
+        [0, 1, 0, KNOB_ABSENT, -1],
+    ]
+
+
+def test_kernel_features_one_hot_for_named_solvers():
+    from baselines.features import kernel_features
+
+    names = ["ConvBinWinograd3x3U", "eng0", "GemmFwd1x1_0_1"]  # not all engine configurations
+    t = kernel_features(names)
+    assert list(t.columns) == [f"kernel={k}" for k in names]
+    assert (t.to_numpy() == np.eye(3)).all()
+    assert list(kernel_features(["eng0", "eng3"], "onehot").columns) == ["kernel=eng0", "kernel=eng3"]
+
+
+def test_kernel_features_refuses_what_it_cannot_encode():
+    from baselines.features import kernel_features
+
+    with pytest.raises(KbenchInputError, match="GemmFwd1x1_0_1"):
+        kernel_features(["eng0", "GemmFwd1x1_0_1"], "engine_knobs")
+    with pytest.raises(KbenchInputError, match="one of"):
+        kernel_features(["eng0"], "hashing")
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.dictionaries(st.integers(0, 30), st.integers(-1, 2000),
+                                                              max_size=5)),
+                min_size=1, max_size=30))
+def test_engine_knob_features_identify_each_configuration(configs):
+    """Two names get the same feature row only when they are the same configuration."""
+    from baselines.features import kernel_features
+
+    names = sorted({f"eng{e}" + "".join(f"_k{k}={v}" for k, v in sorted(knobs.items())) for e, knobs in configs})
+    rows = kernel_features(names, "engine_knobs").to_numpy()
+    assert len({tuple(r) for r in rows}) == len(names)

@@ -308,6 +308,29 @@ def test_kernel_selection_mode(mi100_small, tmp_path):
     assert Baseline.load(tmp_path / "k").predict(ds, ids["test"]).equals(preds)
 
 
+def test_engine_set_uses_engine_and_knob_columns(tmp_path):
+    """On the NVIDIA engine set the kernel is encoded as engine one-hot + knob values, not a one-hot."""
+    from baselines.features import kernel_features, problem_features
+
+    ds = kbench.load("h100")
+    sp = ds.split("random")
+    rng = np.random.default_rng(0)
+    ids = {p: rng.choice(np.sort(sp[p]), n, replace=False) for p, n in (("train", 200), ("valid", 40),
+                                                                         ("test", 40))}
+    m = get_baseline("hybrid-rf", **SMALL).fit(ds, ids["train"], ids["valid"], seed=0)
+    names = m.state["space"]["names"]
+    generic = list(problem_features(ds.problems.head(1)).columns)
+    assert m.state["kernel_encoding"] == "engine_knobs"
+    assert m.state["columns"] == generic + list(kernel_features(names, "engine_knobs").columns)
+    assert all(c.startswith(("engine=eng", "knob_k")) for c in m.state["columns"][len(generic):])
+    preds = m.predict(ds, ids["test"])
+    assert (preds["ranking"].str.len() > 0).all()
+    m.save(tmp_path / "h")
+    assert Baseline.load(tmp_path / "h").predict(ds, ids["test"]).equals(preds)
+    with pytest.raises(KbenchInputError, match="kernel_encoding"):
+        get_baseline("hybrid-rf", kernel_encoding="hashing")
+
+
 def test_problem_without_listed_configurations_gets_its_schemas(v100, fitted):
     """A new stride-1 layer (no runtimes) is ranked over every RS and S configuration of the vocabulary."""
     sub = v100.subset([RES6])
