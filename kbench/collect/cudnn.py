@@ -330,8 +330,30 @@ def environment(torch, cudnn_fe) -> dict:
         "env_NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
         "env_CUDNN_FRONTEND_ENABLE_FROST_ENGINES": os.environ.get("CUDNN_FRONTEND_ENABLE_FROST_ENGINES"),
     }
+    env.update(host_cpu())
     env.update(nvidia_smi())
     return env
+
+
+def host_cpu(cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """The host CPU: model name, logical CPUs usable by this process, 1-minute load average.
+
+    Building plans, heuristic queries and note probes run on the host, so a run's
+    throughput depends on it; recording it lets runs on different hosts be told apart."""
+    out: dict = {"cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    out["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError as exc:
+        out["cpu_error"] = str(exc)[:200]
+    try:
+        out["load_1min"] = round(os.getloadavg()[0], 2)
+    except OSError:
+        pass
+    return out
 
 
 class _Nvml:

@@ -57,3 +57,16 @@ def test_parse_list():
     assert C.parse_list("f, b", C.DIRECTIONS, "directions") == ("F", "B")
     with pytest.raises(Exception, match="not understood"):
         C.parse_list("X", C.DIRECTIONS, "directions")
+
+
+def test_host_cpu_reads_the_model_name(tmp_path):
+    from kbench.collect.cudnn import host_cpu
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9454 48-Core Processor\n"
+                    "processor\t: 1\nmodel name\t: AMD EPYC 9454 48-Core Processor\n")
+    got = host_cpu(str(info))
+    assert got["cpu_model"] == "AMD EPYC 9454 48-Core Processor"
+    assert got["cpu_count"] >= 1
+    missing = host_cpu(str(tmp_path / "no-such-file"))
+    assert "cpu_model" not in missing and missing["cpu_error"]
