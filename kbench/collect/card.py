@@ -16,6 +16,10 @@ import pandas as pd
 
 from kbench.collect import cudnn as C
 
+# The size the first published version of a collected dataset must reach (issue 8: "at least
+# 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
+FIRST_VERSION_PROBLEM_DIRECTIONS = 5000
+
 
 def geomean(x) -> float:
     x = np.asarray(x, dtype=float)
@@ -104,6 +108,15 @@ def validation(raws) -> str:
     return "(no validation files found)"
 
 
+def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
+    """The card's release status: a draft until ``target`` problem-directions are measured."""
+    if n_measured >= target:
+        return (f"**Version 1**: {n_measured:,} problem-directions measured (the first version's "
+                f"target was {target:,}); the collection can grow in later versions.")
+    return (f"**Draft**: {n_measured:,} of the first version's {target:,} problem-directions "
+            "measured; the collection is being continued.")
+
+
 def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
            raws) -> str:
     start = env[env["phase"] == "start"]
@@ -169,8 +182,8 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
 Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
 convolution problem, every execution plan (engine configuration, named like
 `eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
-built, checked against PyTorch and timed. **Draft**: numbers below are generated from the raw data
-in `raw/{name}/` by `kbench/collect/card.py`; the collection is being continued.
+built, checked against PyTorch and timed. {status_line(len(ok))} Every number below is generated from the
+raw data in `raw/{name}/` by `kbench/collect/card.py`.
 
 ## Machine and software
 

@@ -87,6 +87,16 @@ def test_package_writes_a_loadable_dataset(tmp_path):
     assert ds.info["vendor"] == "NVIDIA"
     text = card.read_text()
     assert "cuDNN's heuristic against the fastest plan" in text and "| cudnn_mode_a |" in text
+    # the small recorded sample is far below the first version's size: its card is a draft
+    assert "**Draft**" in text and "Version 1" not in text
+
+
+def test_status_line_turns_from_draft_to_version_1_at_the_target():
+    from kbench.collect.card import FIRST_VERSION_PROBLEM_DIRECTIONS, status_line
+    assert FIRST_VERSION_PROBLEM_DIRECTIONS == 5000  # the first-version size
+    assert status_line(4999).startswith("**Draft**: 4,999 of the first version's 5,000")
+    assert status_line(5000).startswith("**Version 1**: 5,000 problem-directions")
+    assert status_line(12, target=10).startswith("**Version 1**")
 
 
 def test_gap_definition():
