@@ -1,6 +1,7 @@
 """XGBoost baselines: relevance labels, masking of unseen kernels, fit bookkeeping."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from baselines import get_baseline
@@ -38,3 +39,23 @@ def test_unseen_kernels_rank_last(name, small):
 def test_unknown_parameter_is_rejected():
     with pytest.raises(TypeError, match="unknown parameters"):
         get_baseline("xgboost", max_deep=3)
+
+
+def test_soft_label_weights_by_hand(mi100):
+    # one problem with hand-set times: 1.00, 1.01, 1.02 and 1.10 ms
+    pid = mi100.problems["problem_id"].iloc[0]
+    ds = mi100.subset([pid])
+    ks = ["ConvMlirIgemmFwdXdlops", "ConvHipImplicitGemmForwardV4R4Xdlops", "GemmFwdRest", "ConvOclDirectFwd"]
+    ds.tables["runtimes"] = pd.DataFrame({"problem_id": [pid] * 4, "kernel": ks, "time_ms": [1.10, 1.0, 1.02, 1.01]})
+    soft = get_baseline("xgboost", soft_labels=0.02).soft_targets(ds, pd.Index([pid]))
+    # kept: t <= 20^0.02 t_best = 1.0617 t_best; weight (t_best/t)^50: 1, 1.01^-50 = 0.6080, 1.02^-50 = 0.3715
+    assert soft["kernel"].tolist() == [ks[1], ks[3], ks[2]]
+    assert soft["share"].to_numpy() == pytest.approx([1.0, 0.6080, 0.3715], abs=1e-4)
+
+
+def test_soft_labels_fit(small):
+    parts = small.split("random")
+    model = get_baseline("xgboost", max_rounds=3, soft_labels=0.02)
+    model.fit(small, parts["train"], parts["valid"], seed=0)
+    preds = model.predict(small, parts["test"])
+    assert len(preds) == len(parts["test"]) and all(preds["ranking"].str.len() > 0)
