@@ -50,6 +50,11 @@ Optional, multi-class, default off:
   weighted ∝ (t_best / t)^(1/τ) and normalised to 1 per problem (τ = 0.02: a
   kernel 1 % slower than the fastest gets 0.61 of its weight, 2 % slower
   0.37, more than 6.2 % slower none), so a near-tie teaches both kernels.
+* ``decision="expected_slowdown"``: rank the class kernels by the expected log
+  slowdown sum_j p_j C[j, k] (``slowdown_costs``: the training problems' mean
+  log(t_k / t_best) per fastest kernel j) instead of by probability, a Bayes
+  decision meant to avoid rare, very slow picks. On mi100 valid it lost 1.4
+  points of top-1 and did not help total time (``bench/xgboost_decision_trial.py``).
 """
 
 from __future__ import annotations
@@ -119,7 +124,8 @@ class XGBoostMulticlass(_XGBBase):
     description = "XGBoost multi-class over kernels, one booster per direction (hist, early stopping on valid)"
     DEFAULTS = {"max_depth": 10, "learning_rate": 0.2, "max_bin": 256, "subsample": 0.8, "colsample_bytree": 0.6,
                 "min_child_weight": 1.0, "reg_lambda": 1.0, "max_rounds": 600, "early_stopping": 20, "n_jobs": 2,
-                "margin_weight": 0.0, "soft_labels": 0.0}
+                "margin_weight": 0.0, "soft_labels": 0.0, "decision": "probability"}
+    DECISIONS = ("probability", "expected_slowdown")
 
     @staticmethod
     def margin(dataset, ids: pd.Index) -> np.ndarray:
@@ -127,6 +133,28 @@ class XGBoostMulticlass(_XGBBase):
         rt = train_runtimes(dataset, ids).sort_values(["problem_id", "ratio"], kind="stable")
         second = rt[rt.groupby("problem_id").cumcount() == 1].set_index("problem_id")["ratio"]
         return np.log2(second.reindex(ids).to_numpy(dtype=np.float64, na_value=np.inf))
+
+    @staticmethod
+    def slowdown_costs(dataset, ids: pd.Index, classes: list[str]) -> np.ndarray:
+        """C[j, k]: mean log(t_k / t_best) over the training problems ``ids`` whose fastest kernel
+        is ``classes[j]`` (so C[j, j] = 0), for each class kernel k.
+
+        A kernel a censored list leaves out counts at the list's last time (as the evaluator
+        times it); one a complete list leaves out is inapplicable there and not counted. A pair
+        never seen together takes kernel k's mean over all problems."""
+        rt = train_runtimes(dataset, ids)
+        rt = rt[rt["kernel"].isin(classes)]
+        log_ratio = np.log(rt.pivot_table(index="problem_id", columns="kernel", values="ratio", aggfunc="min",
+                                          observed=True).reindex(columns=classes))
+        censored = rt.groupby("problem_id")["censored"].first().reindex(log_ratio.index).fillna(False)
+        last = np.log(train_runtimes(dataset, log_ratio.index).groupby("problem_id")["ratio"].max())
+        fill = np.where(censored.to_numpy(bool)[:, None], last.reindex(log_ratio.index).to_numpy()[:, None], np.nan)
+        values = np.where(np.isnan(log_ratio.to_numpy()), fill, log_ratio.to_numpy())
+        best = dataset.best.drop_duplicates("problem_id").set_index("problem_id")["kernel"].reindex(log_ratio.index)
+        by_best = pd.DataFrame(values, columns=classes).groupby(best.to_numpy()).mean().reindex(classes)
+        cost = by_best.fillna(pd.DataFrame(values, columns=classes).mean()).fillna(0.0).to_numpy()
+        np.fill_diagonal(cost, 0.0)
+        return cost
 
     def soft_targets(self, dataset, ids: pd.Index) -> pd.DataFrame:
         """Soft-label candidates: per problem, each kernel with t <= 20^τ · t_best (τ = ``soft_labels``)
@@ -147,7 +175,10 @@ class XGBoostMulticlass(_XGBBase):
         ftr, fva = features_for(dataset, train_ids), features_for(dataset, valid_ids)
         soft = self.soft_targets(dataset, train_ids) if self.params["soft_labels"] > 0 else None
         self.columns = list(ftr.columns)
+        if self.params["decision"] not in self.DECISIONS:
+            raise ValueError(f"xgboost: decision must be one of {self.DECISIONS}, got {self.params['decision']!r}")
         self.boosters, self.classes, self.fit_info = {}, {}, {"rounds": {}, "valid_mlogloss": {}, "fit_s": {}}
+        self.costs = {}
         for d in DIRECTIONS:
             tr = (direction.reindex(train_ids) == d).to_numpy()
             if not tr.any():
@@ -156,6 +187,8 @@ class XGBoostMulticlass(_XGBBase):
             classes = sorted(ytr_names.dropna().unique())
             cidx = {k: i for i, k in enumerate(classes)}
             self.classes[d] = classes
+            if self.params["decision"] == "expected_slowdown":
+                self.costs[d] = self.slowdown_costs(dataset, train_ids[tr], classes)
             if len(classes) == 1:  # nothing to learn: one kernel is always fastest
                 self.boosters[d] = None
                 continue
@@ -211,6 +244,8 @@ class XGBoostMulticlass(_XGBBase):
                 prob = np.ones((len(rows), 1))
             else:
                 prob = booster.inplace_predict(x[rows])  # = predict(DMatrix), without building one
+            if d in self.costs:  # Bayes decision: the least expected log slowdown first, in (2, 3]
+                prob = 1.0 / (1.0 + prob.reshape(len(rows), -1) @ self.costs[d])
             sub = score[rows][:, cols]
             # a class kernel never seen for this (direction, dtype) keeps its masked score
             score[np.ix_(rows, cols)] = np.where(seen[np.ix_(rows, cols)], 2.0 + prob, sub)
@@ -225,7 +260,7 @@ class XGBoostMulticlass(_XGBBase):
     # -- persistence: xgboost's native JSON per direction -------------------------
     def get_state(self):
         return {"space": self.space.to_dict(), "classes": self.classes, "columns": self.columns,
-                "fit_info": self.fit_info,
+                "fit_info": self.fit_info, "costs": {d: c.tolist() for d, c in self.costs.items()},
                 "boosters": {d: (f"booster_{d}.json" if b is not None else None) for d, b in self.boosters.items()}}, {}
 
     def _save_files(self, path: Path) -> None:
@@ -238,6 +273,7 @@ class XGBoostMulticlass(_XGBBase):
         self.space = KernelSpace.from_dict(state["space"])
         self.classes, self.columns = state["classes"], state["columns"]
         self.fit_info = state.get("fit_info", {})
+        self.costs = {d: np.asarray(c, dtype=np.float64) for d, c in state.get("costs", {}).items()}
         self.boosters = {}
         for d, fname in state["boosters"].items():
             if fname is None:

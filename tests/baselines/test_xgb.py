@@ -59,3 +59,43 @@ def test_soft_labels_fit(small):
     model.fit(small, parts["train"], parts["valid"], seed=0)
     preds = model.predict(small, parts["test"])
     assert len(preds) == len(parts["test"]) and all(preds["ranking"].str.len() > 0)
+
+
+def test_slowdown_costs_by_hand(mi100):
+    # three problems, class kernels a, b, c (names only matter as labels here)
+    pids = list(mi100.problems["problem_id"].iloc[:3])
+    ds = mi100.subset(pids)
+    ds.tables["problems"] = ds.problems.assign(censored=[False, False, True])
+    ds.tables["runtimes"] = pd.DataFrame({
+        "problem_id": [pids[0]] * 3 + [pids[1]] * 2 + [pids[2]] * 2,
+        "kernel": ["a", "b", "c", "a", "b", "b", "c"],
+        "time_ms": [1.0, 2.0, 4.0, 3.0, 1.0, 1.0, 1.5]})
+    cost = get_baseline("xgboost").slowdown_costs(ds, pd.Index(pids), ["a", "b", "c"])
+    ln = np.log
+    # p0 (fastest a): 0, ln 2, ln 4. p1 (fastest b, complete list): a ln 3, c not applicable.
+    # p2 (fastest b, censored): a unlisted -> at the last listed time, ln 1.5; c ln 1.5.
+    # Row c: no problem has c fastest -> the column means over all three problems; C[c, c] = 0.
+    expected = np.array([[0.0, ln(2), ln(4)],
+                         [(ln(3) + ln(1.5)) / 2, 0.0, ln(1.5)],
+                         [(0 + ln(3) + ln(1.5)) / 3, ln(2) / 3, 0.0]])
+    assert cost == pytest.approx(expected)
+
+
+def test_expected_slowdown_decision_round_trips(small, tmp_path):
+    from baselines.base import Baseline
+    parts = small.split("random")
+    model = get_baseline("xgboost", max_rounds=3, decision="expected_slowdown")
+    model.fit(small, parts["train"], parts["valid"], seed=0)
+    assert set(model.costs) == set(model.classes)
+    for d, c in model.costs.items():
+        assert c.shape == (len(model.classes[d]),) * 2 and (np.diag(c) == 0).all() and (c >= 0).all()
+    preds = model.predict(small, parts["test"])
+    model.save(tmp_path / "m")
+    again = Baseline.load(tmp_path / "m")
+    pd.testing.assert_frame_equal(again.predict(small, parts["test"]), preds)
+
+
+def test_unknown_decision_is_rejected(small):
+    parts = small.split("random")
+    with pytest.raises(ValueError, match="decision must be one of"):
+        get_baseline("xgboost", decision="cheapest").fit(small, parts["train"], parts["valid"])
