@@ -660,7 +660,8 @@ class _ForestBaseline(Baseline):
 class HybridRF(_ForestBaseline):
     name = "hybrid-rf"
     description = ("random forest on problem sizes + tile sizes + analytic kernel features (PACT 2022), kernel "
-                   "schemas taking turns in the ranking; generic features + kernel one-hot on kernel-selection sets")
+                   "schemas taking turns in the ranking; generic features + kernel features (one-hot, or engine + knobs "
+                   "on cuDNN engine sets) on kernel-selection sets")
     TILE_GROUPS = ("problem", "tile", "analytic")
     KERNEL_SELECTION = True
 

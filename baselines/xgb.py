@@ -69,6 +69,7 @@ import pandas as pd
 from baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores,
                             train_runtimes)
 from baselines.features import features_for
+from kbench.errors import KbenchInputError
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -127,6 +128,12 @@ class XGBoostMulticlass(_XGBBase):
                 "margin_weight": 0.0, "soft_labels": 0.0, "decision": "probability"}
     DECISIONS = ("probability", "expected_slowdown")
 
+    def __init__(self, **params):
+        super().__init__(**params)
+        if self.params["decision"] not in self.DECISIONS:
+            raise KbenchInputError(f"xgboost: decision must be one of {self.DECISIONS}, "
+                                   f"got {self.params['decision']!r}")
+
     @staticmethod
     def margin(dataset, ids: pd.Index) -> np.ndarray:
         """log2(t_second / t_best) per problem (inf where only one kernel was measured)."""
@@ -142,12 +149,12 @@ class XGBoostMulticlass(_XGBBase):
         A kernel a censored list leaves out counts at the list's last time (as the evaluator
         times it); one a complete list leaves out is inapplicable there and not counted. A pair
         never seen together takes kernel k's mean over all problems."""
-        rt = train_runtimes(dataset, ids)
-        rt = rt[rt["kernel"].isin(classes)]
+        everything = train_runtimes(dataset, ids)
+        last = np.log(everything.groupby("problem_id")["ratio"].max())  # the list's last (slowest) time
+        rt = everything[everything["kernel"].isin(classes)]
         log_ratio = np.log(rt.pivot_table(index="problem_id", columns="kernel", values="ratio", aggfunc="min",
                                           observed=True).reindex(columns=classes))
         censored = rt.groupby("problem_id")["censored"].first().reindex(log_ratio.index).fillna(False)
-        last = np.log(train_runtimes(dataset, log_ratio.index).groupby("problem_id")["ratio"].max())
         fill = np.where(censored.to_numpy(bool)[:, None], last.reindex(log_ratio.index).to_numpy()[:, None], np.nan)
         values = np.where(np.isnan(log_ratio.to_numpy()), fill, log_ratio.to_numpy())
         best = dataset.best.drop_duplicates("problem_id").set_index("problem_id")["kernel"].reindex(log_ratio.index)
@@ -165,6 +172,19 @@ class XGBoostMulticlass(_XGBBase):
         rt["share"] = rt["ratio"] ** (-1.0 / tau)
         return rt.sort_values(["problem_id", "ratio"], kind="stable").reset_index(drop=True)
 
+    @staticmethod
+    def training_rows(ids: pd.Index, label: np.ndarray, weight: np.ndarray, soft: pd.DataFrame | None,
+                      cidx: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row of ``ids``, class label, weight) per training row: one row per problem with its
+        fastest kernel, or with soft labels one row per (problem, near-fastest class kernel)
+        whose weights are the problem's weight split by the kernels' shares (summing to it)."""
+        if soft is None:
+            return np.arange(len(ids)), label, weight
+        s = soft[soft["problem_id"].isin(ids) & soft["kernel"].isin(cidx)]
+        share = (s["share"] / s.groupby("problem_id")["share"].transform("sum")).to_numpy()
+        rows = ids.get_indexer(s["problem_id"])
+        return rows, s["kernel"].map(cidx).to_numpy(), weight[rows] * share
+
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
         xgb = _xgb()
         self.seed = seed
@@ -175,8 +195,6 @@ class XGBoostMulticlass(_XGBBase):
         ftr, fva = features_for(dataset, train_ids), features_for(dataset, valid_ids)
         soft = self.soft_targets(dataset, train_ids) if self.params["soft_labels"] > 0 else None
         self.columns = list(ftr.columns)
-        if self.params["decision"] not in self.DECISIONS:
-            raise ValueError(f"xgboost: decision must be one of {self.DECISIONS}, got {self.params['decision']!r}")
         self.boosters, self.classes, self.fit_info = {}, {}, {"rounds": {}, "valid_mlogloss": {}, "fit_s": {}}
         self.costs = {}
         for d in DIRECTIONS:
@@ -195,12 +213,8 @@ class XGBoostMulticlass(_XGBBase):
             weight = np.ones(int(tr.sum()))
             if self.params["margin_weight"] > 0:  # near-ties (arbitrary labels) count less
                 weight = np.clip(self.margin(dataset, train_ids[tr]) / self.params["margin_weight"], 0.1, 1.0)
-            rows, label = np.arange(int(tr.sum())), ytr_names.map(cidx).to_numpy()
-            if soft is not None:  # one row per (problem, near-fastest kernel), weighted by its share
-                s = soft[soft["problem_id"].isin(train_ids[tr]) & soft["kernel"].isin(cidx)]
-                share = (s["share"] / s.groupby("problem_id")["share"].transform("sum")).to_numpy()
-                rows = train_ids[tr].get_indexer(s["problem_id"])
-                label, weight = s["kernel"].map(cidx).to_numpy(), weight[rows] * share
+            rows, label, weight = self.training_rows(train_ids[tr], ytr_names.map(cidx).to_numpy(), weight,
+                                                     soft, cidx)
             dtr = xgb.DMatrix(ftr.to_numpy(np.float32)[tr][rows], label=label, weight=weight,
                               feature_names=self.columns)
             va = (direction.reindex(valid_ids) == d).to_numpy()
