@@ -7,11 +7,19 @@ For each entry ``leaderboard/<dataset>/<split>/<method>/`` whose per-seed predic
 every seed is scored again and the record re-aggregated; the entry's metadata, extra figures and
 seed-0 predictions file stay as they are. Used when a scoring rule changes (e.g. the reference
 heuristic of a dataset), so no model has to be retrained.
+
+    python bench/rescore_entries.py --check [--leaderboard leaderboard] [--dump scores.json]
+
+re-scores the committed predictions file of every entry (any dataset, kernel selection and
+tuning) and compares each metric with the record's figures for that file's seed; it writes
+nothing (``--dump`` saves every re-scored metric, to compare two kbench versions). It prints
+the number of entries checked and the largest absolute difference, and exits 1 on a mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -39,12 +47,66 @@ def rescore(entry: Path, results: Path) -> EvaluationResult:
     return new
 
 
+def _numbers(d: dict) -> dict:
+    return {k: v for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def check(roots: list[Path], dump: Path | None) -> int:
+    """Re-score every entry's predictions file; compare with the record's per-seed figures."""
+    from kbench.evaluate import evaluate_tuning, read_predictions
+    from kbench.leaderboard.schema import parse_record
+    from kbench.records import TuningResult
+    checked, worst, failed, dumped, evaluators = 0, 0.0, [], {}, {}
+    for root in roots:
+        for result in sorted(root.glob("*/*/*/result.json")):
+            record = parse_record(result)
+            preds = result.parent / "preds.csv.gz"
+            if not preds.exists():
+                continue
+            frame, _ = read_predictions(preds)
+            if isinstance(record, TuningResult):
+                new = evaluate_tuning(record.dataset.name, frame, solver=record.solver, split=record.split,
+                                      part=record.part, method=record.method)
+            else:
+                key = (record.dataset.name, record.split, record.part, record.reference is None)
+                if key not in evaluators:
+                    evaluators[key] = Evaluator(record.dataset.name, split=record.split, part=record.part,
+                                                reference=None if record.reference is None else "default")
+                ev = evaluators[key]
+                if ev.reference_name != record.reference:
+                    failed.append(f"{result}: reference {ev.reference_name!r}, record {record.reference!r}")
+                new = ev(frame, method=record.method, allow_partial=record.counts.coverage < 1)
+            claimed = record.seeds.per_seed[0] if record.seeds else record.overall
+            got = new.overall
+            diffs = [abs(float(v) - float(got[k])) for k, v in _numbers(claimed).items() if k in got
+                     and got[k] is not None and v == v]
+            missing = [k for k in _numbers(claimed) if got.get(k) is None]
+            if missing:
+                failed.append(f"{result}: {missing} not re-scored")
+            worst = max([worst] + diffs)
+            checked += 1
+            dumped[str(result.relative_to(root.parent))] = new.model_dump(
+                mode="json", exclude={"dataset", "predictions", "date", "kbench_version"})
+    print(f"{checked} entries re-scored from their predictions files; largest absolute difference "
+          f"from the records' figures: {worst:.3g}")
+    if dump:
+        dump.write_text(json.dumps(dumped, indent=1, sort_keys=True) + "\n")
+    for line in failed:
+        print(line)
+    return 1 if failed else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("datasets", nargs="+")
+    ap.add_argument("datasets", nargs="*")
     ap.add_argument("--results", default="results")
     ap.add_argument("--leaderboard", default="leaderboard")
+    ap.add_argument("--check", action="store_true", help="re-score every entry's predictions file, write nothing")
+    ap.add_argument("--extra-root", action="append", default=[], help="another folder of entries to check")
+    ap.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
     args = ap.parse_args()
+    if args.check:
+        raise SystemExit(check([Path(args.leaderboard)] + [Path(r) for r in args.extra_root], args.dump))
     for ds in args.datasets:
         for entry in sorted(Path(args.leaderboard, ds).glob("*/*")):
             if (entry / "result.json").exists():

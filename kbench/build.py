@@ -143,6 +143,7 @@ def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path =
 def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
     """Convert one MIOpen find-db into ``out_root/<name>``; returns the manifest."""
     from kbench.sources.miopen import convert_finddb
+    from kbench.sources.miopen_rules import rules_heuristics
     from kbench.sources.mituna import read_network_layers
     from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
 
@@ -170,4 +171,7 @@ def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path =
         "problems_matching_a_layer": int(network_geometry_match(problems, layers).sum()),
     }
     tables["splits"] = splits
+    if spec.task == "kernel-selection":
+        # the reference heuristic for speed-up, as data: scoring reads it and runs no baseline
+        tables["heuristics"] = rules_heuristics(problems, tables["runtimes"], tables["kernels"])
     return write_dataset(Path(out_root) / name, tables, spec_info(spec, "finddb-top4", report, splits))

@@ -174,8 +174,9 @@ class Evaluator:
     dataset : name, alias or :class:`kbench.Dataset`
     split : standard split name (``random``, ``networks``, ...)
     part : ``test`` (default), ``valid`` or ``train``
-    reference : heuristic for speed-up: ``"default"`` (the dataset's reference heuristic:
-        its recorded vendor heuristic, else the ``rules`` baseline), ``None``, or a
+    reference : heuristic for speed-up: ``"default"`` (the dataset's reference heuristic, read
+        from its ``heuristics`` table: the vendor heuristic on collected NVIDIA sets, the
+        ``rules`` decision list on AMD sets; else its measured ``references``), ``None``, or a
         predictions DataFrame / CSV path.
     """
 
@@ -208,10 +209,12 @@ class Evaluator:
             heur = self.dataset.heuristics
             if heur is not None and len(heur):
                 names = list(heur["heuristic"].unique())
-                # the vendor's default choice: cuDNN heuristic mode A's first plan
+                # the vendor's default choice (cuDNN heuristic mode A's first plan); on the AMD
+                # sets the only recorded one, the `rules` decision list written by build-data
                 name = self.dataset.info.get("reference_heuristic") or next(
                     (n for n in REFERENCE_PRIORITY if n in names), sorted(names)[0])
-                h = heur[heur["heuristic"] == name].sort_values(["problem_id", "rank"])
+                h = heur[(self._pindex.get_indexer(heur["problem_id"]) >= 0) & (heur["heuristic"] == name)]
+                h = h.sort_values(["problem_id", "rank"])
                 preds = h.groupby("problem_id", sort=False)["kernel"].agg(";".join).rename("ranking").reset_index()
                 return name, self._reference_times(preds)
             refs = self.dataset.tables.get("references")
@@ -220,13 +223,7 @@ class Evaluator:
                 names = list(self.dataset.info.get("references", {})) or sorted(refs["reference"].unique())
                 chosen = refs[refs["reference"] == names[0]].set_index("problem_id")["time_ms"]
                 return names[0], chosen.reindex(self._pindex).to_numpy(dtype=np.float64)
-            if self.dataset.info.get("library") != "MIOpen":
-                return None, None  # the hand-written rules describe MIOpen's solvers only
-            try:
-                from baselines.rules import rules_reference
-            except ImportError:
-                return None, None
-            return "rules", self._reference_times(rules_reference(self.dataset, self.ids))
+            return None, None
         if isinstance(reference, (str, Path)):
             frame, _ = read_predictions(reference)
             return str(reference), self._reference_times(frame)
