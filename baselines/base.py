@@ -227,7 +227,7 @@ class Baseline:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         state, arrays = self.get_state()
-        from kbench import __version__
+        from kbench.version import __version__
         doc = {"baseline": self.name, "format": SAVE_FORMAT, "kbench_version": __version__,
                "params": self.params, "seed": self.seed, "state": state}
         (path / "baseline.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -378,12 +378,13 @@ HELPER_MODULES = {"base", "features"}
 
 def discover() -> dict[str, type]:
     """Import every module of the ``baselines`` package so that its baselines register."""
-    import baselines as pkg
-    for info in pkgutil.iter_modules(pkg.__path__):
+    # the package's folder and name from this module's own (importing the package would be a cycle)
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         mod_name = info.name
         if mod_name.startswith("_") or mod_name in HELPER_MODULES or mod_name in UNAVAILABLE:
             continue
-        full = f"{pkg.__name__}.{mod_name}"
+        full = f"{package}.{mod_name}"
         try:
             module = importlib.import_module(full)
         except Exception as exc:  # a broken or in-progress module must not hide the others

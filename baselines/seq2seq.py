@@ -709,7 +709,7 @@ class TuningModel:
         pass
 
     def save(self, path) -> Path:
-        from kbench import __version__
+        from kbench.version import __version__
 
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)

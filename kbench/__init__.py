@@ -5,9 +5,8 @@
 >>> parts = ds.split("random")           # {"train": ids, "valid": ids, "test": ids}
 """
 
-__version__ = "0.1.0"
-
-from kbench.dataset import Dataset, list_datasets, load  # noqa: E402
+from kbench.dataset import Dataset, list_datasets, load
+from kbench.version import __version__
 
 
 def __getattr__(name):

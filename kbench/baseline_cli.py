@@ -137,7 +137,7 @@ def seeds_table(record) -> pd.DataFrame:
 def cmd_run(args) -> int:
     from tqdm import tqdm
 
-    import kbench
+    from kbench.dataset import load
     from kbench.evaluate import Evaluator
     from kbench.leaderboard.runner import method_dir, run_method
     reg, unavailable = _registry()
@@ -150,7 +150,7 @@ def cmd_run(args) -> int:
     seeds = list(dict.fromkeys(int(s) for s in args.seeds))
     if not seeds:
         raise KbenchInputError("--seeds needs at least one seed.")
-    ds = kbench.load(args.dataset)
+    ds = load(args.dataset)
     ids = ds.split(args.split)
     params = _parse_params(args.param)
     cls = _with_params(reg[name], params)

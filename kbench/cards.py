@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.build import PACKAGE_DATA
+from kbench.dataset_files import PACKAGE_DATA
 
 
 def size_category(n: int) -> str:

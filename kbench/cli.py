@@ -44,8 +44,8 @@ def print_frame(df, title: str | None = None, float_fmt: str = "{:.4g}") -> None
 def cmd_datasets(args) -> int:
     import pandas as pd
 
-    import kbench
-    df = kbench.list_datasets()
+    from kbench.dataset import list_datasets
+    df = list_datasets()
     if args.json:
         print(df.to_json(orient="records", indent=2))
     elif args.markdown:
@@ -65,8 +65,8 @@ def cmd_datasets(args) -> int:
 
 
 def cmd_info(args) -> int:
-    import kbench
-    ds = kbench.load(args.name)
+    from kbench.dataset import load
+    ds = load(args.name)
     info = {k: v for k, v in ds.info.items() if k != "citation"}
     if args.json:
         print(json.dumps(ds.info, indent=2))
@@ -107,7 +107,7 @@ def cmd_build_data(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbench", description="Datasets and benchmarks for learned GPU kernel selection.")
-    from kbench import __version__
+    from kbench.version import __version__
     parser.add_argument("--version", action="version", version=f"kbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from kbench.build import PACKAGE_DATA, sha256_file
+from kbench.dataset_files import PACKAGE_DATA, sha256_file
 from kbench.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
 from kbench.registry import DATASETS, resolve_name
 
@@ -195,8 +195,9 @@ def load(name: str = "mi100", *, revision: str | None = None, verify: bool = Tru
     """
     name = str(name)
     if name.startswith("hf://"):
-        from kbench.hub import load_from_hub
-        return load_from_hub(name[len("hf://"):], revision=revision)
+        from kbench.hub_download import download_from_hub
+        folder, hub_name = download_from_hub(name[len("hf://"):], revision=revision)
+        return read_dataset_folder(folder, hub_name, verify=False)
     canonical = resolve_name(name)
     if canonical is None:
         if Path(name).is_dir() and (Path(name) / "manifest.json").exists():

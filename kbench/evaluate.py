@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench import __version__
+from kbench.version import __version__
 from kbench.errors import KbenchInputError, suggest
 from kbench.metrics import (LOP_AT, TOP_K, ScoringTable, build_scoring_table, score_rankings,
                             summarize)
@@ -181,8 +181,8 @@ class Evaluator:
     """
 
     def __init__(self, dataset="mi100", split: str = "random", part: str = "test", reference="default"):
-        import kbench
-        self.dataset = kbench.load(dataset) if isinstance(dataset, str) else dataset
+        from kbench.dataset import load
+        self.dataset = load(dataset) if isinstance(dataset, str) else dataset
         if part not in ("train", "valid", "test"):
             raise KbenchInputError(f"unknown part {part!r}; use train, valid or test.{suggest(part, ['train', 'valid', 'test'])}")
         self.split, self.part = split, part
@@ -370,11 +370,11 @@ class Evaluator:
 def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "random", part: str = "test",
                     allow_partial: bool = False, method: str | None = None):
     """Score predicted parameter tuples on a tuning dataset; returns a TuningResult record."""
-    import kbench
+    from kbench.dataset import load
     from kbench.records import TuningResult
     from kbench.tuning.metrics import score_tuning
 
-    ds = kbench.load(dataset) if isinstance(dataset, str) else dataset
+    ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(preds, (str, Path)):
         path = str(preds)

@@ -59,8 +59,8 @@ def cmd_evaluate(args) -> int:
     if not args.predictions:
         raise KbenchInputError("give a predictions file (kbench evaluate preds.csv --dataset mi100), "
                                "or --explain for the expected format.")
-    import kbench
-    dataset = kbench.load(args.dataset)  # loaded once, shared with the evaluator
+    from kbench.dataset import load
+    dataset = load(args.dataset)  # loaded once, shared with the evaluator
     if dataset.task == "tuning":
         return _evaluate_tuning(args, dataset)
     ev = _evaluator(args, dataset)

@@ -31,84 +31,15 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from kbench import __version__
-from kbench.build import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
-from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError
+from kbench.version import __version__
+from kbench.dataset_files import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
+from kbench.errors import KbenchError, KbenchInputError
+# the download half (and the names both halves share) lives in kbench.hub_download
+from kbench.hub_download import (  # noqa: F401
+    DATA_DIR, HUB_FORMAT, KBENCH_MANIFEST, LOGIN_HELP, READ_LOGIN_HELP, REPO_TYPE, HubError, _endpoint, _env_true,
+    _hf, _hub_failure, _network_errors, _offline, check_repo_id, download_from_hub, hub_cache_dir, kbench_cache_dir)
 
-HUB_FORMAT = 1
-KBENCH_MANIFEST = "kbench_manifest.json"
-DATA_DIR = "data"
-REPO_TYPE = "dataset"
-LOGIN_HELP = ("log in with `hf auth login` (or `huggingface-cli login`), or set the HF_TOKEN "
-              "environment variable to a token with write access (https://huggingface.co/settings/tokens)")
-READ_LOGIN_HELP = "log in with `hf auth login` (or `huggingface-cli login`), or set HF_TOKEN"
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class HubError(KbenchError):
-    """The Hub (or the network to it) failed; the message says what to retry."""
-
-    exit_code = 1
-
-
-# -- helpers ----------------------------------------------------------------------
-def _hf():
-    try:
-        import huggingface_hub
-    except ModuleNotFoundError as exc:  # optional dependency
-        raise HubError("the Hugging Face Hub support needs huggingface_hub: "
-                       "pip install 'kbench[hub]'") from exc
-    return huggingface_hub
-
-
-def _network_errors() -> tuple:
-    """Exception types of a failed Hub call: HfHubHTTPError and requests' errors are OSErrors; httpx's are not."""
-    import importlib
-    errors = [OSError]
-    for module in ("httpx2", "httpx"):  # huggingface_hub 2.x / 1.x transport
-        try:
-            errors.append(importlib.import_module(module).HTTPError)
-        except (ImportError, AttributeError):
-            pass
-    return tuple(errors)
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def _offline() -> bool:
-    from huggingface_hub import constants
-    return _env_true("HF_HUB_OFFLINE") or _env_true("TRANSFORMERS_OFFLINE") or bool(constants.HF_HUB_OFFLINE)
-
-
-def _endpoint(endpoint: str | None) -> str | None:
-    # huggingface_hub reads HF_ENDPOINT once at import; read it at call time too.
-    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
-    return endpoint.rstrip("/") if endpoint else None
-
-
-def kbench_cache_dir() -> Path:
-    """The kbench cache folder: ``$KBENCH_CACHE``, else ``$XDG_CACHE_HOME/kbench`` (``~/.cache/kbench``)."""
-    if os.environ.get("KBENCH_CACHE"):
-        return Path(os.environ["KBENCH_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "kbench"
-
-
-def hub_cache_dir() -> Path:
-    """Where Hub downloads are cached (a ``huggingface_hub`` cache layout)."""
-    return kbench_cache_dir() / "hub"
-
-
-def check_repo_id(repo_id: str) -> str:
-    repo_id = str(repo_id).strip()
-    if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or len(repo_id) > 96:
-        raise KbenchInputError(
-            f"invalid Hub repo id {repo_id!r}: expected ORG/NAME (letters, digits, '-', '_', '.'), "
-            "e.g. my-org/kbench-mi100.")
-    return repo_id
-
 
 def _hf_dtype(t) -> str | None:
     """The ``datasets`` dtype name of a primitive arrow type (None: not described)."""
@@ -333,18 +264,6 @@ def _print_plan(res: PublishResult, private: bool, endpoint: str | None, has_tok
         print(f"  note: no Hugging Face token found; to publish, {LOGIN_HELP}.")
 
 
-def _hub_failure(exc, what: str, retry: str, login: str = LOGIN_HELP) -> KbenchError:
-    """A KbenchError for a failed Hub call: the client's own message plus what to retry."""
-    from huggingface_hub.errors import HfHubHTTPError
-    status = getattr(getattr(exc, "response", None), "status_code", None)
-    detail = str(exc).strip().replace("\n\n", "\n")
-    if isinstance(exc, HfHubHTTPError) and status in (401, 403):
-        return KbenchInputError(f"{what}: the Hub refused the token (HTTP {status}): {detail}\n"
-                                f"Check the token and its permissions, or {login}.")
-    kind = f"the Hub answered HTTP {status}" if status else f"network error ({type(exc).__name__})"
-    return HubError(f"{what}: {kind}: {detail}\n{retry}")
-
-
 def publish(name, repo_id: str, private: bool = False, revision: str = "main", dry_run: bool = False,
             token: str | None = None, endpoint: str | None = None) -> PublishResult:
     """Publish dataset ``name`` (name, alias, folder or :class:`Dataset`) to the dataset repo ``repo_id``.
@@ -412,97 +331,14 @@ def publish(name, repo_id: str, private: bool = False, revision: str = "main", d
 
 
 # -- load -------------------------------------------------------------------------
-def _drop_cached(path: Path) -> None:
-    """Remove a cached file (the snapshot link and the blob it points to) so the next load refetches it."""
-    for p in {path.resolve(), path}:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _check_file(folder: Path, rel: str, meta: dict, where: str) -> None:
-    path = folder / rel
-    retry = ("The bad copy was removed from the kbench cache; load again to download it afresh. If this "
-             "repeats, the repository's files were changed outside `kbench publish` (republish the dataset).")
-    if not path.is_file():
-        raise DataIntegrityError(f"{where}: {rel} is listed in {KBENCH_MANIFEST} but missing from the "
-                                 "download. Load again with network access to complete it.")
-    size = path.stat().st_size
-    if size != meta.get("bytes") or sha256_file(path) != meta.get("sha256"):
-        _drop_cached(path)
-        what = f"size {size} bytes, manifest says {meta.get('bytes')}" if size != meta.get("bytes") \
-            else "sha256 does not match"
-        raise DataIntegrityError(f"{where}: {rel}: {what} {KBENCH_MANIFEST} (corrupted download or altered "
-                                 f"file). {retry}")
-
-
 def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | None = None,
                   endpoint: str | None = None):
     """Download (once) and load a kbench dataset published on the Hub; returns a :class:`Dataset`.
 
     ``revision`` is a branch, tag or commit sha (default: main). Every file is checked against
-    the repo's ``kbench_manifest.json``. Cached under ``$KBENCH_CACHE/hub``; with
-    ``HF_HUB_OFFLINE=1`` (or no network) it loads from that cache.
+    the repo's ``kbench_manifest.json`` (:func:`kbench.hub_download.download_from_hub`).
     """
-    repo_id = check_repo_id(repo_id)
-    hf = _hf()
-    import huggingface_hub.errors as hf_errors
-    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
     from kbench.dataset import read_dataset_folder
-    # a file missing from the repo (RemoteEntryNotFoundError since huggingface_hub 1.0; its local twin differs)
-    remote_missing = getattr(hf_errors, "RemoteEntryNotFoundError", hf_errors.EntryNotFoundError)
-
-    endpoint = _endpoint(endpoint)
-    offline = _offline()
-    cache = hub_cache_dir()
-    rev = revision or "main"
-    where = f"hf://{repo_id}@{rev}"
-    common = dict(repo_type=REPO_TYPE, cache_dir=str(cache), endpoint=endpoint, token=token,
-                  local_files_only=offline)
-    try:
-        mpath = Path(hf.hf_hub_download(repo_id, KBENCH_MANIFEST, revision=revision, **common))
-        commit = mpath.parent.name
-        where = f"hf://{repo_id}@{commit}"
-        try:
-            kmanifest = json.loads(mpath.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            _drop_cached(mpath)
-            raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} is not valid JSON ({exc}).") from exc
-        if not isinstance(kmanifest, dict) or "kbench_hub_format" not in kmanifest \
-                or not isinstance(kmanifest.get("files"), dict):
-            raise KbenchInputError(f"{where}: {KBENCH_MANIFEST} is not a kbench manifest; this repo is not a "
-                                   "kbench dataset (publish one with `kbench publish`).")
-        if int(kmanifest["kbench_hub_format"]) > HUB_FORMAT:
-            raise KbenchInputError(f"{where}: published with a newer kbench (hub format "
-                                   f"{kmanifest['kbench_hub_format']}, this kbench reads {HUB_FORMAT}); "
-                                   "upgrade kbench.")
-        wanted = sorted(kmanifest["files"])
-        if f"{DATA_DIR}/manifest.json" not in wanted or any(".." in p or p.startswith("/") for p in wanted):
-            raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} does not list {DATA_DIR}/manifest.json "
-                                     "(or lists unsafe paths); republish the dataset with `kbench publish`.")
-        folder = Path(hf.snapshot_download(repo_id, revision=commit, allow_patterns=wanted, **common))
-    except LocalEntryNotFoundError as exc:  # first: older huggingface_hub derive it from EntryNotFoundError
-        if offline:
-            raise KbenchInputError(f"hf://{repo_id}@{rev} is not in the kbench cache ({cache}) and "
-                                   "HF_HUB_OFFLINE is set: load it once with network access first.") from exc
-        raise HubError(f"hf://{repo_id}@{rev}: cannot reach the Hub and it is not in the kbench cache "
-                       f"({cache}): {exc}\nRetry with network access.") from exc
-    except (remote_missing, RepositoryNotFoundError, RevisionNotFoundError) as exc:
-        if isinstance(exc, RevisionNotFoundError):
-            raise KbenchInputError(f"hf://{repo_id}: revision {rev!r} not found (a branch, tag or commit sha "
-                                   "of the dataset repo).") from exc
-        if isinstance(exc, RepositoryNotFoundError):
-            raise KbenchInputError(f"hf://{repo_id}: no such dataset repo on the Hub, or it is private and "
-                                   f"you are not logged in ({READ_LOGIN_HELP}).") from exc
-        raise KbenchInputError(f"hf://{repo_id}@{rev}: no {KBENCH_MANIFEST}; this repo is not a kbench "
-                               "dataset (publish one with `kbench publish`).") from exc
-    except _network_errors() as exc:
-        raise _hub_failure(exc, f"downloading hf://{repo_id}@{rev} failed",
-                           "Nothing was added to the kbench cache for the failed files; retry the load.",
-                           READ_LOGIN_HELP) from exc
-
-    for rel, meta in kmanifest["files"].items():
-        _check_file(folder, rel, meta, where)
-    return read_dataset_folder(folder / DATA_DIR, kmanifest.get("name"), verify=False)
+    folder, name = download_from_hub(repo_id, revision, token=token, endpoint=endpoint)
+    return read_dataset_folder(folder, name, verify=False)
 

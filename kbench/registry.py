@@ -104,7 +104,7 @@ def _register_tile_datasets() -> None:
     # The tile-size datasets (PACT 2022 artifact) describe themselves in their converter.
     from kbench.sources.cnnopt import dataset_spec
     for gpu in ("v100", "rtx2080ti"):
-        register(dataset_spec(gpu))
+        register(DatasetSpec(**dataset_spec(gpu)))
 
 
 _register_tile_datasets()

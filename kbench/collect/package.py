@@ -183,7 +183,7 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
             variant: str = "default", card: str | Path | None = None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card."""
-    from kbench.build import DATASET_VERSION, write_dataset
+    from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws)
     tables, report = build_tables(problems, plans, mituna, variant)
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"

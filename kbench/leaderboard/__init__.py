@@ -15,35 +15,13 @@ Both JSON files are validated by the JSON Schemas shipped in ``kbench/schemas/``
 Modules: :mod:`.schema` (schemas and validation), :mod:`.store` (layout and
 writing entries), :mod:`.submit` (``kbench submit``), :mod:`.runner`
 (``kbench run``), :mod:`.stats` (per-problem scores, paired bootstrap),
-:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.cli`.
+:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.cli`; :mod:`.policy` (ranking
+metric, seed rule, roles), :mod:`.datasets` (the datasets entries are scored on).
 """
 
 from __future__ import annotations
 
-#: the metric entries are ranked by (overall, test part, mean over seeds) and whether lower is better
-PRIMARY_METRIC = "geomean_slowdown"
-PRIMARY_LOWER_IS_BETTER = True
-PRIMARY_LABEL = "geomean slowdown"
-PRIMARY_TEXT = ("geometric-mean slowdown of the chosen kernel against the fastest measured kernel, "
-                "exp(mean(log(t_choice / t_best))) over the test problems (1 = always the fastest; lower is better)")
-#: the rules: at least this many seeds per entry
-MIN_SEEDS = 5
-#: entry roles: ranked entries, and the floors / ceiling shown as reference rows
-ROLES = ("entry", "floor", "ceiling")
-#: default roles of well-known reference baselines (a baseline class may set ``leaderboard_role`` instead)
-DEFAULT_ROLES = {"oracle": "ceiling", "random": "floor", "single-best": "floor"}
-
-RULES_MD = """\
-1. **Standard splits only**: train on the split's `train` part, score its `test` part
-   (`kbench evaluate --split SPLIT`); no problem of `test` may be used for training.
-2. **Model selection on `valid` only** (hyper-parameters, early stopping, checkpoints).
-3. **`test` is used once, for the final score.**
-4. **At least 5 seeds**, reported as the mean and the unbiased (ddof=1) standard deviation over
-   seeds; the per-seed scores stay in the record (`kbench.records.aggregate_seeds`).
-5. **The code must reproduce the result with one command** (the `command` field of `meta.json`).
-6. Submit with `kbench submit result.json --meta meta.json`: the record is re-scored from its
-   predictions file, its kbench and dataset versions and checksums are checked, and it is added
-   under `leaderboard/<dataset>/<split>/<method>/`.
-"""
+from kbench.leaderboard.policy import (  # noqa: F401
+    DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, ROLES, RULES_MD)
 
 __all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "ROLES", "DEFAULT_ROLES", "RULES_MD"]

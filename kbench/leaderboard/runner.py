@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError, suggest
-from kbench.leaderboard import DEFAULT_ROLES, MIN_SEEDS
+from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
 from kbench.leaderboard.store import (atomic_write_text, load_dataset, predictions_csv_gz, record_json)
 from kbench.records import EvaluationResult, aggregate_seeds
 
@@ -325,7 +325,7 @@ def _mean(values):
 def aggregate_method(folder: Path, name: str, cls: type, records: list[EvaluationResult], seeds: list[int],
                      dataset, split: str) -> EvaluationResult:
     """Write the all-seeds record and the metadata of one method; returns the record."""
-    from kbench import __version__
+    from kbench.version import __version__
     from kbench.leaderboard.schema import SubmissionMeta
     from kbench.records import SeedSummary, _mean_std
     agg = aggregate_seeds(records, seeds)
@@ -434,7 +434,7 @@ def publish(report: RunReport, root: Path) -> Path:
 
 def results_frame(records: list[tuple[EvaluationResult, str]]) -> pd.DataFrame:
     """A terminal leaderboard of aggregated records: (record, role) pairs."""
-    from kbench.leaderboard import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
+    from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
     rows = []
     for rec, role in records:
         o = rec.metrics["overall"]

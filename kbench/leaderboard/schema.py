@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard import MIN_SEEDS, ROLES
+from kbench.leaderboard.policy import MIN_SEEDS, ROLES
 from kbench.records import DatasetRef, EvaluationResult, TuningResult
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
@@ -192,7 +192,7 @@ def record_problems(record: EvaluationResult | TuningResult, meta: SubmissionMet
 
 def dataset_problems(record: EvaluationResult | TuningResult) -> list[str]:
     """The record's dataset must be the installed one (same version and checksum)."""
-    from kbench.leaderboard.store import load_dataset
+    from kbench.leaderboard.datasets import load_dataset
     try:
         ds = load_dataset(record.dataset.name)
     except KbenchInputError as exc:

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from kbench.errors import KbenchError, KbenchInputError
-from kbench.leaderboard import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
-                                RULES_MD)
+from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
+                                       RULES_MD)
 from kbench.leaderboard import mdlite, plots
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied

@@ -12,32 +12,11 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.leaderboard.datasets import (  # noqa: F401  (re-exported: the store's public names)
+    _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset)
 from kbench.records import EvaluationResult
 
 DEFAULT_ROOT = Path("leaderboard")
-#: datasets registered in-process (tests, custom data) by name; checked before kbench.load
-_EXTRA_DATASETS: dict = {}
-_CACHE: dict = {}
-
-
-def register_dataset(dataset) -> None:
-    """Make a :class:`kbench.Dataset` resolvable by name for the leaderboard (tests, custom data)."""
-    _EXTRA_DATASETS[dataset.name] = dataset
-
-
-def unregister_dataset(name: str) -> None:
-    _EXTRA_DATASETS.pop(name, None)
-    _CACHE.pop(name, None)
-
-
-def load_dataset(name: str):
-    """A dataset by name (registered ones first, then ``kbench.load``), cached per process."""
-    if name in _EXTRA_DATASETS:
-        return _EXTRA_DATASETS[name]
-    if name not in _CACHE:
-        import kbench
-        _CACHE[name] = kbench.load(name)
-    return _CACHE[name]
 
 
 def entry_dir(root: Path, dataset: str, split: str, method: str) -> Path:

@@ -147,5 +147,5 @@ def submit(result_path: str | Path, meta_path: str | Path, root: str | Path = DE
 
 
 def _installed_version() -> str:
-    from kbench import __version__
+    from kbench.version import __version__
     return __version__

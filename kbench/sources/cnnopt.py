@@ -593,13 +593,11 @@ CENSORING_TEXT = (
     "speed (censored = False everywhere).")
 
 
-def dataset_spec(gpu: str):
-    """A :class:`kbench.registry.DatasetSpec` for a tile dataset (the lead registers it)."""
-    from kbench.registry import DatasetSpec
-
+def dataset_spec(gpu: str) -> dict:
+    """The fields of a tile dataset's :class:`kbench.registry.DatasetSpec` (the registry registers it)."""
     gpu = resolve_gpu(gpu)
     spec = GPU_SPECS[gpu]
-    return DatasetSpec(
+    return dict(
         name=GPUS[gpu]["dataset"], device=spec.name, arch={"v100": "sm_70", "rtx2080ti": "sm_75"}[gpu],
         vendor="NVIDIA", library="hand-written CUDA kernels (PACT 2022)", task="tile-selection",
         license="none stated (cite the paper)",
@@ -612,16 +610,16 @@ def dataset_spec(gpu: str):
 
 def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
     """Manifest information of a tile dataset, with the keys of :func:`kbench.build.spec_info`."""
-    from kbench.build import DATASET_VERSION, split_sizes
+    from kbench.dataset_files import DATASET_VERSION, split_sizes
 
     spec = dataset_spec(gpu)
     cleaning = {k: v for k, v in report.items() if k != "files"}
     return {
-        "name": spec.name, "aliases": list(spec.aliases), "version": DATASET_VERSION,
-        "device": spec.device, "arch": spec.arch, "vendor": spec.vendor, "library": spec.library,
-        "task": spec.task, "license": spec.license, "source": spec.source, "citation": spec.citation,
+        "name": spec["name"], "aliases": [], "version": DATASET_VERSION,
+        "device": spec["device"], "arch": spec["arch"], "vendor": spec["vendor"], "library": spec["library"],
+        "task": spec["task"], "license": spec["license"], "source": spec["source"], "citation": spec["citation"],
         "censoring": {"rule": "complete-layers-sampled-random", "text": CENSORING_TEXT},
-        "default_split": spec.default_split, "cleaning": cleaning, "splits": split_sizes(splits),
+        "default_split": spec["default_split"], "cleaning": cleaning, "splits": split_sizes(splits),
         "references": {REFERENCE_STANDARD: "best cuDNN 8.2 legacy algorithm excluding FFT and Winograd",
                        REFERENCE_ALL: "best cuDNN 8.2 legacy algorithm of all eight"},
         "gpu_spec": GPU_SPECS[resolve_gpu(gpu)].as_dict(),
@@ -629,8 +627,8 @@ def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
 
 
 def write_tiles_dataset(gpu: str, out_dir: str | Path, raw_dir: str | Path | None = None) -> dict:
-    """Convert and write one tile dataset with :func:`kbench.build.write_dataset`; returns the manifest."""
-    from kbench.build import write_dataset
+    """Convert and write one tile dataset with :func:`kbench.dataset_files.write_dataset`; returns the manifest."""
+    from kbench.dataset_files import write_dataset
 
     tables, report = convert_tiles(gpu, raw_dir)
     return write_dataset(out_dir, tables, dataset_info(gpu, report, tables["splits"]))

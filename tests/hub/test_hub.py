@@ -99,10 +99,11 @@ def test_publish_load_round_trip_mi300x(hub, monkeypatch, hub_env):
     assert sorted(files) == sorted([".gitattributes", *res.files])
     assert {p for p in res.files} == {"README.md", "kbench_manifest.json", "data/manifest.json",
                                       "data/problems.parquet", "data/runtimes.parquet",
-                                      "data/kernels.parquet", "data/splits.parquet"}
+                                      "data/kernels.parquet", "data/splits.parquet", "data/heuristics.parquet"}
     # the parquet files and dataset manifest are the embedded ones, byte for byte
     embedded = Path(kbench.__file__).parent / "datasets" / "mi300x"
-    for name in ("problems.parquet", "runtimes.parquet", "kernels.parquet", "splits.parquet", "manifest.json"):
+    for name in ("problems.parquet", "runtimes.parquet", "kernels.parquet", "splits.parquet", "heuristics.parquet",
+                 "manifest.json"):
         assert files[f"data/{name}"] == (embedded / name).read_bytes()
     kmanifest = json.loads(files["kbench_manifest.json"])
     assert kmanifest["kbench_schema"] == 1 and kmanifest["version"] == "1.0.0"
@@ -128,7 +129,7 @@ def test_published_folder_loads_with_datasets(hub, mini, tmp_path):
     assert meta["license"] == "mit"
     assert "## Citation" in readme and "khan2019miopen" in readme
     configs = [c["config_name"] for c in meta["configs"]]
-    assert configs == ["problems", "runtimes", "kernels", "splits"]
+    assert configs == ["problems", "runtimes", "kernels", "splits", "heuristics"]
     assert [i["config_name"] for i in meta["dataset_info"]] == configs
     want = kbench.load(str(mini))
     for cfg, info in zip(meta["configs"], meta["dataset_info"]):

@@ -1,0 +1,48 @@
+"""The layers of kbench and its baselines, lowest first: a module may import its own layer or a lower one.
+
+This table is the one definition of the architecture: ``tests/test_architecture.py`` checks
+every import against it (module-level and function-level), and ``docs/architecture.md``
+explains it. A module belongs to the layer of the longest prefix below that matches its
+name. Besides the layer order, the test requires: no import cycles, no core module
+(anything under ``kbench``) importing ``baselines``, and no module importing the
+``__init__`` of a package it belongs to (import from the module that defines the name).
+
+``python tests/test_architecture.py [ROOT]`` prints the import graph's cycles and upward edges.
+"""
+
+from __future__ import annotations
+
+#: (layer, what it is, module prefixes), lowest layer first
+LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
+    ("foundation", "errors and the version: imported by everything, import nothing of kbench",
+     ("kbench.errors", "kbench.version")),
+    ("sources", "raw files and measurements -> tables: problem keys, split assignment, the find-db, "
+                "perf-db and PACT converters, the cuDNN collector and its packager, and the dataset "
+                "folder format they write",
+     ("kbench.problem", "kbench.splits", "kbench.dataset_files", "kbench.sources",
+      "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset",
+      "kbench.collect.writer", "kbench.collect.cudnn", "kbench.collect.validate_timing",
+      "kbench.collect.card", "kbench.collect.package")),
+    ("data model", "the registry, building and loading datasets (local or from the Hub), data cards",
+     ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards")),
+    ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
+     ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.evaluate", "kbench.tuning")),
+    ("baselines", "the reference methods, one module each, behind one interface",
+     ("baselines",)),
+    ("application", "what users run: the CLI, the leaderboard (runner, submit, site), publishing to "
+                    "the Hub, the collector's command line, and the package facade ``kbench``",
+     ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.collect", "kbench.cli",
+      "kbench.baseline_cli", "kbench.evaluate_cli", "kbench.hub_cli")),
+]
+
+LAYER_NAMES = [name for name, _, _ in LAYERS]
+
+
+def layer_of(module: str) -> int | None:
+    """Index in :data:`LAYERS` of ``module`` (longest matching prefix), or None when no prefix matches."""
+    best, best_len = None, -1
+    for i, (_, _, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = i, len(prefix)
+    return best

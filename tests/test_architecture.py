@@ -1,0 +1,204 @@
+"""The import graph of ``kbench/`` and ``baselines/`` reads one way (layers in ``kbench/layers.py``).
+
+Every ``import`` statement is parsed with ``ast``, at module level and inside functions,
+with relative imports resolved. The graph must have no cycle, no core module (a ``kbench``
+module below the baselines layer) may import ``baselines``, no module may import a higher layer, and no module may import the
+``__init__`` of a package it belongs to.
+
+Run as a script to print the graph's cycles and upward edges for any checkout::
+
+    python tests/test_architecture.py [ROOT]      # ROOT: a source tree (default: this one)
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from kbench.layers import LAYER_NAMES, layer_of  # noqa: E402
+
+PACKAGES = ("kbench", "baselines")
+
+
+def module_files(root: Path) -> dict[str, tuple[Path, bool]]:
+    """module name -> (file, is a package ``__init__``) for every .py file of the packages."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def _known(name: str, modules) -> str | None:
+    """The longest module of ours that ``name`` (a module or a module attribute) lies in."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_edges(root: Path) -> list[tuple[str, str, int]]:
+    """(importer, imported module, line) for every import between our modules, at any depth."""
+    modules = module_files(root)
+    edges = []
+    for module, (path, is_package) in modules.items():
+        package = module if is_package else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: ``from . import x``, ``from ..a import b``
+                    anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                # ``from a import b``: b is a submodule or a name defined in a
+                names = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                target = _known(name, modules)
+                if target is not None and target != module:
+                    edges.append((module, target, node.lineno))
+    return edges
+
+
+def cycles(edges) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in edges:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def upward_edges(edges) -> list[str]:
+    """Imports of a higher layer, as 'a (layer) -> b (layer), line n'."""
+    out = []
+    for a, b, line in sorted(set(edges)):
+        la, lb = layer_of(a), layer_of(b)
+        if la is not None and lb is not None and lb > la:
+            out.append(f"{a} ({LAYER_NAMES[la]}) -> {b} ({LAYER_NAMES[lb]}), line {line}")
+    return out
+
+
+def core_imports_of_baselines(edges) -> list[str]:
+    """Imports of ``baselines`` by the core: kbench modules below the baselines layer (the
+    application layer above it, ``kbench run`` and ``kbench baseline``, runs the baselines)."""
+    below = LAYER_NAMES.index("baselines")
+    return sorted({f"{a} -> {b}, line {n}" for a, b, n in edges
+                   if a.split(".")[0] == "kbench" and b.split(".")[0] == "baselines"
+                   and (layer_of(a) is None or layer_of(a) < below)})
+
+
+def own_package_imports(edges) -> list[str]:
+    """Imports of the ``__init__`` of a package the importer belongs to (``kbench.x`` importing ``kbench``)."""
+    return sorted({f"{a} -> {b}, line {n}" for a, b, n in edges if a.startswith(b + ".")})
+
+
+# ----------------------------------------------------------------------------- tests
+def test_parser_sees_function_level_and_relative_imports(tmp_path):
+    """A hand-made tree: every kind of import gives the edge written next to it."""
+    (tmp_path / "kbench" / "sub").mkdir(parents=True)
+    (tmp_path / "baselines").mkdir()
+    files = {
+        "kbench/__init__.py": "",
+        "kbench/errors.py": "",
+        "kbench/a.py": "from kbench.errors import X\n",                       # a -> errors
+        "kbench/sub/__init__.py": "",
+        "kbench/sub/b.py": "def f():\n    from ..a import g\n    from . import c\n",  # b -> a, b -> sub.c
+        "kbench/sub/c.py": "import kbench.sub.b\n",                         # c -> sub.b (a cycle with b)
+        "baselines/__init__.py": "",
+        "baselines/m.py": "import numpy\nfrom kbench import errors\n",    # m -> errors (numpy ignored)
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text)
+    edges = {(a, b) for a, b, _ in import_edges(tmp_path)}
+    assert edges == {("kbench.a", "kbench.errors"), ("kbench.sub.b", "kbench.a"),
+                     ("kbench.sub.b", "kbench.sub.c"), ("kbench.sub.c", "kbench.sub.b"),
+                     ("baselines.m", "kbench.errors")}
+    assert cycles(import_edges(tmp_path)) == [["kbench.sub.b", "kbench.sub.c"]]
+
+
+def test_layer_table_places_modules_by_longest_prefix():
+    assert LAYER_NAMES[layer_of("kbench.errors")] == "foundation"
+    assert LAYER_NAMES[layer_of("kbench.tuning.grammar")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.tuning")] == "metrics/evaluate"
+    assert LAYER_NAMES[layer_of("kbench.collect.package")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.collect.cli")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.hub_download")] == "data model"
+    assert LAYER_NAMES[layer_of("kbench.hub")] == "application"
+    assert LAYER_NAMES[layer_of("baselines.rules")] == "baselines"
+    assert layer_of("numpy") is None
+
+
+EDGES = import_edges(REPO)
+
+
+def test_no_import_cycles():
+    assert cycles(EDGES) == []
+
+
+def test_core_never_imports_baselines():
+    assert core_imports_of_baselines(EDGES) == []
+
+
+def test_no_import_goes_up_a_layer():
+    assert upward_edges(EDGES) == []
+
+
+def test_no_module_imports_its_own_package_init():
+    assert own_package_imports(EDGES) == []
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[0]).resolve() if argv else REPO
+    edges = import_edges(root)
+    print(f"{root}: {len(module_files(root))} modules, {len({(a, b) for a, b, _ in edges})} import edges")
+    found = cycles(edges)
+    print(f"cycles (strongly connected components): {len(found)}")
+    for component in found:
+        print(f"  {len(component)} modules: {', '.join(component)}")
+    for title, lines in (("upward edges", upward_edges(edges)),
+                         ("core modules importing baselines", core_imports_of_baselines(edges)),
+                         ("imports of the importer's own package __init__", own_package_imports(edges))):
+        print(f"{title}: {len(lines)}")
+        for line in lines:
+            print(f"  {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
