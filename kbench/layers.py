@@ -31,8 +31,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("baselines",)),
     ("application", "what users run: the CLI, the leaderboard (runner, submit, site), publishing to "
                     "the Hub, the collector's command line, and the package facade ``kbench``",
-     ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.collect", "kbench.cli",
-      "kbench.baseline_cli", "kbench.evaluate_cli", "kbench.hub_cli")),
+     ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.collect", "kbench.cli")),
 ]
 
 LAYER_NAMES = [name for name, _, _ in LAYERS]

@@ -124,8 +124,13 @@ def core_imports_of_baselines(edges) -> list[str]:
 
 
 def own_package_imports(edges) -> list[str]:
-    """Imports of the ``__init__`` of a package the importer belongs to (``kbench.x`` importing ``kbench``)."""
-    return sorted({f"{a} -> {b}, line {n}" for a, b, n in edges if a.startswith(b + ".")})
+    """Imports of the ``__init__`` of a package the importer belongs to (``kbench.x`` importing ``kbench``).
+
+    A package's ``__main__`` is exempt: ``python -m pkg`` runs it as a script after the
+    package is imported, and nothing imports it back, so it cannot close a cycle.
+    """
+    return sorted({f"{a} -> {b}, line {n}" for a, b, n in edges
+                   if a.startswith(b + ".") and a.rpartition(".")[2] != "__main__"})
 
 
 # ----------------------------------------------------------------------------- tests
@@ -157,7 +162,8 @@ def test_layer_table_places_modules_by_longest_prefix():
     assert LAYER_NAMES[layer_of("kbench.tuning.grammar")] == "sources"
     assert LAYER_NAMES[layer_of("kbench.tuning")] == "metrics/evaluate"
     assert LAYER_NAMES[layer_of("kbench.collect.package")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.collect.cli")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.cli.collect")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.collect.corpus")] == "application"
     assert LAYER_NAMES[layer_of("kbench.hub_download")] == "data model"
     assert LAYER_NAMES[layer_of("kbench.hub")] == "application"
     assert LAYER_NAMES[layer_of("baselines.rules")] == "baselines"

@@ -2,6 +2,6 @@
 
 import sys
 
-from kbench.collect.cli import main
+from kbench.cli.collect import main
 
 sys.exit(main())

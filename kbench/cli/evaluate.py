@@ -28,7 +28,7 @@ def metrics_frame(result) -> pd.DataFrame:
 
 
 def print_report(result) -> None:
-    from kbench.cli import _console, print_frame
+    from kbench.cli.console import _console, print_frame
     o = result.metrics["overall"]
     console = _console()
     ref = result.reference or "none"
@@ -79,7 +79,7 @@ def cmd_evaluate(args) -> int:
 
 
 def _evaluate_tuning(args, dataset) -> int:
-    from kbench.cli import _console
+    from kbench.cli.console import _console
     from kbench.evaluate import evaluate_tuning
     result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split,
                              part=args.part, allow_partial=args.allow_partial, method=args.method)

@@ -10,7 +10,7 @@ from kbench.errors import KbenchInputError
 
 
 def _print_results(report) -> None:
-    from kbench.cli import _console, print_frame
+    from kbench.cli.console import _console, print_frame
     from kbench.leaderboard.runner import report_records, results_frame
     df = results_frame(report_records(report))
     if df.empty:

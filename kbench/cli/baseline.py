@@ -94,7 +94,7 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps({"baselines": rows, "unavailable": unavailable}, indent=2))
         return 0
-    from kbench.cli import _console, print_frame
+    from kbench.cli.console import _console, print_frame
     print_frame(pd.DataFrame(rows), title="kbench baselines (datasets: which registered datasets each supports)")
     for mod, err in unavailable.items():
         _console().print(f"[yellow]module baselines.{mod} cannot be imported:[/yellow] {err}")
@@ -184,7 +184,7 @@ def cmd_run(args) -> int:
     if args.leaderboard:
         _publish(record, folder, Path(args.leaderboard))
 
-    from kbench.cli import _console, print_frame
+    from kbench.cli.console import _console, print_frame
     console = _console()
     o = record.metrics["overall"]
     console.print(f"[bold]{name}[/bold] on {ds.name} split {args.split} (test part, {int(o.get('n') or 0):,} problems), "

@@ -1,43 +1,13 @@
-"""The ``kbench`` command line.
-
-Every user error ends with one clear message on stderr and exit code 2;
-an internal error exits with 1; success with 0.
-"""
+"""``kbench datasets``, ``kbench info`` and ``kbench build-data``: the packaged datasets."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import traceback
 from pathlib import Path
 
-from kbench.errors import KbenchError
+from kbench.cli.console import _console, print_frame
 
 DEFAULT_RAW = Path("../shared/data")
-
-
-def _console():
-    from rich.console import Console
-    # Piped output (files, CI logs, tests) gets a wide console instead of rich's 80 columns.
-    return Console() if sys.stdout.isatty() else Console(width=200)
-
-
-def print_frame(df, title: str | None = None, float_fmt: str = "{:.4g}") -> None:
-    """Print a DataFrame as a rich table."""
-    from rich.table import Table
-    table = Table(title=title, show_lines=False)
-    for col in df.columns:
-        table.add_column(str(col), justify="right" if df[col].dtype.kind in "iuf" else "left")
-    for row in df.itertuples(index=False):
-        cells = []
-        for v in row:
-            if isinstance(v, float):
-                cells.append("" if v != v else float_fmt.format(v))
-            else:
-                cells.append("" if v is None else str(v))
-        table.add_row(*cells)
-    _console().print(table)
 
 
 # -- commands -------------------------------------------------------------------
@@ -104,13 +74,7 @@ def cmd_build_data(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="kbench", description="Datasets and benchmarks for learned GPU kernel selection.")
-    from kbench.version import __version__
-    parser.add_argument("--version", action="version", version=f"kbench {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def register_cli(sub) -> None:
     p = sub.add_parser("datasets", help="list the datasets")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (as in the README)")
@@ -127,43 +91,3 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output root (default: inside the package)")
     p.add_argument("--cards", default="data_cards", help="folder for the generated data cards")
     p.set_defaults(func=cmd_build_data)
-
-    for module in ("kbench.evaluate_cli", "kbench.collect.cli", "kbench.baseline_cli",
-                   "kbench.leaderboard.cli", "kbench.hub_cli"):
-        try:
-            mod = __import__(module, fromlist=["register_cli"])
-        except ModuleNotFoundError as exc:
-            if exc.name and module.startswith(exc.name):
-                continue  # that part of kbench is not installed in this build
-            raise
-        mod.register_cli(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
-    try:
-        return int(args.func(args) or 0)
-    except KbenchError as exc:
-        print(f"kbench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("kbench: interrupted", file=sys.stderr)
-        return 130
-    except Exception:  # an unexpected failure is ours, not the user's: show the traceback
-        traceback.print_exc()
-        print("kbench: internal error (exit 1). Please report it with the traceback above.", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-
-
-def console_main() -> None:
-    """Entry point of the ``kbench`` console script."""
-    sys.exit(main())
