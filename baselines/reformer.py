@@ -80,7 +80,7 @@ Adam, batch 512, dropout 0.1 in T, cosine learning-rate decay over
 ``max_epochs``. Γ network: lr 3e-3, 30 epochs over every training problem (a
 few seconds per epoch on one thread, so a fit takes a few minutes); these
 settings were picked on the *valid* part of mi100's random split, seed 0
-(``bench/reformer_sweep.py``, results in ``bench/results/reformer_sweep.jsonl``:
+(``experiments/reformer_sweep.py``, results in ``experiments/results/reformer_sweep.jsonl``:
 lr 1e-3 / 3e-3 / 1e-2, constant vs cosine decay, dropout 0 vs 0.1). Transformer-block: lr 1e-3, and,
 because one of its epochs over all 127k mi100 training problems takes many
 minutes on this 2-core machine (``bench/bench_reformer_latency.py`` measures

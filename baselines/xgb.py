@@ -32,7 +32,7 @@ learning rate 0.3, at most 400 rounds, early stopping after 15, ``subsample``
 and ``colsample_bytree`` 0.8, ``max_bin`` 64 (its ~0.7 M training rows
 dominate its cost). ``fit_info`` keeps the rounds kept per booster; the
 subsampling makes the seed matter. The settings were picked on valid by
-``bench/tune_xgboost.py`` (results in ``bench/results/xgboost_tuning*.json``;
+``experiments/tune_xgboost.py`` (results in ``experiments/results/xgboost_tuning*.json``;
 the multi-class defaults in ``xgboost_tuning_issue4.json``, three seeds per
 setting, where a deeper, slower setting that scores higher on valid is
 listed too: it stays opt-in because the default run must stay short). The OpenMP wait policy is set to
@@ -54,7 +54,7 @@ Optional, multi-class, default off:
   slowdown sum_j p_j C[j, k] (``slowdown_costs``: the training problems' mean
   log(t_k / t_best) per fastest kernel j) instead of by probability, a Bayes
   decision meant to avoid rare, very slow picks. On mi100 valid it lost 1.4
-  points of top-1 and did not help total time (``bench/xgboost_decision_trial.py``).
+  points of top-1 and did not help total time (``experiments/xgboost_decision_trial.py``).
 """
 
 from __future__ import annotations

@@ -189,6 +189,17 @@ def test_no_module_imports_its_own_package_init():
     assert own_package_imports(EDGES) == []
 
 
+def test_package_imports_no_scripts():
+    """Nothing in kbench/ or baselines/ imports the scripts under bench/, experiments/ or tests/."""
+    found = []
+    for module, (path, _) in module_files(REPO).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            found += [f"{module} -> {n}" for n in names if n.split(".")[0] in ("bench", "experiments", "tests")]
+    assert found == []
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]).resolve() if argv else REPO
     edges = import_edges(root)

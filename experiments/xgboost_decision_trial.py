@@ -1,7 +1,7 @@
 """``xgboost``'s two decision rules side by side, on valid only: one fit per seed, two rankings.
 
-    python bench/xgboost_decision_trial.py [--dataset mi100] [--split random] [--seeds 0]
-        [--out bench/results/xgboost_decision_trial.json]
+    python experiments/xgboost_decision_trial.py [--dataset mi100] [--split random] [--seeds 0]
+        [--out experiments/results/xgboost_decision_trial.json]
 
 ``probability`` ranks the class kernels by predicted probability of being fastest;
 ``expected_slowdown`` by the expected log slowdown sum_j p_j C[j, k] under the training
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--dataset", default="mi100")
     ap.add_argument("--split", default="random")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "xgboost_decision_trial.json"))
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "xgboost_decision_trial.json"))
     args = ap.parse_args()
     ds = kbench.load(args.dataset)
     parts = ds.split(args.split)

@@ -1,6 +1,6 @@
 """The valid-only sweep behind the Reformer's training settings: one config per call, one JSON line out.
 
-    python bench/reformer_sweep.py '{"lr": 0.003, "max_epochs": 30}' >> bench/results/reformer_sweep.jsonl
+    python experiments/reformer_sweep.py '{"lr": 0.003, "max_epochs": 30}' >> experiments/results/reformer_sweep.jsonl
 
 Trains seed 0 on mi100 (``"split"`` key, default random) and prints the best valid top-1, the
 per-epoch valid top-1 curve and the wall time; ``"tb": true`` sweeps transformer-block instead.

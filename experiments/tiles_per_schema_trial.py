@@ -1,6 +1,6 @@
 """Valid-only trial (issue 5): one forest per kernel schema (the paper's setup) vs one joint forest.
 
-    python bench/tiles_per_schema_trial.py       # writes bench/results/tiles_per_schema_trial.json
+    python experiments/tiles_per_schema_trial.py       # writes experiments/results/tiles_per_schema_trial.json
 
 The PACT 2022 artifact trains a separate random forest per kernel schema (``RS3_buildML``,
 ``S3_buildML``, ``St2_buildML``: one training file each); ``hybrid-rf`` trains one forest on every
@@ -31,7 +31,7 @@ from kbench.metrics import build_scoring_table  # noqa: E402
 
 DATASETS = ("v100-tiles", "rtx2080ti-tiles")
 SEEDS = (0, 1, 2, 3, 4)
-OUT = ROOT / "bench" / "results" / "tiles_per_schema_trial.json"
+OUT = ROOT / "experiments" / "results" / "tiles_per_schema_trial.json"
 
 
 def trial(name: str, seed: int) -> dict:

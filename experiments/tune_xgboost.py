@@ -1,8 +1,8 @@
 """The small XGBoost tuning of issue 4: each setting trained on train, scored on **valid** only.
 
-    python bench/tune_xgboost.py                     # writes bench/results/xgboost_tuning.json
-    python bench/tune_xgboost.py --split networks --grid '[{"max_depth": 6}]'
-    python bench/tune_xgboost.py --grid issue4 --seeds 0 1 2 --out bench/results/xgboost_tuning_issue4.json
+    python experiments/tune_xgboost.py                     # writes experiments/results/xgboost_tuning.json
+    python experiments/tune_xgboost.py --split networks --grid '[{"max_depth": 6}]'
+    python experiments/tune_xgboost.py --grid issue4 --seeds 0 1 2 --out experiments/results/xgboost_tuning_issue4.json
 
 Every line of the output comes from one fit (one seed) scored by kbench's
 Evaluator on the split's valid part (speed-up over the rules heuristic); with
@@ -80,7 +80,7 @@ def main() -> None:
                     help=f"JSON list of xgboost parameter dicts, or a named grid ({', '.join(GRIDS)}); "
                          "default: the built-in grid")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "xgboost_tuning.json"))
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "results" / "xgboost_tuning.json"))
     args = ap.parse_args()
     grid = GRIDS[args.grid] if args.grid in GRIDS else \
         [("xgboost", p) for p in json.loads(args.grid)] if args.grid else GRID

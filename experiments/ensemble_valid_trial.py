@@ -1,6 +1,6 @@
 """Valid-only trial: does averaging xgboost's and reformer-onehot's probabilities raise top-1 (issue 4)?
 
-    python bench/ensemble_valid_trial.py        # writes bench/results/ensemble_valid_trial.json
+    python experiments/ensemble_valid_trial.py        # writes experiments/results/ensemble_valid_trial.json
 
 Both models are fitted on mi100 random's train part (seed 0) and scored on its valid part only;
 the fused score is w * p_xgboost + (1 - w) * p_reformer over the kernels either model scores.
@@ -46,7 +46,7 @@ def main() -> None:
         o = ev(preds).metrics["overall"]
         rows.append({"w_xgboost": w, "valid_top1": o["top1"], "within5": o["within5"]})
         print(json.dumps(rows[-1]), flush=True)
-    out = ROOT / "bench" / "results" / "ensemble_valid_trial.json"
+    out = ROOT / "experiments" / "results" / "ensemble_valid_trial.json"
     out.write_text(json.dumps({"dataset": "mi100", "split": "random", "part": "valid", "seed": 0,
                                "fit_s_both": fit_s, "rows": rows}, indent=2) + "\n")
 
