@@ -14,6 +14,12 @@ re-scores the committed predictions file of every entry (any dataset, kernel sel
 tuning) and compares each metric with the record's figures for that file's seed; it writes
 nothing (``--dump`` saves every re-scored metric, to compare two kbench versions). It prints
 the number of entries checked and the largest absolute difference, and exits 1 on a mismatch.
+
+    python bench/rescore_entries.py --lean [--extra-root DIR]
+
+rewrites every entry's ranking predictions file with each ranking cut to its first 30 applicable
+candidates (what ``kbench run`` and ``kbench submit`` store), after checking that the cut file
+scores to the identical record, and updates the record's ``predictions.sha256``.
 """
 
 from __future__ import annotations
@@ -96,6 +102,45 @@ def check(roots: list[Path], dump: Path | None) -> int:
     return 1 if failed else 0
 
 
+def lean(roots: list[Path]) -> int:
+    """Rewrite every entry's ranking predictions file lean (first 30 applicable candidates per
+    ranking, as ``kbench run`` and ``kbench submit`` now store them) and its record's sha256.
+    A file whose lean version does not re-score to the identical record is left alone."""
+    from kbench.evaluate import Evaluator, read_predictions, sha256_bytes
+    from kbench.leaderboard.schema import parse_record
+    from kbench.leaderboard.store import predictions_csv_gz
+    from kbench.records import TuningResult
+    rewritten, before, after, evaluators = 0, 0, 0, {}
+    for root in roots:
+        for result in sorted(root.glob("*/*/*/result.json")):
+            record, preds = parse_record(result), result.parent / "preds.csv.gz"
+            if isinstance(record, TuningResult) or not preds.exists():
+                continue
+            frame, digest = read_predictions(preds)
+            if "ranking" not in frame.columns:
+                continue
+            key = (record.dataset.name, record.split, record.part)
+            if key not in evaluators:
+                evaluators[key] = Evaluator(record.dataset.name, split=record.split, part=record.part)
+            ev = evaluators[key]
+            slim = ev.lean_predictions(frame)
+            partial = record.counts.coverage < 1
+            full_rec = ev(frame, allow_partial=partial).model_dump(exclude={"predictions", "date"})
+            slim_rec = ev(slim, allow_partial=partial).model_dump(exclude={"predictions", "date"})
+            if full_rec != slim_rec:
+                print(f"{result}: the lean file scores differently; left as it is")
+                continue
+            gz = predictions_csv_gz(slim)
+            before, after = before + preds.stat().st_size, after + len(gz)
+            text = (result).read_text()
+            assert record.predictions.sha256 == digest and text.count(digest) == 1
+            preds.write_bytes(gz)
+            result.write_text(text.replace(digest, sha256_bytes(gz)))
+            rewritten += 1
+    print(f"{rewritten} predictions files rewritten lean: {before:,} -> {after:,} bytes")
+    return 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("datasets", nargs="*")
@@ -104,7 +149,11 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="re-score every entry's predictions file, write nothing")
     ap.add_argument("--extra-root", action="append", default=[], help="another folder of entries to check")
     ap.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
+    ap.add_argument("--lean", action="store_true",
+                    help="rewrite every entry's ranking predictions file lean, updating its record's sha256")
     args = ap.parse_args()
+    if args.lean:
+        raise SystemExit(lean([Path(args.leaderboard)] + [Path(r) for r in args.extra_root]))
     if args.check:
         raise SystemExit(check([Path(args.leaderboard)] + [Path(r) for r in args.extra_root], args.dump))
     for ds in args.datasets:

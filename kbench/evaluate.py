@@ -17,8 +17,8 @@ import pandas as pd
 
 from kbench.version import __version__
 from kbench.errors import KbenchInputError, suggest
-from kbench.metrics import (LOP_AT, TOP_K, ScoringTable, build_scoring_table, score_rankings,
-                            summarize)
+from kbench.metrics import (DEEPEST, LOP_AT, TOP_K, ScoringTable, build_scoring_table, lean_rows,
+                            score_rankings, summarize)
 from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef
 
 EXPECTED_FORMAT = """\
@@ -335,6 +335,33 @@ class Evaluator:
         _, _, predicted = self._to_long(frame, allow_partial)
         return {"rows": int(len(frame)), "problems_in_part": int(len(predicted)),
                 "covered": int(predicted.sum()), "coverage": float(predicted.mean())}
+
+    def lean_predictions(self, preds, keep: int = DEEPEST) -> pd.DataFrame:
+        """``preds`` with each ranking cut to its first ``keep`` applicable candidates.
+
+        No metric reads a ranking past its 30th applicable candidate (``DEEPEST``), so the cut
+        predictions score exactly as the full ones: the leaderboard stores these. Problems keep
+        their order; predictions without a ``ranking`` column are returned as they are.
+        """
+        frame = read_predictions(preds)[0] if isinstance(preds, (str, Path)) else preds
+        if "ranking" not in frame.columns or {"kernel", "score"} <= set(frame.columns):
+            return frame
+        frame = frame[["problem_id", "ranking"]].reset_index(drop=True)
+        rankings = frame["ranking"].astype(str).str.split(";")
+        lengths = rankings.str.len().to_numpy()
+        names = pd.Index(np.concatenate(rankings.to_numpy()) if len(frame) else np.zeros(0, dtype=object)).str.strip()
+        row = np.repeat(np.arange(len(frame)), lengths)
+        prob = self._pindex.get_indexer(frame["problem_id"].astype(str).str.strip())[row]
+        kern = self._kindex.get_indexer(names)
+        known = (prob >= 0) & (kern >= 0)
+        kept = np.flatnonzero(known)[lean_rows(self.table, prob[known], kern[known], keep)]
+        # problems of other parts or unknown names are not this part's to cut: keep those rows whole
+        whole = np.isin(row, row[~known])
+        kept = np.union1d(kept, np.flatnonzero(whole))
+        lean = pd.Series(np.asarray(names, dtype=object)[kept]).groupby(row[kept], sort=True).agg(";".join)
+        out = frame.copy()
+        out["ranking"] = lean.reindex(np.arange(len(frame))).fillna(frame["ranking"]).to_numpy()
+        return out
 
     # -- scoring ----------------------------------------------------------------
     def __call__(self, preds, *, allow_partial: bool = False, method: str | None = None,

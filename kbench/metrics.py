@@ -138,6 +138,34 @@ class Choices:
     choice_kernel: np.ndarray  # kernel index or -1
 
 
+def lean_rows(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarray, keep: int = DEEPEST) -> np.ndarray:
+    """Rows of long-form rankings that scoring can read: each problem's first ``keep`` applicable
+    candidates (``keep`` >= DEEPEST leaves every metric unchanged).
+
+    Rows of one problem must be contiguous and in preference order. Repeated kernels (only the
+    first mention counts) and inapplicable candidates are dropped; a problem with no applicable
+    candidate keeps its first row, so it stays predicted (and scored as a failure, as before).
+    Returns the kept row indices, ascending.
+    """
+    n, m = table.times.shape
+    p = np.asarray(prob_idx, dtype=np.int64)
+    k = np.asarray(kern_idx, dtype=np.int64)
+    if not len(p):
+        return np.zeros(0, dtype=np.int64)
+    cell = p * m + k
+    first_mention = np.zeros(len(p), dtype=bool)
+    first_mention[np.unique(cell, return_index=True)[1]] = True
+    applicable = first_mention & (~np.isnan(table.times.ravel()[cell])
+                                  | (table.censored[p] & table.runs_in_class.ravel()[cell]))
+    starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+    before = np.cumsum(applicable, dtype=np.int64) - applicable
+    pos = before - np.repeat(before[starts], np.diff(np.r_[starts, len(p)]))
+    kept = applicable & (pos < keep)
+    any_applicable = np.add.reduceat(applicable.astype(np.int64), starts) > 0
+    kept[starts[~any_applicable]] = True
+    return np.flatnonzero(kept)
+
+
 def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarray) -> Choices:
     """Score rankings given in long form: row i says problem prob_idx[i] ranks kernel kern_idx[i]
     next. Rows of one problem must appear in preference order (problems may interleave)."""

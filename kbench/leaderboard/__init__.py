@@ -7,7 +7,7 @@ Layout of the leaderboard folder (``leaderboard/`` in the repository)::
       site/                                       generated static site (index.html, one page per dataset)
       <dataset>/<split>/<method>/result.json      EvaluationResult (test part, aggregated over >= 5 seeds)
       <dataset>/<split>/<method>/meta.json        SubmissionMeta (who, what, how big, how fast)
-      <dataset>/<split>/<method>/preds.csv.gz     seed-0 test predictions (re-scorable)
+      <dataset>/<split>/<method>/preds.csv.gz     seed-0 test predictions, lean (re-scorable)
 
 Both JSON files are validated by the JSON Schemas shipped in ``kbench/schemas/``
 (``kbench leaderboard validate``).

@@ -232,7 +232,8 @@ def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_tim
     t0 = time.perf_counter()
     preds = model.predict(dataset, ids["test"])
     predict_s = time.perf_counter() - t0
-    gz = predictions_csv_gz(preds)
+    # stored lean (each ranking's first 30 applicable candidates): scores exactly as the full one
+    gz = predictions_csv_gz(evaluators["test"].lean_predictions(preds))
     step("score")
     record = evaluators["test"](preds, method=method, predictions_path="preds.csv.gz",
                                 predictions_sha256=sha256_bytes(gz))

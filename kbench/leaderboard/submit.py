@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kbench.errors import KbenchInputError
 from kbench.leaderboard.schema import dataset_problems, parse_meta, parse_record, record_problems
-from kbench.leaderboard.store import DEFAULT_ROOT, entry_dir, gzip_bytes, load_dataset, write_entry
+from kbench.leaderboard.store import (DEFAULT_ROOT, entry_dir, gzip_bytes, load_dataset, predictions_csv_gz,
+                                      write_entry)
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-12
@@ -140,10 +141,24 @@ def submit(result_path: str | Path, meta_path: str | Path, root: str | Path = DE
                             "of the tie test and the LoP plot")
     else:
         report.matched_seed, _ = rescore(record, preds_path)
-        raw = preds_path.read_bytes()
-        preds_gz = raw if preds_path.suffix == ".gz" else gzip_bytes(raw)
+        preds_gz = stored_predictions(record, preds_path)
     write_entry(root, record, meta, preds_gz)
     return report
+
+
+def stored_predictions(record, preds_path: Path) -> bytes:
+    """The bytes the leaderboard keeps for a predictions file: rankings cut to their first 30
+    applicable candidates (they score exactly as the full file), gzip; other formats as given."""
+    from kbench.records import TuningResult
+    raw = preds_path.read_bytes()
+    if isinstance(record, TuningResult):
+        return raw if preds_path.suffix == ".gz" else gzip_bytes(raw)
+    from kbench.evaluate import Evaluator, read_predictions
+    frame, _ = read_predictions(preds_path)
+    if "ranking" not in frame.columns:
+        return raw if preds_path.suffix == ".gz" else gzip_bytes(raw)
+    ev = Evaluator(load_dataset(record.dataset.name), split=record.split, part=record.part, reference=None)
+    return predictions_csv_gz(ev.lean_predictions(frame))
 
 
 def _installed_version() -> str:
