@@ -675,6 +675,113 @@ def _schema_section(pr: pd.DataFrame, split: pd.Series) -> list[str]:
     ]
 
 
+def _layer_rows(lay: pd.DataFrame, best: pd.DataFrame, std: pd.DataFrame) -> list[str]:
+    """Data-card table rows of the benchmark layers: best configuration against the cuDNN reference."""
+    rows = []
+    for p in lay.sort_values(["network", "layer"]).itertuples():
+        b = best.loc[p.problem_id]
+        r = std.loc[p.problem_id] if p.problem_id in std.index else None
+        speed = f"{r.time_ms / b.time_ms:.2f}x" if r is not None else "n/a"
+        rows.append(f"| {p.network} | {p.layer} | `{p.problem_id}` | {p.schemas} | {p.n_listed} | "
+                    f"{_fmt(b.time_ms)} | `{b.kernel}` | "
+                    + (f"{_fmt(r.time_ms)} ({r.algorithm.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')})"
+                       if r is not None else "n/a") + f" | {speed} |")
+    return rows
+
+
+def _data_quality_lines(report: dict, spec) -> list[str]:
+    """Data-card sections: missing data, training/test overlap, cleaning."""
+    lines: list[str] = []
+    miss = report["profiled_layers_missing_tile_data"]
+    s2 = report.get("random_stride2_problems_by_file_role", {})
+    lines += [
+        "## Missing data",
+        "",
+        f"- cuDNN was profiled on {report['profiled_layers']} layers; {len(miss)} of them have no tile timings "
+        f"in the source: {'; '.join(miss) if miss else 'none'}.",
+        "- The stride-2 training set (`train_set_c_rskernel_stride2.csv`, named by the paper's driver) is not in",
+        f"  the source. The only random-size stride-2 problems are "
+        f"{sum(s2.values())} from the held-out file ({', '.join(f'{k}: {v}' for k, v in s2.items()) or 'none'}),",
+        f"  so the {report['layers_by_stride'].get('2', 0)} stride-2 layers have almost no training data of",
+        "  their schema.",
+        "- Excluded scratch files (`*_test.csv`, byte-identical in the V100 and RTX 2080 Ti folders, so not",
+        f"  measurements of both GPUs): {len(report['scratch_files_excluded'])} files, "
+        f"{report['scratch_rows_excluded']} rows.",
+        "",
+        "## Training/test overlap",
+        "",
+        f"{len(report['overlap_problems'])} random-size problem(s) equal a benchmark layer: "
+        + (", ".join(f"`{p}`" for p in report["overlap_problems"]) or "none") + ".",
+    ]
+    if report["overlap_problems"]:
+        lines += [
+            f"Their {report['overlap_rows_dropped']} training rows were removed (the layer keeps its complete list);",
+            f"median time ratio training / layer over the {report.get('overlap_shared_configs', 0)} shared "
+            f"configurations: {_fmt(report.get('overlap_time_ratio_train_over_layer_median') or float('nan'))}.",
+        ]
+    msgs = report["rows_after_error_line_by_message"]
+    lines += [
+        "",
+        "## Cleaning",
+        "",
+        f"- Source rows read: {report['source_rows']} ({report['files_identical_copies_skipped']} byte-identical",
+        "  copies of a file in another folder read once).",
+        f"- Rows right after an error line: {', '.join(f'{v} after `{k}`' for k, v in msgs.items()) or 'none'}.",
+        f"  The RS harness prints `{RS_FAILED_LAUNCH_LINE}` and then the failed configuration's row:",
+        f"  {report['failed_launch_rows_dropped']} such rows dropped "
+        f"({report['failed_launch_rows_below_problem_median']} of them below their problem's median time).",
+        f"  After the other harnesses' errors the next row is a different, valid configuration: "
+        f"{report['rows_after_other_errors_kept']} kept.",
+        f"- Times below FLOPs / peak FP32 rate ({_fmt(spec.peak_fp32_flops / 1e12)} TFLOP/s) are launches that",
+        f"  did not run: {report['below_floor_rows_dropped']} dropped"
+        + (f" ({', '.join(f'{k}: {v}' for k, v in report['below_floor_rows_by_file'].items())})"
+           if report["below_floor_rows_by_file"] else "")
+        + f"; the fastest kept row runs at {_fmt(1 / report['min_time_over_floor_kept'], 3)} of peak.",
+        f"- Repeated measurements of one (problem, kernel): {report['repeated_pairs_merged']} pairs merged",
+        f"  (median time; largest max/min spread {_fmt(report['repeated_pairs_max_spread'], 3)}).",
+        "",
+    ]
+    return lines
+
+
+def _reference_lines(report: dict, diff: pd.DataFrame, n_any_better: int, n_layers: int) -> list[str]:
+    """Data-card section: the cuDNN reference times."""
+    return [
+        "## Reference times (cuDNN 8.2)",
+        "",
+        "Nsight Compute output of cuDNN's legacy forward algorithms on each layer, same padding-free",
+        "geometry; an algorithm's time is the sum of its kernel launches (layout transforms included).",
+        f"Reference `{REFERENCE_STANDARD}` (the standard one) takes the best of IMPLICIT_GEMM,",
+        "IMPLICIT_PRECOMP_GEMM, GEMM and DIRECT, excluding FFT, FFT_TILING, WINOGRAD and WINOGRAD_NONFUSED",
+        "as the paper did (they do less arithmetic than the direct convolution all candidates compute);",
+        f"`{REFERENCE_ALL}` takes the best of all eight. Layers (of {report['profiled_layers']}) on which each",
+        "algorithm ran: "
+        + ", ".join(f"{k.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')} {v}"
+                    for k, v in report["cudnn_layers_per_algorithm_that_ran"].items()) + ".",
+        f"On {len(diff)} layer(s) cuDNN was given a larger input than the kernels read"
+        + (f" (e.g. {diff.iloc[0]['layer']}: input {int(diff.iloc[0]['x_ref'])} vs {int(diff.iloc[0]['x_h'])})"
+           if len(diff) else "")
+        + ": same output and arithmetic, the extra rows and columns are never read; `reference_key` keeps",
+        "the geometry cuDNN ran.",
+        f"Best-any beats the standard reference on {n_any_better}"
+        f" of {n_layers} layers.",
+        "",
+    ]
+
+
+def _device_lines(spec) -> list[str]:
+    """Data-card section: the GPU's published figures."""
+    return [
+        "## Device",
+        "",
+        f"{spec.name}: {spec.sm_count} SMs, {spec.max_warps_per_sm} warps/SM, {spec.max_blocks_per_sm} blocks/SM,",
+        f"{spec.registers_per_sm} registers/SM, {spec.shared_memory_per_sm_bytes // 1024} KB shared memory/SM,",
+        f"{spec.dram_bandwidth_gbs:g} GB/s DRAM, boost clock {spec.boost_clock_mhz:g} MHz. Sources:",
+        *[f"- {s}" for s in spec.sources],
+        "",
+    ]
+
+
 def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) -> str:
     """The data card of a tile dataset, every number computed from the tables and the report."""
     gpu = resolve_gpu(gpu)
@@ -688,15 +795,7 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
     best = rt[rt["rank"] == 0].set_index("problem_id")
     std = ref[ref["reference"] == REFERENCE_STANDARD].set_index("problem_id")
     anyref = ref[ref["reference"] == REFERENCE_ALL].set_index("problem_id")
-    rows = []
-    for p in lay.sort_values(["network", "layer"]).itertuples():
-        b = best.loc[p.problem_id]
-        r = std.loc[p.problem_id] if p.problem_id in std.index else None
-        speed = f"{r.time_ms / b.time_ms:.2f}x" if r is not None else "n/a"
-        rows.append(f"| {p.network} | {p.layer} | `{p.problem_id}` | {p.schemas} | {p.n_listed} | "
-                    f"{_fmt(b.time_ms)} | `{b.kernel}` | "
-                    + (f"{_fmt(r.time_ms)} ({r.algorithm.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')})"
-                       if r is not None else "n/a") + f" | {speed} |")
+    rows = _layer_rows(lay, best, std)
     speedups = (std["time_ms"] / best["time_ms"].reindex(std.index)).dropna()
     n_any_better = int((anyref["time_ms"] < std["time_ms"].reindex(anyref.index)).sum())
     # an example layer whose padding-free input is larger than its output ("same" padding)
@@ -775,81 +874,9 @@ def render_data_card(gpu: str, tables: dict[str, pd.DataFrame], report: dict) ->
     if len(speedups):
         lines += [f"Oracle speed-up over cuDNN: geometric mean {float(np.exp(np.log(speedups).mean())):.2f}x, "
                   f"{int((speedups > 1).sum())} of {len(speedups)} layers faster than cuDNN.", ""]
-    miss = report["profiled_layers_missing_tile_data"]
-    s2 = report.get("random_stride2_problems_by_file_role", {})
-    lines += [
-        "## Missing data",
-        "",
-        f"- cuDNN was profiled on {report['profiled_layers']} layers; {len(miss)} of them have no tile timings "
-        f"in the source: {'; '.join(miss) if miss else 'none'}.",
-        "- The stride-2 training set (`train_set_c_rskernel_stride2.csv`, named by the paper's driver) is not in",
-        f"  the source. The only random-size stride-2 problems are "
-        f"{sum(s2.values())} from the held-out file ({', '.join(f'{k}: {v}' for k, v in s2.items()) or 'none'}),",
-        f"  so the {report['layers_by_stride'].get('2', 0)} stride-2 layers have almost no training data of",
-        "  their schema.",
-        "- Excluded scratch files (`*_test.csv`, byte-identical in the V100 and RTX 2080 Ti folders, so not",
-        f"  measurements of both GPUs): {len(report['scratch_files_excluded'])} files, "
-        f"{report['scratch_rows_excluded']} rows.",
-        "",
-        "## Training/test overlap",
-        "",
-        f"{len(report['overlap_problems'])} random-size problem(s) equal a benchmark layer: "
-        + (", ".join(f"`{p}`" for p in report["overlap_problems"]) or "none") + ".",
-    ]
-    if report["overlap_problems"]:
-        lines += [
-            f"Their {report['overlap_rows_dropped']} training rows were removed (the layer keeps its complete list);",
-            f"median time ratio training / layer over the {report.get('overlap_shared_configs', 0)} shared "
-            f"configurations: {_fmt(report.get('overlap_time_ratio_train_over_layer_median') or float('nan'))}.",
-        ]
-    msgs = report["rows_after_error_line_by_message"]
-    lines += [
-        "",
-        "## Cleaning",
-        "",
-        f"- Source rows read: {report['source_rows']} ({report['files_identical_copies_skipped']} byte-identical",
-        "  copies of a file in another folder read once).",
-        f"- Rows right after an error line: {', '.join(f'{v} after `{k}`' for k, v in msgs.items()) or 'none'}.",
-        f"  The RS harness prints `{RS_FAILED_LAUNCH_LINE}` and then the failed configuration's row:",
-        f"  {report['failed_launch_rows_dropped']} such rows dropped "
-        f"({report['failed_launch_rows_below_problem_median']} of them below their problem's median time).",
-        f"  After the other harnesses' errors the next row is a different, valid configuration: "
-        f"{report['rows_after_other_errors_kept']} kept.",
-        f"- Times below FLOPs / peak FP32 rate ({_fmt(spec.peak_fp32_flops / 1e12)} TFLOP/s) are launches that",
-        f"  did not run: {report['below_floor_rows_dropped']} dropped"
-        + (f" ({', '.join(f'{k}: {v}' for k, v in report['below_floor_rows_by_file'].items())})"
-           if report["below_floor_rows_by_file"] else "")
-        + f"; the fastest kept row runs at {_fmt(1 / report['min_time_over_floor_kept'], 3)} of peak.",
-        f"- Repeated measurements of one (problem, kernel): {report['repeated_pairs_merged']} pairs merged",
-        f"  (median time; largest max/min spread {_fmt(report['repeated_pairs_max_spread'], 3)}).",
-        "",
-        "## Reference times (cuDNN 8.2)",
-        "",
-        "Nsight Compute output of cuDNN's legacy forward algorithms on each layer, same padding-free",
-        "geometry; an algorithm's time is the sum of its kernel launches (layout transforms included).",
-        f"Reference `{REFERENCE_STANDARD}` (the standard one) takes the best of IMPLICIT_GEMM,",
-        "IMPLICIT_PRECOMP_GEMM, GEMM and DIRECT, excluding FFT, FFT_TILING, WINOGRAD and WINOGRAD_NONFUSED",
-        "as the paper did (they do less arithmetic than the direct convolution all candidates compute);",
-        f"`{REFERENCE_ALL}` takes the best of all eight. Layers (of {report['profiled_layers']}) on which each",
-        "algorithm ran: "
-        + ", ".join(f"{k.replace('CUDNN_CONVOLUTION_FWD_ALGO_', '')} {v}"
-                    for k, v in report["cudnn_layers_per_algorithm_that_ran"].items()) + ".",
-        f"On {len(diff)} layer(s) cuDNN was given a larger input than the kernels read"
-        + (f" (e.g. {diff.iloc[0]['layer']}: input {int(diff.iloc[0]['x_ref'])} vs {int(diff.iloc[0]['x_h'])})"
-           if len(diff) else "")
-        + ": same output and arithmetic, the extra rows and columns are never read; `reference_key` keeps",
-        "the geometry cuDNN ran.",
-        f"Best-any beats the standard reference on {n_any_better}"
-        f" of {len(anyref)} layers.",
-        "",
-        "## Device",
-        "",
-        f"{spec.name}: {spec.sm_count} SMs, {spec.max_warps_per_sm} warps/SM, {spec.max_blocks_per_sm} blocks/SM,",
-        f"{spec.registers_per_sm} registers/SM, {spec.shared_memory_per_sm_bytes // 1024} KB shared memory/SM,",
-        f"{spec.dram_bandwidth_gbs:g} GB/s DRAM, boost clock {spec.boost_clock_mhz:g} MHz. Sources:",
-        *[f"- {s}" for s in spec.sources],
-        "",
-    ]
+    lines += _data_quality_lines(report, spec)
+    lines += _reference_lines(report, diff, n_any_better, len(anyref))
+    lines += _device_lines(spec)
     return "\n".join(lines)
 
 
