@@ -68,6 +68,16 @@ MAX_LISTED = 5  # how many offending ids/names an error message shows
 REFERENCE_PRIORITY = ("cudnn_mode_a",)
 
 
+#: longest value an error message quotes in full (a 100 MB id is shown by its start and length)
+MAX_SHOWN_CHARS = 80
+
+
+def shown(values) -> list[str]:
+    """Values for an error message, each cut to MAX_SHOWN_CHARS (with its full length said)."""
+    return [v if len(v) <= MAX_SHOWN_CHARS else f"{v[:MAX_SHOWN_CHARS]}… ({len(v):,} characters)"
+            for v in map(str, values)]
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -430,7 +440,7 @@ class Evaluator:
         if not long_form:
             dup = df["problem_id"].duplicated(keep=False)
             if dup.any():
-                ex = df.loc[dup, "problem_id"].unique()[:MAX_LISTED].tolist()
+                ex = shown(df.loc[dup, "problem_id"].unique()[:MAX_LISTED])
                 issues.append(f"{int(df['problem_id'].duplicated().sum())} duplicated problem_id(s), e.g. {ex}; "
                               "give one row per problem.")
         pidx = self._pindex.get_indexer(df["problem_id"])
@@ -439,7 +449,7 @@ class Evaluator:
             all_ids = pd.Index(self.dataset.problems["problem_id"])
             in_dataset = all_ids.get_indexer(df["problem_id"][unknown_mask]) >= 0
             other_part = int(in_dataset.sum())
-            ex = df["problem_id"][unknown_mask].unique()[:3].tolist()
+            ex = shown(df["problem_id"][unknown_mask].unique()[:3])
             where = f" ({other_part} belong to other parts of split {self.split!r})" if other_part else ""
             if not allow_partial or other_part < unknown_mask.sum():
                 issues.append(f"{int(unknown_mask.sum())} problem id(s) not in {self.dataset.name} "
@@ -460,7 +470,8 @@ class Evaluator:
                          else np.asarray(names.combine_chunks().filter(pa.array(bad_k)).to_pylist(), dtype=object))
             bad_names = pd.unique(names_arr)
             empties = int((names_arr == "").sum())
-            hints = "; ".join(f"{b!r}{suggest(b, self.table.kernels, n=1)}" for b in bad_names[:MAX_LISTED] if b)
+            hints = "; ".join(f"{shown([b])[0]!r}{suggest(b[:200], self.table.kernels, n=1)}"
+                              for b in bad_names[:MAX_LISTED] if b)
             msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {self.dataset.name} vocabulary"
             msg += f": {hints}" if hints else ""
             if empties:
