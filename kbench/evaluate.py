@@ -145,8 +145,11 @@ def read_input_bytes(path: Path, limit: int, what: str = "predictions file") -> 
     if stat.S_ISREG(st.st_mode) and st.st_size > limit:
         raise _too_big(path, f"the file ({st.st_size:,} bytes)", limit)
     try:
-        with open(path, "rb") as fh:  # a FIFO or a pipe has no size: read at most limit + 1 bytes
-            raw = fh.read(limit + 1)
+        with open(path, "rb") as fh:
+            if stat.S_ISREG(st.st_mode):
+                raw = fh.read()  # its size was checked above (a file still growing is caught below)
+            else:  # a FIFO or a pipe has no size: read in blocks, at most limit + 1 bytes
+                raw = _read_blocks(fh, limit)
     except PermissionError:
         raise KbenchInputError(f"{path}: permission denied; make the {what} readable "
                                f"(chmod u+r {path}).") from None
@@ -155,6 +158,18 @@ def read_input_bytes(path: Path, limit: int, what: str = "predictions file") -> 
     if len(raw) > limit:
         raise _too_big(path, "the stream", limit)
     return raw
+
+
+def _read_blocks(stream, limit: int, block: int = 1 << 20) -> bytes:
+    """At most ``limit + 1`` bytes of a stream, read in blocks (no buffer of the limit's size up front)."""
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = stream.read(min(block, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
@@ -166,7 +181,7 @@ def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:  # reads every member of a multi-member file
-                data = gz.read(limit + 1)
+                data = _read_blocks(gz, limit)
         except (OSError, EOFError, zlib.error) as exc:
             raise KbenchInputError(f"{path}: a damaged gzip file ({exc}); compress it again, "
                                    "or give the CSV uncompressed.") from None
@@ -182,7 +197,7 @@ def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
     for bom, codec in UNICODE_BOMS:
         if raw.startswith(bom):
             try:
-                return raw.decode(codec).encode("utf-8").lstrip(b"\xef\xbb\xbf")
+                return raw.decode(codec).removeprefix("\ufeff").encode("utf-8")
             except UnicodeDecodeError as exc:
                 raise KbenchInputError(f"{path}: starts with a {codec.upper()} byte-order mark but is not "
                                        f"valid {codec.upper()} ({exc}). Save the file as UTF-8 CSV.") from None

@@ -124,7 +124,12 @@ def cached_file(name: str) -> Path:
     return hits[0].resolve()  # the blob behind the snapshot link
 
 
-@pytest.mark.parametrize("damage", [case(k, f"cache-{k}", "data", "error") for k in DAMAGE])
+CACHE_LIMIT = ("a file missing from the Hub cache, offline, is reported as the revision not being cached "
+               "(\"load it once with network access\"), without naming the missing file")
+
+
+@pytest.mark.parametrize("damage", [case(k, f"cache-{k}", "data", "error",
+                                         limit=CACHE_LIMIT if k == "missing-file" else None) for k in DAMAGE])
 def test_damaged_hub_cache_is_detected_then_repaired(hub, damage, monkeypatch):
     want = load_from_hub("org/small", endpoint=hub.endpoint)
     alter, _ = DAMAGE[damage]

@@ -90,7 +90,7 @@ def test_an_unreadable_file(capsys, work, monkeypatch):
     refused(capsys, ["evaluate", str(path), *DATASET], [str(path), "permission denied", "chmod u+r"], [work])
 
 
-@adversarial("predictions", "error")
+@adversarial("predictions", "error", fixed=True)
 def test_a_broken_symlink(capsys, work):
     link = work / "link.csv"
     link.symlink_to(work / "gone.csv")
@@ -150,7 +150,7 @@ BYTES_REFUSED = [
          "predictions", "error", fixed=True),
     case((b"PK\x03\x04" + b"\x00" * 64, ["zip archive", "gzip"]), "zip-as-csv", "predictions", "error", fixed=True),
     case((gzip.compress(b"problem_id,ranking\n" * 100)[:-12], ["damaged gzip"]), "truncated-gzip",
-         "predictions", "error"),
+         "predictions", "error", fixed=True),
     case((b"problem_id,ranking,ranking\np,a,a\n", ["['ranking']", "more than once"]), "duplicate-column",
          "predictions", "error", fixed=True),
     case((b"problem_id,,ranking\np,x,a\n", ["empty column name"]), "empty-column-name", "predictions", "error",
@@ -175,7 +175,7 @@ def test_a_header_only_file_even_with_allow_partial(capsys, work):
     refused(capsys, ["evaluate", str(path), *DATASET, "--allow-partial"], [str(path), "header but no rows"], [work])
 
 
-@adversarial("predictions", "error")
+@adversarial("predictions", "error", fixed=True)
 def test_validate_names_every_problem_of_a_bad_file(capsys, work, good):
     path = work / "bad.csv"
     bad = good.copy()
@@ -217,7 +217,7 @@ def test_a_quoted_header_and_crlf_are_read(capsys, work, tmp_path, good, good_me
     assert scored(capsys, path, tmp_path) == good_metrics
 
 
-@adversarial("predictions", "error")
+@adversarial("predictions", "error", fixed=True)
 def test_quoted_separators_and_newlines_stay_inside_their_field(capsys, work, good):
     path = work / "quoted.csv"
     first, rest = good.loc[0, "ranking"].split(";", 1)
@@ -240,7 +240,7 @@ def test_a_single_100_mb_line(capsys, work):
     assert len(err) < 5_000  # the id is cut in the message
 
 
-@adversarial("predictions", "error")
+@adversarial("predictions", "error", fixed=True)
 def test_a_million_duplicate_rows(capsys, work, good):
     path = work / "dups.csv"
     row = f"{good.loc[0, 'problem_id']},{good.loc[0, 'ranking'].split(';')[0]}\n".encode()
@@ -283,8 +283,8 @@ def test_ids_and_names_with_surrounding_whitespace_are_trimmed(capsys, work, tmp
     assert scored(capsys, path, tmp_path) == good_metrics
 
 
-@pytest.mark.parametrize("mark", [case("\u200b", "zero-width-space", "predictions", "error"),
-                                  case("é", "non-ascii", "predictions", "error")])
+@pytest.mark.parametrize("mark", [case("\u200b", "zero-width-space", "predictions", "error", fixed=True),
+                                  case("é", "non-ascii", "predictions", "error", fixed=True)])
 def test_ids_with_invisible_or_non_ascii_characters_are_named(capsys, work, good, mark):
     path = work / "ids.csv"
     bad = good.copy()
@@ -294,7 +294,7 @@ def test_ids_with_invisible_or_non_ascii_characters_are_named(capsys, work, good
     refused(capsys, ["evaluate", str(path), *DATASET], [str(path), shown, "1 problem id(s) not in mi300x"], [work])
 
 
-@adversarial("predictions", "error")
+@adversarial("predictions", "error", fixed=True)
 def test_a_ranking_with_an_empty_entry(capsys, work, good):
     path = work / "empty-entry.csv"
     bad = good.copy()
@@ -317,7 +317,7 @@ def long_form(good: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-@pytest.mark.parametrize("value", [case("nan", "nan-score", "predictions", "error"),
+@pytest.mark.parametrize("value", [case("nan", "nan-score", "predictions", "error", fixed=True),
                                    case("inf", "inf-score", "predictions", "error", fixed=True),
                                    case("-inf", "minus-inf-score", "predictions", "error", fixed=True)])
 def test_a_non_finite_score(capsys, work, good, value):
