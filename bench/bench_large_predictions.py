@@ -76,7 +76,7 @@ def main() -> int:
     args = parser.parse_args()
     path = Path("/tmp") / f"kbench-large-preds-{args.mb}mb.csv"
     info = make_file(path, args.mb)
-    cmd = [sys.executable, "-m", "kbench.cli", "evaluate", str(path), "--dataset", "mi100", "--split", "random",
+    cmd = [sys.executable, "-c", "import sys; from kbench.cli import main; sys.exit(main(sys.argv[1:]))", "evaluate", str(path), "--dataset", "mi100", "--split", "random",
            "--part", "train", "--allow-partial", "--no-reference", "--quiet", "--json", "/tmp/kbench-large.json"]
     load_before = os.getloadavg()
     t0 = time.perf_counter()

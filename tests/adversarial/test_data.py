@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from advkit import adversarial, case, refused, snapshot
+from advkit import adversarial, case, refused
 
 import kbench
 from kbench import dataset as dataset_module

@@ -14,7 +14,6 @@ import sys
 import threading
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from advkit import adversarial, case, refused, snapshot
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 from kbench import evaluate as evaluate_module
 from kbench.cli import main
 from kbench.errors import KbenchError
-from kbench.evaluate import Evaluator, read_predictions
+from kbench.evaluate import Evaluator
 
 DATASET = ["-d", "mi300x", "--no-reference", "-q"]
 REPO = Path(__file__).resolve().parents[2]
@@ -117,7 +116,9 @@ def test_a_process_substitution_of_zcat_works_like_the_file(work, tmp_path, good
     out = tmp_path / "r.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     for source in ("zcat", "cat"):  # decompressed by zcat, or gzip bytes through the pipe (fixed)
-        cmd = (f"{sys.executable} -m kbench.cli evaluate <({source} {work / 'good.csv.gz'}) -d mi300x "
+        # `kbench` itself, run as the console script does (whichever module holds the CLI)
+        kbench = f"{sys.executable} -c 'import sys; from kbench.cli import main; sys.exit(main(sys.argv[1:]))'"
+        cmd = (f"{kbench} evaluate <({source} {work / 'good.csv.gz'}) -d mi300x "
                f"--no-reference -q --json {out}")
         proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]

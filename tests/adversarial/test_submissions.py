@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from advkit import adversarial, case, refused, snapshot
+from advkit import adversarial, case, refused
 from lbtoy import make_toy, run_fakes, store
 
 from kbench.cli import main
