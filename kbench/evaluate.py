@@ -36,8 +36,9 @@ or the long form, one row per (problem, kernel):
   problem_id,kernel,score   higher score = preferred; the ranking is the score order
 
 Every problem of the scored part must be present (or pass --allow-partial to score
-what is there). A kernel listed twice for one problem counts at its first position
-(long form: its highest score). Long-form scores must be finite numbers; negative is fine. Kernel names must be in the dataset's vocabulary (ds.kernels).
+what is there). Kernel names must be in the dataset's vocabulary (ds.kernels). A kernel
+listed twice for one problem counts at its first position (long form: its highest score).
+Long-form scores must be finite numbers; negative ones are fine.
 UTF-8 with or without BOM (UTF-16/32 with a BOM is converted), LF or CRLF line endings.
 gzip-compressed files are read too (recognised by content, so `<(zcat f.gz)` and f.gz both
 work); at most 2 GiB after decompression (KBENCH_MAX_PREDICTIONS_BYTES overrides).
@@ -83,7 +84,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 #: the largest predictions file kbench reads, in bytes after decompression (2 GiB). The largest
-#: legitimate file is the long form over every kernel of h100's train part, about 1.3 GB
+#: legitimate file is the long form over every kernel of h100's train part, about 1.25 GB
 #: (estimated by ``bench/bench_large_predictions.py``); anything bigger is refused before it is
 #: parsed, so a gzip bomb costs at most this much memory. Override with KBENCH_MAX_PREDICTIONS_BYTES.
 MAX_PREDICTIONS_BYTES = 2 * 1024 ** 3
@@ -137,7 +138,7 @@ def read_input_bytes(path: Path, limit: int, what: str = "predictions file") -> 
         raise KbenchInputError(f"{path}: {what} not found.") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise KbenchInputError(f"{path}: a symbolic link loop (the link points back to itself); "
+            raise KbenchInputError(f"{path}: a symbolic link loop (following the links leads back to the start); "
                                    f"give the {what} itself.") from None
         raise KbenchInputError(f"{path}: cannot read the {what} ({exc.strerror}).") from None
     if stat.S_ISDIR(st.st_mode):
