@@ -202,6 +202,12 @@ def load(name: str = "mi100", *, revision: str | None = None, verify: bool = Tru
     if canonical is None:
         if Path(name).is_dir() and (Path(name) / "manifest.json").exists():
             return read_dataset_folder(Path(name), verify=verify)
+        if Path(name).is_dir() and any(Path(name).glob("*.parquet")):
+            # a dataset folder that lost its manifest: say so, not "unknown dataset"
+            raise DataIntegrityError(
+                f"{name}: dataset folder without manifest.json (it lists every file with its sha256, so "
+                "nothing can be checked or loaded without it). Copy the whole folder again, or rebuild "
+                "it with `kbench build-data`.")
         known = sorted(DATASETS)
         aliases = [a for s in DATASETS.values() for a in s.aliases]
         raise KbenchInputError(

@@ -36,8 +36,12 @@ or the long form, one row per (problem, kernel):
   problem_id,kernel,score   higher score = preferred; the ranking is the score order
 
 Every problem of the scored part must be present (or pass --allow-partial to score
-what is there). Kernel names must be in the dataset's vocabulary (ds.kernels).
-UTF-8 with or without BOM, LF or CRLF line endings. gzip-compressed files (.csv.gz) are read too.
+what is there). Kernel names must be in the dataset's vocabulary (ds.kernels). A kernel
+listed twice for one problem counts at its first position (long form: its highest score).
+Long-form scores must be finite numbers; negative ones are fine.
+UTF-8 with or without BOM (UTF-16/32 with a BOM is converted), LF or CRLF line endings.
+gzip-compressed files are read too (recognised by content, so `<(zcat f.gz)` and f.gz both
+work); at most 2 GiB after decompression (KBENCH_MAX_PREDICTIONS_BYTES overrides).
 
 Scoring rules
   1. The choice for a problem is the first kernel of the ranking that the library could
@@ -65,32 +69,154 @@ MAX_LISTED = 5  # how many offending ids/names an error message shows
 REFERENCE_PRIORITY = ("cudnn_mode_a",)
 
 
+#: longest value an error message quotes in full (a 100 MB id is shown by its start and length)
+MAX_SHOWN_CHARS = 80
+
+
+def shown(values) -> list[str]:
+    """Values for an error message, each cut to MAX_SHOWN_CHARS (with its full length said)."""
+    return [v if len(v) <= MAX_SHOWN_CHARS else f"{v[:MAX_SHOWN_CHARS]}… ({len(v):,} characters)"
+            for v in map(str, values)]
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
-    """Read a predictions CSV (never modifying it); returns (frame, sha256 of the file)."""
+#: the largest predictions file kbench reads, in bytes after decompression (2 GiB). The largest
+#: legitimate file is the long form over every kernel of h100's train part, about 1.25 GB
+#: (estimated by ``bench/bench_large_predictions.py``); anything bigger is refused before it is
+#: parsed, so a gzip bomb costs at most this much memory. Override with KBENCH_MAX_PREDICTIONS_BYTES.
+MAX_PREDICTIONS_BYTES = 2 * 1024 ** 3
+
+#: leading bytes of formats that are not (gzip) CSV, and how to name them in a message
+FOREIGN_MAGIC = {b"PAR1": "a Parquet file", b"PK\x03\x04": "a zip archive", b"BZh": "bzip2-compressed",
+                 b"\xfd7zXZ\x00": "xz-compressed", b"\x28\xb5\x2f\xfd": "zstd-compressed"}
+#: byte-order marks of UTF-16/32 text (longest first): such a file is transcoded to UTF-8
+UNICODE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
+                (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+FORMAT_HINT = " Run `kbench evaluate --explain` for the expected format."
+
+
+def max_predictions_bytes() -> int:
+    """The size limit in force (KBENCH_MAX_PREDICTIONS_BYTES, else MAX_PREDICTIONS_BYTES)."""
+    import os
+    value = os.environ.get("KBENCH_MAX_PREDICTIONS_BYTES")
+    if value is None:
+        return MAX_PREDICTIONS_BYTES
+    try:
+        limit = int(value)
+    except ValueError:
+        raise KbenchInputError(f"KBENCH_MAX_PREDICTIONS_BYTES={value!r} is not a whole number of bytes.") from None
+    if limit <= 0:
+        raise KbenchInputError(f"KBENCH_MAX_PREDICTIONS_BYTES={value!r} must be positive.")
+    return limit
+
+
+def _too_big(path: Path, what: str, limit: int) -> KbenchInputError:
+    return KbenchInputError(
+        f"{path}: {what} is larger than the {limit:,}-byte limit on predictions files (no real predictions "
+        "file is this big: check that it is the right file). If it is, raise the limit with "
+        "KBENCH_MAX_PREDICTIONS_BYTES=<bytes>.")
+
+
+def read_input_bytes(path: Path, limit: int, what: str = "predictions file") -> bytes:
+    """The bytes of a regular file, FIFO or pipe (``<(zcat f.gz)``), at most ``limit`` of them.
+
+    Every way the path can fail to be a readable file becomes one KbenchInputError naming it.
+    """
+    import errno
+    import os
+    import stat
     path = Path(path)
-    if not path.exists():
-        raise KbenchInputError(f"{path}: predictions file not found.")
-    raw = path.read_bytes()
-    digest = sha256_bytes(raw)
-    if path.suffix == ".gz":
-        import gzip
+    try:
+        st = os.stat(path)  # follows symlinks
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise KbenchInputError(f"{path}: a broken symbolic link (it points to {os.readlink(path)!r}, "
+                                   f"which does not exist); give the {what} itself.") from None
+        raise KbenchInputError(f"{path}: {what} not found.") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise KbenchInputError(f"{path}: a symbolic link loop (following the links leads back to the start); "
+                                   f"give the {what} itself.") from None
+        raise KbenchInputError(f"{path}: cannot read the {what} ({exc.strerror}).") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise KbenchInputError(f"{path}: is a directory; give the {what} inside it (e.g. {path}/preds.csv).")
+    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        raise _too_big(path, f"the file ({st.st_size:,} bytes)", limit)
+    try:
+        with open(path, "rb") as fh:
+            if stat.S_ISREG(st.st_mode):
+                raw = fh.read()  # its size was checked above (a file still growing is caught below)
+            else:  # a FIFO or a pipe has no size: read in blocks, at most limit + 1 bytes
+                raw = _read_blocks(fh, limit)
+    except PermissionError:
+        raise KbenchInputError(f"{path}: permission denied; make the {what} readable "
+                               f"(chmod u+r {path}).") from None
+    except OSError as exc:
+        raise KbenchInputError(f"{path}: cannot read the {what} ({exc.strerror or exc}).") from None
+    if len(raw) > limit:
+        raise _too_big(path, "the stream", limit)
+    return raw
+
+
+def _read_blocks(stream, limit: int, block: int = 1 << 20) -> bytes:
+    """At most ``limit + 1`` bytes of a stream, read in blocks (no buffer of the limit's size up front)."""
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = stream.read(min(block, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
+    """UTF-8 CSV bytes from a file's content: gunzipped (by its magic bytes, so a pipe works
+    too), UTF-16/32 transcoded, BOM dropped; other formats are refused by name."""
+    import gzip
+    import io
+    import zlib
+    if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise KbenchInputError(f"{path}: not a valid gzip file ({exc}).") from exc
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:  # reads every member of a multi-member file
+                data = _read_blocks(gz, limit)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise KbenchInputError(f"{path}: a damaged gzip file ({exc}); compress it again, "
+                                   "or give the CSV uncompressed.") from None
+        if len(data) > limit:
+            raise _too_big(path, "the decompressed content", limit)
+        raw = data
+    for magic, name in FOREIGN_MAGIC.items():
+        if raw.startswith(magic):
+            fix = ("pandas.read_parquet(path).to_csv('preds.csv', index=False)" if magic == b"PAR1"
+                   else "decompress it, or compress it with gzip (.csv.gz)")
+            raise KbenchInputError(f"{path}: is {name}, not a CSV file; kbench reads CSV, plain or gzip-"
+                                   f"compressed. Convert it: {fix}.")
+    for bom, codec in UNICODE_BOMS:
+        if raw.startswith(bom):
+            try:
+                return raw.decode(codec).removeprefix("\ufeff").encode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise KbenchInputError(f"{path}: starts with a {codec.upper()} byte-order mark but is not "
+                                       f"valid {codec.upper()} ({exc}). Save the file as UTF-8 CSV.") from None
     if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]  # a BOM is accepted silently
+        raw = raw[3:]  # a UTF-8 BOM is accepted silently
+    return raw
+
+
+def _parse_header(path: Path, raw: bytes) -> list[str]:
+    import csv
     header_bytes = raw.split(b"\n", 1)[0].rstrip(b"\r")  # CRLF accepted silently (the CSV reader handles it)
     try:
         header = header_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise KbenchInputError(f"{path}: not UTF-8 text ({exc}). Save the file as UTF-8 CSV.") from exc
     if not raw.strip():
-        raise KbenchInputError(f"{path}: the file is empty; expected a header row with problem_id.")
+        raise KbenchInputError(f"{path}: the file is empty; expected a header row with problem_id."
+                               + FORMAT_HINT)
     if "problem_id" in header and "," not in header:
         delim = next((d for d in ("\t", ";", "|", " ") if d in header), None)
         if delim is not None:
@@ -99,19 +225,50 @@ def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
                 f"{path}: the header is separated by {name}s ({header[:80]!r}); kbench expects commas. "
                 "Write it with a comma delimiter (pandas: df.to_csv(path, index=False)); ';' is only "
                 "used inside the ranking column.")
+    names = [c.strip() for c in next(csv.reader([header]), [])]  # a quoted header ("problem_id") is fine
+    if any(not n for n in names):
+        raise KbenchInputError(f"{path}: the header {header[:120]!r} has an empty column name; "
+                               "name every column (problem_id, ranking | kernel [, score])." + FORMAT_HINT)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise KbenchInputError(f"{path}: column(s) {dup} appear more than once in the header; "
+                               "keep one of each.")
+    return names
+
+
+def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
+    """Read a predictions CSV (never modifying it); returns (frame, sha256 of the file's bytes).
+
+    Accepts a regular file, a symlink to one, a FIFO or a pipe; plain or gzip-compressed (detected
+    from the content, not the name); UTF-8 with or without BOM, or UTF-16/32 with a BOM. At most
+    :func:`max_predictions_bytes` bytes, before and after decompression.
+    """
+    path = Path(path)
+    limit = max_predictions_bytes()
+    raw = read_input_bytes(path, limit)
+    digest = sha256_bytes(raw)
+    raw = decode_csv_bytes(path, raw, limit)
+    names = _parse_header(path, raw)
     import pyarrow as pa
     import pyarrow.csv as pacsv
-    # pyarrow's reader: multi-threaded C++, every column kept as text (ids are never numbers)
-    names = [c.strip() for c in header.split(",")]
+
+    def parse(block_size: int | None):
+        # pyarrow's reader: multi-threaded C++, every column kept as text (ids are never numbers)
+        read = pacsv.ReadOptions(column_names=names, skip_rows=1,
+                                 **({"block_size": block_size} if block_size else {}))
+        return pacsv.read_csv(pa.py_buffer(raw), read_options=read,
+                              parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                              convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in names},
+                                                                   strings_can_be_null=False))
     try:
-        table = pacsv.read_csv(
-            pa.py_buffer(raw),
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
-            convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in names},
-                                                 strings_can_be_null=False),
-        )
+        try:
+            table = parse(None)
+        except pa.ArrowInvalid as exc:
+            if "straddl" not in str(exc) and "block size" not in str(exc):
+                raise
+            table = parse(len(raw) + 1)  # a line longer than a block: one block holds the whole file
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise KbenchInputError(f"{path}: not a valid CSV file ({exc}).") from exc
+        raise KbenchInputError(f"{path}: not a valid CSV file ({exc})." + FORMAT_HINT) from exc
     df = table.to_pandas()
     return df, digest
 
@@ -256,6 +413,15 @@ class Evaluator:
             raise KbenchInputError(
                 f"{source}: needs a 'ranking' column (kernels separated by ';'), a 'kernel' column, or "
                 f"'kernel' + 'score' (long form); found {sorted(map(str, cols))}.")
+        if "ranking" in cols and "kernel" in cols:
+            # which one to score would be a guess: the two may disagree
+            raise KbenchInputError(
+                f"{source}: has both a 'ranking' and a 'kernel' column; keep one ('ranking' for the "
+                "full preference order, 'kernel' for the top-1 only, or 'kernel' + 'score' without "
+                "'ranking' for the long form)." + FORMAT_HINT)
+        if not len(preds):
+            raise KbenchInputError(f"{source}: has a header but no rows; give one row per problem."
+                                   + FORMAT_HINT)
         df = preds.copy()
         df["problem_id"] = df["problem_id"].astype(str).str.strip()
         value_col = "kernel" if (long_form or "ranking" not in cols) else "ranking"
@@ -269,18 +435,25 @@ class Evaluator:
         empty = df["problem_id"].isin(["", "nan", "None", "<NA>"]) | (value_len == 0)
         if long_form:
             score = pd.to_numeric(df["score"], errors="coerce")
-            empty |= score.isna()
+            infinite = np.isinf(score.to_numpy(dtype=np.float64))
+            if infinite.any():  # +-inf ties with itself: the order among such kernels would be arbitrary
+                rows = (np.flatnonzero(infinite) + 2)[:MAX_LISTED].tolist()
+                issues.append(f"{int(infinite.sum())} score(s) are infinite (file rows {rows}); "
+                              "give finite numbers (negative scores are fine: higher = preferred).")
+            empty |= score.isna() & ~infinite
         if empty.any():
             rows = (np.flatnonzero(empty.to_numpy()) + 2)[:MAX_LISTED].tolist()  # +2: header, 1-based
             issues.append(f"{int(empty.sum())} row(s) with an empty or NaN cell (file rows {rows}).")
-            df, values = df[~empty.to_numpy()], values[~empty.to_numpy()]
-            value_arr = value_arr.filter(pa.array(~empty.to_numpy()))
+        drop = empty.to_numpy() | (infinite if long_form else False)
+        if drop.any():
+            df, values = df[~drop], values[~drop]
+            value_arr = value_arr.filter(pa.array(~drop))
             if long_form:
-                score = score[~empty.to_numpy()]
+                score = score[~drop]
         if not long_form:
             dup = df["problem_id"].duplicated(keep=False)
             if dup.any():
-                ex = df.loc[dup, "problem_id"].unique()[:MAX_LISTED].tolist()
+                ex = shown(df.loc[dup, "problem_id"].unique()[:MAX_LISTED])
                 issues.append(f"{int(df['problem_id'].duplicated().sum())} duplicated problem_id(s), e.g. {ex}; "
                               "give one row per problem.")
         pidx = self._pindex.get_indexer(df["problem_id"])
@@ -289,7 +462,7 @@ class Evaluator:
             all_ids = pd.Index(self.dataset.problems["problem_id"])
             in_dataset = all_ids.get_indexer(df["problem_id"][unknown_mask]) >= 0
             other_part = int(in_dataset.sum())
-            ex = df["problem_id"][unknown_mask].unique()[:3].tolist()
+            ex = shown(df["problem_id"][unknown_mask].unique()[:3])
             where = f" ({other_part} belong to other parts of split {self.split!r})" if other_part else ""
             if not allow_partial or other_part < unknown_mask.sum():
                 issues.append(f"{int(unknown_mask.sum())} problem id(s) not in {self.dataset.name} "
@@ -310,7 +483,8 @@ class Evaluator:
                          else np.asarray(names.combine_chunks().filter(pa.array(bad_k)).to_pylist(), dtype=object))
             bad_names = pd.unique(names_arr)
             empties = int((names_arr == "").sum())
-            hints = "; ".join(f"{b!r}{suggest(b, self.table.kernels, n=1)}" for b in bad_names[:MAX_LISTED] if b)
+            hints = "; ".join(f"{shown([b])[0]!r}{suggest(b[:200], self.table.kernels, n=1)}"
+                              for b in bad_names[:MAX_LISTED] if b)
             msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {self.dataset.name} vocabulary"
             msg += f": {hints}" if hints else ""
             if empties:
@@ -331,8 +505,9 @@ class Evaluator:
 
     def validate(self, preds, allow_partial: bool = False) -> dict:
         """Check predictions without scoring; raises KbenchInputError listing every problem."""
+        source = str(preds) if isinstance(preds, (str, Path)) else "predictions"
         frame = read_predictions(preds)[0] if isinstance(preds, (str, Path)) else preds
-        _, _, predicted = self._to_long(frame, allow_partial)
+        _, _, predicted = self._to_long(frame, allow_partial, source=source)
         return {"rows": int(len(frame)), "problems_in_part": int(len(predicted)),
                 "covered": int(predicted.sum()), "coverage": float(predicted.mean())}
 
@@ -369,7 +544,7 @@ class Evaluator:
         if isinstance(preds, (str, Path)):
             predictions_path = str(preds)
             preds, predictions_sha256 = read_predictions(preds)
-        prob, kern, predicted = self._to_long(preds, allow_partial)
+        prob, kern, predicted = self._to_long(preds, allow_partial, source=predictions_path or "predictions")
         choices = score_rankings(self.table, prob, kern)
         scored = predicted
         metrics = summarize(self.table, choices, scored, self._t_ref)

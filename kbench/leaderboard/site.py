@@ -264,6 +264,22 @@ COLUMNS = [
 ]
 
 
+def md_text(text: str) -> str:
+    """Free text for a markdown table cell: HTML escaped (a renderer that passes HTML through shows
+    ``<script>`` as text) and the characters that start markdown links or emphasis backslashed."""
+    out = html.escape(text, quote=False)
+    for ch in "\\`*_[]()!":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def md_url(url: str) -> str:
+    """A URL for a markdown link target: every character that could end the link or open HTML
+    (space, quotes, parentheses, angle brackets) percent-encoded."""
+    from urllib.parse import quote
+    return quote(url, safe="/:?&=#%+,;@~.-_!$*")
+
+
 def _link(target: str | None, depth: str) -> str | None:
     if not target:
         return None
@@ -502,12 +518,13 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
                 text = (f"{row.rank}" + (" ≈" if row.tie else "")) if row.rank else f"*{row.role}*"
             elif cid == "method":
                 code = _link(row.entry.meta.code, repo_prefix)
-                text = f"[{row.entry.name}]({code})" if code else row.entry.name
+                name = md_text(row.entry.name)
+                text = f"[{name}]({md_url(code)})" if code else name
             elif cid == "test" and not tuning:
                 text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
             elif cid == "links":
-                links = [f"[paper]({row.entry.meta.paper})"] if row.entry.meta.paper else []
-                links += [f"[code]({_link(row.entry.meta.code, repo_prefix)})"] if row.entry.meta.code else []
+                links = [f"[paper]({md_url(row.entry.meta.paper)})"] if row.entry.meta.paper else []
+                links += [f"[code]({md_url(_link(row.entry.meta.code, repo_prefix))})"] if row.entry.meta.code else []
                 text = " · ".join(links) or "—"
             else:
                 text = html.unescape(text)
@@ -610,22 +627,70 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
 
 
 def build(root: str | Path = "leaderboard", cards_dir: Path | None = None, progress: bool = False) -> list[Path]:
-    """Write README.md and site/ under ``root`` (site/ is replaced as a whole)."""
+    """Write README.md and site/ under ``root`` (site/ is replaced as a whole).
+
+    Atomic and serialised: site/ is written to a hidden folder beside it and renamed into place,
+    README.md is written to a temporary file and renamed, and two builds of one tree take turns
+    (a lock on the folder), so a reader or a second build sees one build's output, never a mix.
+    """
+    import os
+    import tempfile
+
+    from kbench.leaderboard.store import atomic_write_bytes
     root = Path(root)
     files = render(root, cards_dir, progress)
     site = root / "site"
-    if site.exists():
-        if not (site / SITE_MARKER).exists() and any(site.iterdir()):
+    written = []
+    with _tree_lock(root):
+        if site.exists() and not (site / SITE_MARKER).exists() and any(site.iterdir()):
             raise KbenchInputError(f"{site} exists and was not made by `kbench leaderboard build` "
                                    f"({SITE_MARKER} missing); move it away first.")
-        shutil.rmtree(site)
-    written = []
-    for rel, data in sorted(files.items()):
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        written.append(path)
-    return written
+        staging = Path(tempfile.mkdtemp(prefix=".site-new-", dir=root))
+        try:
+            for rel, data in sorted(files.items()):
+                if not rel.startswith("site/"):
+                    continue
+                path = staging / rel[len("site/"):]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                written.append(root / rel)
+            staging.chmod(0o755)
+            old = None
+            if site.exists():
+                old = Path(tempfile.mkdtemp(prefix=".site-old-", dir=root))
+                os.replace(site, old / "site")
+            os.replace(staging, site)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        for rel, data in sorted(files.items()):
+            if not rel.startswith("site/"):
+                atomic_write_bytes(root / rel, data)
+                written.append(root / rel)
+    return sorted(written)
+
+
+class _tree_lock:
+    """An exclusive lock on a folder (flock on the folder itself: no lock file is left behind)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def __enter__(self):
+        import fcntl
+        import os
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(self.folder, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        import os
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
 
 
 def check(root: str | Path = "leaderboard", cards_dir: Path | None = None) -> list[str]:

@@ -55,7 +55,14 @@ def find_predictions(result_path: Path, record, preds: str | Path | None) -> Pat
     candidates = []
     if record.predictions.path:
         p = Path(record.predictions.path)
-        candidates += [p] if p.is_absolute() else [base / p, base / p.name]
+        inside = (base / p).resolve()
+        if p.is_absolute() or not inside.is_relative_to(base.resolve()):
+            # a record names files beside it; reading elsewhere would let a record pick any file
+            raise KbenchInputError(
+                f"{result_path}: predictions.path {record.predictions.path!r} points outside the record's "
+                f"folder ({base}); put the predictions file in that folder (or a sub-folder) and give its "
+                "relative path, or pass the file with --preds.")
+        candidates += [base / p, base / p.name]
     candidates += [base / "preds.csv.gz", base / "preds.csv"]
     return next((c for c in candidates if c.is_file()), None)
 
