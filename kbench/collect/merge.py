@@ -1,0 +1,213 @@
+"""``kbench collect merge``: join the raw folders of a sharded collection into one raw folder.
+
+Every input is a raw folder (a shard folder ``shard-K-of-N``, or any collector
+output), or an output root that holds shard folders (then its own records, if
+any, and each of its shard folders are inputs). Before anything is written the
+merge checks, and refuses with one message that lists every finding (exit 2):
+
+* **versions**: every input ran on the same GPU model, driver, cuDNN and cuDNN
+  frontend (:data:`VERSION_FIELDS`, from each folder's ``env.jsonl``); the
+  message names the folder, the field and both values;
+* **duplicates**: no problem-direction was measured in two inputs;
+* **writers**: no input is still being written by a collector (its lock);
+* **gaps** (refused unless ``--allow-gaps``): every shard ``0..N-1`` of a
+  shard count is given, and every problem-direction a shard was assigned
+  (its ``shard.json``) is measured in some input.
+
+The output is a new raw folder (``problems-0000.parquet``, ``plans-0000.parquet``,
+``env.jsonl`` with the input folder of each record, ``journal.txt``,
+``merge.json``), written under a temporary name and renamed into place, so it
+is complete or absent. The inputs are never modified. ``kbench collect package``
+reads it like any raw folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from kbench.collect.lock import holder
+from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
+from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, load_env, load_records, read_parts
+from kbench.errors import KbenchInputError
+
+VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
+                  "cudnn_frontend": "cuDNN frontend"}
+EXAMPLES = 3  # findings of one kind named in full; the rest counted
+
+
+@dataclass
+class Source:
+    label: str
+    path: Path
+    shard: Shard | None
+    problems: pd.DataFrame
+    plans: pd.DataFrame
+    env: pd.DataFrame
+    manifest: dict | None
+    torn: dict = field(default_factory=dict)
+
+
+def _is_raw(path: Path) -> bool:
+    return any((path / n).exists() for n in (JOURNAL, ENV, PARTS)) or any(path.glob("problems-*.parquet"))
+
+
+def expand(inputs) -> list[tuple[str, Path, Shard | None]]:
+    """(label, folder, shard) of every raw folder named by ``inputs``."""
+    out, seen = [], set()
+    for given in inputs:
+        path = Path(given)
+        if not path.is_dir():
+            raise KbenchInputError(f"{path}: not a folder; give shard folders (shard-K-of-N) or the output "
+                                   "root of 'kbench collect cudnn --shard'.")
+        shards = shard_folders(path)
+        found = []
+        if _is_raw(path):
+            m = SHARD_FOLDER.match(path.name)
+            found.append((str(path), path, Shard(int(m.group(1)), int(m.group(2))) if m else None))
+        found += [(str(folder), folder, s) for s, folder in shards.items()]
+        if not found:
+            raise KbenchInputError(f"{path}: no collector output here (no journal.txt, env.jsonl, parts/ or "
+                                   "shard-K-of-N folders).")
+        for label, folder, s in found:
+            if folder.resolve() not in seen:
+                seen.add(folder.resolve())
+                out.append((label, folder, s))
+    return out
+
+
+def _load(label: str, path: Path, shard: Shard | None) -> Source:
+    return Source(label, path, shard, load_records(path, "problems"), load_records(path, "plans"),
+                  load_env(path), read_manifest(path), read_parts(path).torn)
+
+
+def version_findings(sources: list[Source]) -> list[str]:
+    findings, ref = [], {}
+    for src in sources:
+        if not len(src.problems):
+            continue  # nothing of it is merged
+        starts = src.env[src.env["phase"] == "start"] if "phase" in src.env else src.env
+        if not len(starts):
+            findings.append(f"{src.label}: no environment record (env.jsonl), so its GPU, driver and cuDNN "
+                            "cannot be checked; it was not written by 'kbench collect cudnn'.")
+            continue
+        for col, what in VERSION_FIELDS.items():
+            values = sorted(set(starts[col].dropna().astype(str))) if col in starts else []
+            if not values:
+                findings.append(f"{src.label}: env.jsonl records no {what} ({col}).")
+            elif len(values) > 1:
+                findings.append(f"{src.label}: runs on different {what}s inside one folder ({', '.join(values)}).")
+            elif col not in ref:
+                ref[col] = (values[0], src.label)
+            elif values[0] != ref[col][0]:
+                findings.append(f"{src.label}: {what} {values[0]!r} differs from {ref[col][0]!r} in "
+                                f"{ref[col][1]} ({col}).")
+    return findings
+
+
+def duplicate_findings(sources: list[Source]) -> list[str]:
+    keys = pd.concat([pd.DataFrame({"key": s.problems["key"].drop_duplicates(), "label": s.label})
+                      for s in sources if len(s.problems)] or [pd.DataFrame(columns=["key", "label"])])
+    multi = keys[keys.duplicated("key", keep=False)]
+    if not len(multi):
+        return []
+    where = multi.groupby("key", sort=False)["label"].agg(list)
+    named = "; ".join(f"{k} in {' and '.join(v)}" for k, v in list(where.items())[:EXAMPLES])
+    return [f"{len(where)} problem-direction(s) measured in more than one folder, e.g. {named}. Shards of one "
+            "run never overlap: one of these folders belongs to another collection (give each once)."]
+
+
+def gap_findings(sources: list[Source]) -> list[str]:
+    done = set().union(*(set(s.problems["key"]) for s in sources if len(s.problems)))
+    findings = []
+    by_count: dict[int, set[int]] = {}
+    for s in sources:
+        if s.shard is not None:
+            by_count.setdefault(s.shard.count, set()).add(s.shard.index)
+    for count, have in sorted(by_count.items()):
+        missing = sorted(set(range(count)) - have)
+        if missing:
+            findings.append(f"shard(s) {', '.join(f'{k}/{count}' for k in missing)} not given: their folders "
+                            f"{', '.join(f'shard-{k}-of-{count}' for k in missing)} are missing.")
+    for s in sources:
+        for stem, why in s.torn.items():
+            findings.append(f"{s.label}: torn batch {stem} ({why}) is not merged; resuming the shard redoes it.")
+        if s.manifest is None:
+            continue
+        lost = [k for k in s.manifest.get("assigned", []) if k not in done]
+        if lost:
+            findings.append(f"{s.label}: {len(lost)} of {s.manifest.get('n_assigned', '?')} assigned "
+                            f"problem-directions not measured (first: {lost[0]}); finish them with 'kbench "
+                            f"collect cudnn --shard {s.manifest.get('shard')} --out {s.path.parent} ...'.")
+    return findings
+
+
+def _frame(sources: list[Source], kind: str) -> pd.DataFrame:
+    frames = [getattr(s, kind) for s in sources if len(getattr(s, kind))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def merge(inputs, out: str | Path, allow_gaps: bool = False) -> dict:
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise KbenchInputError(f"{out}: exists and is not empty; merge writes a new folder (choose another --out).")
+    found = expand(inputs)
+    for _, folder, _ in found:
+        if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
+            raise KbenchInputError(f"{out}: --out lies inside the input {folder}; write the merge elsewhere.")
+    busy = [f"{label}: still being written ({who}); wait until that collector ends." for label, folder, _ in found
+            if (who := holder(folder))]
+    if busy:
+        raise KbenchInputError("cannot merge:\n  " + "\n  ".join(busy))
+    sources = [_load(*f) for f in found]
+    refusals = version_findings(sources) + duplicate_findings(sources)
+    if refusals:
+        raise KbenchInputError("cannot merge these folders:\n  " + "\n  ".join(refusals)
+                               + "\nNothing was written.")
+    gaps = gap_findings(sources)
+    if gaps and not allow_gaps:
+        raise KbenchInputError("the shards are incomplete:\n  " + "\n  ".join(gaps)
+                               + "\nFinish them, or pass --allow-gaps to merge what is there. Nothing was written.")
+    problems, plans = _frame(sources, "problems"), _frame(sources, "plans")
+    if not len(problems):
+        raise KbenchInputError(f"{', '.join(str(i) for i in inputs)}: no measured problem-directions to merge.")
+    env_lines, journal_lines = [], []
+    for s in sources:
+        env_lines += [json.dumps({**{k: v for k, v in r.items() if not (isinstance(v, float) and v != v)},
+                                  "merged_from": s.label}, default=str) for r in s.env.to_dict("records")]
+        if (s.path / JOURNAL).exists():
+            journal_lines += [line for line in (s.path / JOURNAL).read_text().splitlines()
+                              if len(line.split("\t")) == 4]
+    versions = {}
+    for s in sources:
+        if len(s.problems) and "phase" in s.env:
+            st = s.env[s.env["phase"] == "start"].iloc[0]
+            versions = {c: str(st[c]) for c in VERSION_FIELDS if c in st}
+            break
+    report = {
+        "out": str(out), "problem_directions": int(problems["key"].nunique()), "plan_records": int(len(plans)),
+        "versions": versions, "gaps": gaps,
+        "sources": [{"folder": s.label, "shard": str(s.shard) if s.shard else None,
+                     "problem_directions": int(s.problems["key"].nunique()) if len(s.problems) else 0,
+                     "assigned": (s.manifest or {}).get("n_assigned")} for s in sources],
+    }
+    tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for kind, df in (("plans", plans), ("problems", problems)):
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False, compression="zstd")
+        fsync_write(tmp / f"{kind}-0000.parquet", buf.getvalue())
+    fsync_write(tmp / ENV, "".join(line + "\n" for line in env_lines).encode())
+    fsync_write(tmp / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
+    fsync_write(tmp / "merge.json", (json.dumps(report, indent=1) + "\n").encode())
+    if out.exists():
+        out.rmdir()  # empty (checked above)
+    os.replace(tmp, out)
+    return report
