@@ -57,8 +57,8 @@ MANIFEST = "shard.json"
 #: log(seconds per problem-direction) = intercept + log_flop * ln(FLOP) + the terms that apply.
 #: Fitted by :func:`fit_cost_model` on the 5,523 problem-directions of the 15 H100 runs in
 #: raw/h100 (column ``t_total_s``); R^2 in log space 0.24 (tests/collect/test_shard.py re-fits it).
-COST_MODEL = {"intercept": -1.9072, "log_flop": 0.0748, "direction_B": 0.1567, "direction_W": 0.4817,
-              "dtype_BF16": -0.0983, "dtype_FP32": -0.3821, "layout_NHWC": 0.1041, "grouped": 0.2693}
+COST_MODEL = {"intercept": -1.9072, "log_flop": 0.0751, "direction_B": 0.157, "direction_W": 0.4819,
+              "dtype_BF16": -0.0981, "dtype_FP32": -0.3816, "layout_NHWC": 0.104, "grouped": 0.2691}
 
 
 @dataclass(frozen=True)
