@@ -27,8 +27,9 @@ LOCK = ".lock"
 PID_LOCK = ".lock.pid"
 
 
-def _holder_text() -> str:
-    return f"pid {os.getpid()} on host {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+def _holder_text(what: str) -> str:
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return f"pid {os.getpid()} on host {socket.gethostname()} since {since}, a {what}"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -54,7 +55,7 @@ class FolderLock:
 
     def _refuse(self, holder: str, hint: str = "") -> None:
         raise KbenchInputError(
-            f"{self.folder}: another kbench {self.what} is writing this folder ({holder or 'holder unknown'}). "
+            f"{self.folder}: another kbench process is writing this folder ({holder or 'holder unknown'}). "
             "Two collectors never write into one folder: wait until it ends, or give this one another "
             f"--out (or --shard K/N, which writes its own shard folder).{hint}")
 
@@ -75,7 +76,7 @@ class FolderLock:
                 self.use_flock = False  # no flock on this file system
                 return self.acquire()
             os.ftruncate(fd, 0)
-            os.pwrite(fd, (_holder_text() + "\n").encode(), 0)
+            os.pwrite(fd, (_holder_text(self.what) + "\n").encode(), 0)
             os.fsync(fd)
             self.fd = fd
             return self
@@ -93,7 +94,7 @@ class FolderLock:
                     self.notes.append(f"{path}: removed a stale lock of {text} (that process is gone)")
                     continue
                 self._refuse(text, f" If that collector is known to be gone, delete {path}.")
-            os.write(fd, (_holder_text() + "\n").encode())
+            os.write(fd, (_holder_text(self.what) + "\n").encode())
             os.fsync(fd)
             os.close(fd)
             self.pid_path = path
