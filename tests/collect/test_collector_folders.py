@@ -193,6 +193,8 @@ def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tm
     from kbench.cli import main
     assert main(["collect", "package", str(tmp_path / "merged"), "--name", "h100", "--out", str(tmp_path / "ds"),
                  "--mituna", str(tmp_path / "none")]) == 0
+    with pytest.raises(KbenchInputError, match="holds shard folders .*'kbench collect merge "):
+        P.load_raw(root)  # the unmerged root is refused, not read without its shards
 
 
 @pytest.mark.parametrize("field, value, what", [
