@@ -34,7 +34,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (default: the file's, or both)")
     c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds")
-    c.add_argument("--limit", type=int, default=None, help="measure at most this many problem-directions")
+    c.add_argument("--limit", type=int, default=None,
+                   help="measure at most this many problem-directions (with shards: the first this many "
+                        "pending ones, split across all shards)")
     c.add_argument("--batch-size", type=int, default=10, help="problem-directions per saved batch")
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")

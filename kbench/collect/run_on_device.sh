@@ -52,7 +52,7 @@ json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2
 fi
 
 if [ "$MODE" = live ]; then
-  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/collect/test_live_gpu.py 2>&1 | tail -5
+  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/collect/test_live_gpu.py 2>&1 | tail -5  # 2-GPU test runs where 2 GPUs are
 fi
 
 if [ "$MODE" = torchrun ]; then
