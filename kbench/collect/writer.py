@@ -307,7 +307,9 @@ def compact(out_dir: str | Path) -> dict:
                 df.to_parquet(buf, index=False, compression="zstd")
                 _fsync_write(out / f"{kind}-{n:04d}.parquet", buf.getvalue())
         compacted = {_stem(f) for f in parts_dir.glob("*.problems.jsonl.gz")} - set(parts.torn)
-        for f in list(parts_dir.glob("*.jsonl.gz")):
+        # problems files first: a compaction cut short then leaves plans without problems (ignored
+        # like a batch never finished), never problems without plans (a torn batch)
+        for f in sorted(parts_dir.glob("*.jsonl.gz"), key=lambda f: ".plans." in f.name):
             if _stem(f) in compacted:
                 f.unlink()
     return counts
