@@ -71,7 +71,7 @@ if [ "$MODE" = torchrun ]; then
   for d in $RAW/shard-*-of-$NGPU; do python3 -m kbench.collect compact "$d" >/dev/null; done
   python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NGPU > $OUT/throughput.json; cat $OUT/throughput.json
   python3 -m kbench.collect merge $RAW/shard-*-of-$NGPU --out /tmp/merged --allow-gaps | head -40
-  (cd $RAW && tar czf $OUT/raw_shards.tgz shard-*-of-$NGPU)
+  (cd $RAW && tar czf $OUT/raw_shards.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NGPU)
   [ -d /tmp/merged ] && tar czf $OUT/merged.tgz -C /tmp/merged .
   ls -la $OUT
   exit 0
@@ -107,7 +107,7 @@ json.dump(agreement("/tmp/agree0", "/tmp/agree1"), open("$OUT/agreement.json", "
 print(open("$OUT/scaling.json").read()[:1500]); print(open("$OUT/agreement.json").read())
 EOF
   # the base's compacted files are left out (they are in the repository already); new runs are in parts/
-  tar czf $OUT/scaling_raw.tgz --exclude='plans-00[0-9][0-9].parquet' --exclude='problems-00[0-9][0-9].parquet' \
+  tar czf $OUT/scaling_raw.tgz --exclude=.lock --exclude=.lock.pid --exclude='plans-00[0-9][0-9].parquet' --exclude='problems-00[0-9][0-9].parquet' \
       -C /tmp s1 sN agree0 agree1
   ls -la $OUT
   exit 0
@@ -123,5 +123,5 @@ while :; do
   [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
 done
 python3 -m kbench.collect compact $RAW
-tar czf $OUT/raw.tgz -C $RAW .
+tar czf $OUT/raw.tgz --exclude=.lock --exclude=.lock.pid -C $RAW .
 ls -la $OUT
