@@ -14,7 +14,8 @@ merge checks, and refuses with one message that lists every finding (exit 2):
   shard count is given, and every problem-direction a shard was assigned
   (its ``shard.json``) is measured in some input.
 
-The output is a new raw folder (``problems-0000.parquet``, ``plans-0000.parquet``,
+The output is a new raw folder (``problems-NNNN.parquet`` and ``plans-NNNN.parquet``, one pair per
+:data:`CHUNK` problem-directions,
 ``env.jsonl`` with the input folder of each record, ``journal.txt``,
 ``merge.json``), written under a temporary name and renamed into place, so it
 is complete or absent. The inputs are never modified. ``kbench collect package``
@@ -40,6 +41,7 @@ from kbench.errors import KbenchInputError
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
                   "cudnn_frontend": "cuDNN frontend"}
 EXAMPLES = 3  # findings of one kind named in full; the rest counted
+CHUNK = 1000  # problem-directions per output file pair
 
 
 @dataclass
@@ -200,10 +202,15 @@ def merge(inputs, out: str | Path, allow_gaps: bool = False) -> dict:
     tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    # files of at most CHUNK problem-directions each (about 2 MB of plans): a grown dataset's raw
+    # folder stays in files small enough to commit, and each is a complete set of problems and plans
+    chunk_of = pd.Series(range(problems["key"].nunique()), index=problems["key"].unique()) // CHUNK
     for kind, df in (("plans", plans), ("problems", problems)):
-        buf = io.BytesIO()
-        df.to_parquet(buf, index=False, compression="zstd")
-        fsync_write(tmp / f"{kind}-0000.parquet", buf.getvalue())
+        chunks = df["key"].map(chunk_of).fillna(0).astype(int) if len(df) else pd.Series(dtype=int)
+        for n, part in df.groupby(chunks, sort=True):
+            buf = io.BytesIO()
+            part.to_parquet(buf, index=False, compression="zstd")
+            fsync_write(tmp / f"{kind}-{n:04d}.parquet", buf.getvalue())
     fsync_write(tmp / ENV, "".join(line + "\n" for line in env_lines).encode())
     fsync_write(tmp / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
     fsync_write(tmp / "merge.json", (json.dumps(report, indent=1) + "\n").encode())

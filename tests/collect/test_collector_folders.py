@@ -184,6 +184,8 @@ def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tm
     report = merge([root], tmp_path / "merged")
     assert report["gaps"] == [] and report["problem_directions"] == sum(sizes)
     assert report["versions"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    assert sorted(f.name for f in (tmp_path / "merged").glob("*.parquet")) == ["plans-0000.parquet",
+                                                                              "problems-0000.parquet"]
     merged, _ = P.build_tables(*P.load_raw(tmp_path / "merged")[:2], None)
     direct, _ = P.build_tables(*P.load_raw(RAW_SAMPLE)[:2], None)
     for name in ("problems", "runtimes", "kernels", "heuristics", "splits"):
@@ -254,3 +256,16 @@ def test_merge_refuses_busy_inputs_and_existing_output(two_shard_root, tmp_path)
         merge([tmp_path / "nothing"], tmp_path / "m4")
     env = json.loads((root / "shard-0-of-2" / W.ENV).read_text().splitlines()[0])
     assert env["gpu"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, tmp_path, monkeypatch):
+    from kbench.collect import merge as M
+    root, _ = two_shard_root
+    monkeypatch.setattr(M, "CHUNK", 5)
+    report = merge([root], tmp_path / "m")
+    n = report["problem_directions"]  # 12: files of 5, 5 and 2
+    probs = [pd.read_parquet(f) for f in sorted((tmp_path / "m").glob("problems-*.parquet"))]
+    plans = [pd.read_parquet(f) for f in sorted((tmp_path / "m").glob("plans-*.parquet"))]
+    assert [p["key"].nunique() for p in probs] == [5, 5, n - 10]
+    assert [set(q["key"]) for q in plans] == [set(p["key"]) for p in probs]  # each file pair complete
+    assert sum(len(q) for q in plans) == len(W.load_records(RAW_SAMPLE, "plans"))
