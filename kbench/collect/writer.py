@@ -17,10 +17,10 @@ done problem. A batch whose file is torn anyway (a copy cut short, a full
 disk, a crash of the machine before the data reached the disk) is not
 counted: the reader skips the whole batch (:func:`read_parts`), a resuming
 collector moves it to ``parts/torn/`` and says so (:func:`quarantine_torn`),
-and its problem-directions are measured again. One collector writes a folder at
-a time (:mod:`kbench.collect.lock`). A problem that was started twice without finishing (the process
-died on it twice, e.g. a GPU fault) is recorded once as ``status="crashed"``
-and skipped from then on.
+and its problem-directions are measured again. One collector writes a folder
+at a time (:mod:`kbench.collect.lock`). A problem that was started twice
+without finishing (the process died on it twice, e.g. a GPU fault) is recorded
+once as ``status="crashed"`` and skipped from then on.
 """
 
 from __future__ import annotations
@@ -137,11 +137,6 @@ class RawWriter:
     def resume_state(self) -> tuple[set[str], dict[str, int]]:
         """(keys already done, {started-but-unfinished key: times started})."""
         return resume_state(self.out)
-
-
-def _read_jsonl_gz(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def _read_batch_file(path: Path) -> tuple[list[dict] | None, str]:
