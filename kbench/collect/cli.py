@@ -59,7 +59,9 @@ def register_cli(subparsers) -> None:
 
     c = sub.add_parser("merge", help="join shard folders into one raw folder (checks versions, duplicates, gaps)")
     c.add_argument("raw", nargs="+", help="shard folders, or output roots holding shard-K-of-N folders")
-    c.add_argument("--out", required=True, help="new raw folder to write (must not exist)")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="new raw folder to write (must not exist)")
+    where.add_argument("--into", help="existing raw folder to append to in new files (e.g. raw/h200)")
     c.add_argument("--allow-gaps", action="store_true",
                    help="merge even when shards left assigned problem-directions unmeasured (listed)")
     c.set_defaults(func=cmd_merge)
@@ -115,7 +117,7 @@ def cmd_compact(args) -> int:
 
 def cmd_merge(args) -> int:
     from kbench.collect.merge import merge
-    print(json.dumps(merge(args.raw, args.out, allow_gaps=args.allow_gaps), indent=1))
+    print(json.dumps(merge(args.raw, args.out, allow_gaps=args.allow_gaps, into=args.into), indent=1))
     return 0
 
 

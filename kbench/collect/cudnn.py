@@ -988,7 +988,7 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_
     signal.signal(signal.SIGINT, _stop)
     col = make_collector(options)
     col.warm_up()
-    writer.write_env("start", {**col.env(), **launch_info})
+    writer.write_env("start", {**col.env(), **launch_info, **({"shard": str(shard)} if shard is not None else {})})
     t_start = time.monotonic()
     bar = None
     if progress:

@@ -20,6 +20,12 @@ The output is a new raw folder (``problems-NNNN.parquet`` and ``plans-NNNN.parqu
 ``merge.json``), written under a temporary name and renamed into place, so it
 is complete or absent. The inputs are never modified. ``kbench collect package``
 reads it like any raw folder.
+
+``--into RAW`` appends instead, to grow a dataset's raw folder run by run: the
+same checks with ``RAW`` counted as one more input (so the new shards must
+match its GPU and versions and repeat none of its problem-directions), then
+new files numbered after its own (its files are never rewritten) and its
+``env.jsonl``/``journal.txt`` extended, under its lock.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.collect.lock import holder
+from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
 from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, load_env, load_records, read_parts
 from kbench.errors import KbenchInputError
@@ -125,13 +131,22 @@ def duplicate_findings(sources: list[Source]) -> list[str]:
             "run never overlap: one of these folders belongs to another collection (give each once)."]
 
 
-def gap_findings(sources: list[Source]) -> list[str]:
-    done = set().union(*(set(s.problems["key"]) for s in sources if len(s.problems)))
+def _recorded_shards(src: Source) -> set[Shard]:
+    """Shards whose runs a (merged) folder holds, from the ``shard`` field of its run records."""
+    values = src.env["shard"].dropna().astype(str) if "shard" in src.env else []
+    return {Shard(int(k), int(n)) for k, n in (v.split("/") for v in set(values))}
+
+
+def gap_findings(sources: list[Source], elsewhere: Source | None = None) -> list[str]:
+    """Missing shards, unmeasured assigned work and torn batches; ``elsewhere``: the folder appended to."""
+    done = set(elsewhere.problems["key"]) if elsewhere is not None and len(elsewhere.problems) else set()
+    done |= set().union(*(set(s.problems["key"]) for s in sources if len(s.problems)))
     findings = []
     by_count: dict[int, set[int]] = {}
-    for s in sources:
-        if s.shard is not None:
-            by_count.setdefault(s.shard.count, set()).add(s.shard.index)
+    given = [s.shard for s in sources if s.shard is not None]
+    given += list(_recorded_shards(elsewhere)) if elsewhere is not None else []
+    for shard in given:
+        by_count.setdefault(shard.count, set()).add(shard.index)
     for count, have in sorted(by_count.items()):
         missing = sorted(set(range(count)) - have)
         if missing:
@@ -155,24 +170,56 @@ def _frame(sources: list[Source], kind: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def merge(inputs, out: str | Path, allow_gaps: bool = False) -> dict:
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise KbenchInputError(f"{out}: exists and is not empty; merge writes a new folder (choose another --out).")
+def _number(path: Path) -> int:
+    return int(path.stem.split("-")[-1]) if path.stem.split("-")[-1].isdigit() else -1
+
+
+def _append_lines(path: Path, lines: list[str]) -> None:
+    with open(path, "a") as fh:
+        fh.write("".join(line + "\n" for line in lines))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into: str | Path | None = None) -> dict:
+    """Check the inputs and write them to the new folder ``out``, or append them to the raw folder ``into``.
+
+    ``into`` grows a dataset's raw folder run by run: the new records go into
+    new files numbered after its own (its files are never rewritten), after the
+    same checks with ``into`` counted as one more input. It is locked meanwhile.
+    """
+    if (out is None) == (into is None):
+        raise KbenchInputError("give either --out NEW_FOLDER or --into EXISTING_RAW_FOLDER.")
     found = expand(inputs)
+    target = Path(out if out is not None else into)
+    if out is not None and target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise KbenchInputError(f"{target}: exists and is not empty; merge writes a new folder (choose another "
+                               "--out, or append with --into).")
+    if into is not None and (not target.is_dir() or not _is_raw(target) or shard_folders(target)):
+        raise KbenchInputError(f"{target}: --into needs an existing raw collector folder without shard folders.")
     for _, folder, _ in found:
-        if out.resolve() == folder.resolve() or folder.resolve() in out.resolve().parents:
-            raise KbenchInputError(f"{out}: --out lies inside the input {folder}; write the merge elsewhere.")
+        if target.resolve() == folder.resolve() or folder.resolve() in target.resolve().parents:
+            raise KbenchInputError(f"{target}: the output lies inside the input {folder}; write the merge elsewhere.")
     busy = [f"{label}: still being written ({who}); wait until that collector ends." for label, folder, _ in found
             if (who := holder(folder))]
     if busy:
         raise KbenchInputError("cannot merge:\n  " + "\n  ".join(busy))
+    lock = FolderLock(target, "merge").acquire() if into is not None else None
+    try:
+        return _merge(found, inputs, target, into is not None, allow_gaps)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
     sources = [_load(*f) for f in found]
-    refusals = version_findings(sources) + duplicate_findings(sources)
+    base = [_load(str(target), target, None)] if append else []
+    refusals = version_findings(base + sources) + duplicate_findings(base + sources)
     if refusals:
         raise KbenchInputError("cannot merge these folders:\n  " + "\n  ".join(refusals)
                                + "\nNothing was written.")
-    gaps = gap_findings(sources)
+    gaps = gap_findings(sources, base[0] if base else None)
     if gaps and not allow_gaps:
         raise KbenchInputError("the shards are incomplete:\n  " + "\n  ".join(gaps)
                                + "\nFinish them, or pass --allow-gaps to merge what is there. Nothing was written.")
@@ -187,34 +234,45 @@ def merge(inputs, out: str | Path, allow_gaps: bool = False) -> dict:
             journal_lines += [line for line in (s.path / JOURNAL).read_text().splitlines()
                               if len(line.split("\t")) == 4]
     versions = {}
-    for s in sources:
+    for s in base + sources:
         if len(s.problems) and "phase" in s.env:
             st = s.env[s.env["phase"] == "start"].iloc[0]
             versions = {c: str(st[c]) for c in VERSION_FIELDS if c in st}
             break
     report = {
-        "out": str(out), "problem_directions": int(problems["key"].nunique()), "plan_records": int(len(plans)),
-        "versions": versions, "gaps": gaps,
+        ("into" if append else "out"): str(target), "problem_directions": int(problems["key"].nunique()),
+        "plan_records": int(len(plans)), "versions": versions, "gaps": gaps,
         "sources": [{"folder": s.label, "shard": str(s.shard) if s.shard else None,
                      "problem_directions": int(s.problems["key"].nunique()) if len(s.problems) else 0,
                      "assigned": (s.manifest or {}).get("n_assigned")} for s in sources],
     }
-    tmp = out.with_name(f".{out.name}.merging-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    if append:
+        dest = target
+        first = 1 + max([_number(f) for f in target.glob("*-[0-9][0-9][0-9][0-9].parquet")] + [-1])
+    else:
+        dest = target.with_name(f".{target.name}.merging-{os.getpid()}")
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        first = 0
     # files of at most CHUNK problem-directions each (about 2 MB of plans): a grown dataset's raw
-    # folder stays in files small enough to commit, and each is a complete set of problems and plans
+    # folder stays in files small enough to commit, and each is a complete set of problems and plans.
+    # Plans first: problems files are what marks work as done.
     chunk_of = pd.Series(range(problems["key"].nunique()), index=problems["key"].unique()) // CHUNK
     for kind, df in (("plans", plans), ("problems", problems)):
         chunks = df["key"].map(chunk_of).fillna(0).astype(int) if len(df) else pd.Series(dtype=int)
         for n, part in df.groupby(chunks, sort=True):
             buf = io.BytesIO()
             part.to_parquet(buf, index=False, compression="zstd")
-            fsync_write(tmp / f"{kind}-{n:04d}.parquet", buf.getvalue())
-    fsync_write(tmp / ENV, "".join(line + "\n" for line in env_lines).encode())
-    fsync_write(tmp / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
-    fsync_write(tmp / "merge.json", (json.dumps(report, indent=1) + "\n").encode())
-    if out.exists():
-        out.rmdir()  # empty (checked above)
-    os.replace(tmp, out)
+            fsync_write(dest / f"{kind}-{first + n:04d}.parquet", buf.getvalue())
+    if append:
+        _append_lines(dest / ENV, env_lines)
+        _append_lines(dest / JOURNAL, journal_lines)
+        _append_lines(dest / "merges.jsonl", [json.dumps(report)])
+        return report
+    fsync_write(dest / ENV, "".join(line + "\n" for line in env_lines).encode())
+    fsync_write(dest / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
+    fsync_write(dest / "merge.json", (json.dumps(report, indent=1) + "\n").encode())
+    if target.exists():
+        target.rmdir()  # empty (checked above)
+    os.replace(dest, target)
     return report

@@ -269,3 +269,29 @@ def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, 
     assert [p["key"].nunique() for p in probs] == [5, 5, n - 10]
     assert [set(q["key"]) for q in plans] == [set(p["key"]) for p in probs]  # each file pair complete
     assert sum(len(q) for q in plans) == len(W.load_records(RAW_SAMPLE, "plans"))
+
+
+def test_merge_into_grows_a_raw_folder_without_rewriting_it(two_shard_root, tmp_path, capsys):
+    root, csv = two_shard_root
+    first = merge([root / "shard-0-of-2"], tmp_path / "grown", allow_gaps=True)
+    assert first["gaps"]
+    before = {f.name: f.read_bytes() for f in (tmp_path / "grown").iterdir() if f.suffix == ".parquet"}
+    from kbench.cli import main
+    assert main(["collect", "merge", str(root / "shard-1-of-2"), "--into", str(tmp_path / "grown")]) == 0
+    after = sorted(f.name for f in (tmp_path / "grown").glob("*.parquet"))
+    assert after == ["plans-0000.parquet", "plans-0001.parquet", "problems-0000.parquet", "problems-0001.parquet"]
+    assert all((tmp_path / "grown" / n).read_bytes() == b for n, b in before.items())  # never rewritten
+    grown, _ = P.build_tables(*P.load_raw(tmp_path / "grown")[:2], None)
+    direct, _ = P.build_tables(*P.load_raw(RAW_SAMPLE)[:2], None)
+    assert sorted(grown["runtimes"]["problem_id"]) == sorted(direct["runtimes"]["problem_id"])
+    # the same shard again: its problem-directions are in the target already
+    assert main(["collect", "merge", str(root / "shard-1-of-2"), "--into", str(tmp_path / "grown")]) == 2
+    assert "measured in more than one folder" in capsys.readouterr().err
+    # a shard of another GPU is refused against the target's own environment
+    other = tmp_path / "other"
+    _two_shards(other, replay_problems_csv(tmp_path / "p.csv"), env1={"gpu": "NVIDIA H200"})
+    with pytest.raises(KbenchInputError, match=f"{other / 'shard-1-of-2'}: GPU model 'NVIDIA H200' differs from "
+                                               f"'NVIDIA H100 80GB HBM3' in {tmp_path / 'grown'}"):
+        merge([other / "shard-1-of-2"], into=tmp_path / "grown")
+    with pytest.raises(KbenchInputError, match="either --out"):
+        merge([root], tmp_path / "x", into=tmp_path / "grown")
