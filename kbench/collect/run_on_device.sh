@@ -10,6 +10,8 @@
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
 # For a new dataset point it at its own folder (BASE=raw/h200): never mix GPUs in one root.
+# LIMIT (torchrun mode) splits only the next LIMIT pending problem-directions across the GPUs, so a
+# run sized to its budget finishes its shards and merge finds no gaps.
 #
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
@@ -60,7 +62,7 @@ if [ "$MODE" = torchrun ]; then
   while :; do
     L=$(left); [ $L -lt 60 ] && break
     timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NGPU -m kbench.collect cudnn \
-        --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) > /tmp/attempt.log 2>&1
+        --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) ${LIMIT:+--limit $LIMIT} > /tmp/attempt.log 2>&1
     rc=$?
     cat /tmp/attempt.log >> $OUT/collect.log; tail -40 /tmp/attempt.log
     echo "torchrun rc=$rc"
