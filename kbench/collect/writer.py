@@ -287,9 +287,11 @@ def compact(out_dir: str | Path) -> dict:
     from kbench.collect.lock import FolderLock
     out = Path(out_dir)
     parts_dir = out / PARTS
-    if not parts_dir.exists():
-        return {"problems": 0, "plans": 0}
-    with FolderLock(out, "compaction"):
+    if not out.is_dir():
+        raise KbenchInputError(f"{out}: raw collector folder not found.")
+    with FolderLock(out, "compaction"):  # first: a collector that just started has no parts/ yet
+        if not parts_dir.exists():
+            return {"problems": 0, "plans": 0}
         parts = read_parts(out)
         n = len(list(out.glob("problems-*.parquet")))
         counts = {}

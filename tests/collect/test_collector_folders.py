@@ -98,12 +98,12 @@ import sys
 sys.path.insert(0, {here!r})
 from collect_fakes import SyntheticCollector
 from kbench.collect import cudnn as C
-C.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda o: SyntheticCollector(delay_s=0.1))
+C.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda o: SyntheticCollector(delay_s=0.3))
 """
 
 
 def test_second_collector_on_the_same_folder_is_refused(tmp_path, capsys):
-    csv = write_problems_csv(tmp_path / "p.csv", 4)  # 12 problem-directions, about 1.2 s
+    csv = write_problems_csv(tmp_path / "p.csv", 4)  # 12 problem-directions, about 3.6 s
     raw = tmp_path / "raw"
     code = SLOW_COLLECTOR.format(here=str(HERE), csv=str(csv), raw=str(raw))
     first = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
