@@ -2,6 +2,8 @@
 
     kbench collect corpus  --out problems.csv               # the problem corpus (deterministic)
     kbench collect cudnn   --problems problems.csv --out DIR [--directions F,B,W] [--dtypes FP16,BF16,FP32]
+    kbench collect cudnn   ... --shard K/N                  # one shard (or from torchrun / a SLURM array)
+    kbench collect merge   DIR... --out RAW                 # join shard folders (same GPU and versions)
     kbench collect compact DIR                              # merge a raw folder's batch files
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
 
@@ -32,12 +34,18 @@ def register_cli(subparsers) -> None:
     c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (default: the file's, or both)")
     c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds")
-    c.add_argument("--limit", type=int, default=None, help="measure at most this many problem-directions")
+    c.add_argument("--limit", type=int, default=None,
+                   help="measure at most this many problem-directions (with shards: the first this many "
+                        "pending ones, split across all shards)")
     c.add_argument("--batch-size", type=int, default=10, help="problem-directions per saved batch")
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
+    c.add_argument("--shard", default=None, metavar="K/N",
+                   help="measure only shard K (0..N-1) of the pending work, into OUT/shard-K-of-N/; default: "
+                        "from torchrun (RANK/WORLD_SIZE) or a SLURM job array, else no sharding "
+                        "(docs/collect_scale_out.md)")
     c.set_defaults(func=cmd_cudnn)
 
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
@@ -48,6 +56,15 @@ def register_cli(subparsers) -> None:
     c = sub.add_parser("compact", help="merge a raw folder's batch files into parquet")
     c.add_argument("raw", help="raw collector folder")
     c.set_defaults(func=cmd_compact)
+
+    c = sub.add_parser("merge", help="join shard folders into one raw folder (checks versions, duplicates, gaps)")
+    c.add_argument("raw", nargs="+", help="shard folders, or output roots holding shard-K-of-N folders")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="new raw folder to write (must not exist)")
+    where.add_argument("--into", help="existing raw folder to append to in new files (e.g. raw/h200)")
+    c.add_argument("--allow-gaps", action="store_true",
+                   help="merge even when shards left assigned problem-directions unmeasured (listed)")
+    c.set_defaults(func=cmd_merge)
 
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
@@ -76,9 +93,13 @@ def cmd_cudnn(args) -> int:
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
                      precise=not args.no_precise, seed=args.seed)
+    import os
+    from kbench.collect.shard import resolve_launch, select_gpu
+    launch = resolve_launch(args.shard, os.environ)
+    select_gpu(launch, os.environ)  # before anything initialises CUDA
     summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
-                        options=opts)
+                        options=opts, shard=launch.shard, launch_info=launch.info)
     print(json.dumps(summary, indent=1))
     return 3 if summary.get("fatal") else 0
 
@@ -91,6 +112,12 @@ def cmd_corpus(args) -> int:
 def cmd_compact(args) -> int:
     from kbench.collect.writer import compact
     print(json.dumps(compact(args.raw)))
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from kbench.collect.merge import merge
+    print(json.dumps(merge(args.raw, args.out, allow_gaps=args.allow_gaps, into=args.into), indent=1))
     return 0
 
 

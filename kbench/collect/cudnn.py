@@ -302,7 +302,9 @@ SMI_FIELDS = ["name", "driver_version", "pci.bus_id", "clocks.sm", "clocks.mem",
 
 def nvidia_smi() -> dict:
     try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}",
+        # the GPU this process times (set by kbench.collect.shard.select_gpu under torchrun), else the first
+        device = ["-i", os.environ["KBENCH_NVML_DEVICE"]] if os.environ.get("KBENCH_NVML_DEVICE") else []
+        out = subprocess.run(["nvidia-smi", *device, f"--query-gpu={','.join(SMI_FIELDS)}",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
                              timeout=30)
         vals = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
@@ -365,7 +367,9 @@ class _Nvml:
             import pynvml
             pynvml.nvmlInit()
             self.nv = pynvml
-            self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            device = os.environ.get("KBENCH_NVML_DEVICE", "0")  # see nvidia_smi()
+            self.h = (pynvml.nvmlDeviceGetHandleByIndex(int(device)) if device.isdigit()
+                      else pynvml.nvmlDeviceGetHandleByUUID(device))
         except Exception:  # noqa: BLE001
             self.h = None
 
@@ -918,12 +922,44 @@ def _err(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------- the run
 def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dtypes=None, layouts=None,
             time_budget_s: float | None = None, limit: int | None = None, batch_size: int = 10,
-            options: Options | None = None, progress: bool = True) -> dict:
-    """Measure every pending problem-direction of ``problems`` into the raw folder ``out_dir``."""
-    from kbench.collect.writer import CRASH_LIMIT, RawWriter
+            options: Options | None = None, progress: bool = True, shard=None, launch_info: dict | None = None,
+            make_collector=None) -> dict:
+    """Measure every pending problem-direction of ``problems`` into the raw folder ``out_dir``.
+
+    With ``shard`` (a :class:`kbench.collect.shard.Shard`) only that shard's
+    part, into ``out_dir/shard-K-of-N/`` (see :mod:`kbench.collect.shard`).
+    ``make_collector(options)`` replaces :class:`CudnnCollector` (tests fake the GPU with it).
+    """
+    from kbench.collect.lock import FolderLock
+    lock = FolderLock(Path(out_dir) / shard.folder_name if shard is not None else out_dir).acquire()
+    try:
+        return _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_s, limit, batch_size,
+                               options, progress, shard, launch_info or {}, make_collector or CudnnCollector,
+                               lock.notes)
+    finally:
+        lock.release()
+
+
+def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_s, limit, batch_size, options,
+                    progress, shard, launch_info, make_collector, notes) -> dict:
+    from kbench.collect import shard as S
+    from kbench.collect.writer import CRASH_LIMIT, RawWriter, quarantine_torn
     todo = load_problems(problems, directions, dtypes, layouts)
+    root = Path(out_dir)
+    if shard is not None:
+        out_dir = root / shard.folder_name
+    notes = notes + quarantine_torn(out_dir)
+    for note in notes:
+        print(f"kbench collect: {note}", file=sys.stderr)
     writer = RawWriter(out_dir, batch_size=batch_size, max_batch_seconds=20.0)
     done, unfinished = writer.resume_state()
+    if shard is not None:
+        assigned = S.plan_shard(todo, root, shard, limit)
+        S.write_manifest(out_dir, shard, assigned, {"problems": str(problems), "directions": list(directions),
+                                                    "limit": limit})
+        todo, limit = assigned, None  # the limit was applied before the split
+    if shard is not None or S.shard_folders(root):
+        done |= S.base_done(root, None)  # done in any folder of the root (shards included): never redone
     crashed = [k for k, n in unfinished.items() if n >= CRASH_LIMIT]
     if crashed:  # recorded once, then skipped like done ones
         rows = todo[todo["key"].isin(crashed)]
@@ -938,6 +974,10 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
         pending = pending.head(limit)
     summary = {"total": int(len(todo)), "already_done": int(len(todo) - len(todo[~todo["key"].isin(done)])),
                "pending": int(len(pending)), "measured": 0, "run_id": writer.run_id}
+    if shard is not None:
+        summary.update(shard=str(shard), out=str(out_dir))
+    if notes:
+        summary["notes"] = notes
     if not len(pending):
         return summary
     stop = {"flag": False}
@@ -946,9 +986,9 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
         stop["flag"] = True
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    col = CudnnCollector(options)
+    col = make_collector(options)
     col.warm_up()
-    writer.write_env("start", col.env())
+    writer.write_env("start", {**col.env(), **launch_info, **({"shard": str(shard)} if shard is not None else {})})
     t_start = time.monotonic()
     bar = None
     if progress:

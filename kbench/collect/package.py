@@ -41,6 +41,11 @@ SPEC = {
 def load_raw(raws) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(problems, plans, env) of one or more raw folders, one measurement per key."""
     raws = [raws] if isinstance(raws, (str, Path)) else list(raws)
+    from kbench.collect.shard import shard_folders
+    for raw in raws:
+        if shard_folders(raw):
+            raise KbenchInputError(f"{raw}: holds shard folders (shard-K-of-N) of a sharded collection; join "
+                                   f"them first with 'kbench collect merge {raw} --out MERGED' and package MERGED.")
     probs, plans, envs = [], [], []
     for raw in raws:
         probs.append(load_records(raw, "problems"))

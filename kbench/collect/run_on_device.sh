@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
 # Run the cuDNN collector on the lent GPU machine (repository root as working directory).
 #
-#   bash kbench/collect/run_on_device.sh probe   PROBLEMS BUDGET_S   # API check, timing validation, short collection
-#   bash kbench/collect/run_on_device.sh collect PROBLEMS BUDGET_S [MARGIN_S]   # collection only
-#   bash kbench/collect/run_on_device.sh live    PROBLEMS BUDGET_S [MARGIN_S]   # live GPU tests, then collection
+#   bash kbench/collect/run_on_device.sh probe    PROBLEMS BUDGET_S             # API check, timing validation, short collection
+#   bash kbench/collect/run_on_device.sh collect  PROBLEMS BUDGET_S [MARGIN_S]  # collection only, one GPU
+#   bash kbench/collect/run_on_device.sh live     PROBLEMS BUDGET_S [MARGIN_S]  # live GPU tests, then collection
+#   bash kbench/collect/run_on_device.sh torchrun PROBLEMS BUDGET_S [MARGIN_S]  # every GPU of the host, one shard each
+#   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
 #
-# Installs the carried wheels (.whl/) into /tmp/site, runs the collector into
-# /tmp/raw (re-starting it after a fatal CUDA error while time is left: it
-# resumes), then packs the raw folder into $OUT/raw.tgz. Never touches clocks.
+# BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
+# output root first, so its problem-directions count as done and the corpus order continues.
+# For a new dataset point it at its own folder (BASE=raw/h200): never mix GPUs in one root.
+# LIMIT (torchrun mode) splits only the next LIMIT pending problem-directions across the GPUs, so a
+# run sized to its budget finishes its shards and merge finds no gaps.
+#
+# Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
+# (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
+# pack the raw folder into $OUT/raw.tgz; 'torchrun' packs only the new shard folders into
+# $OUT/raw_shards.tgz and their merge into $OUT/merged.tgz; 'scaling' writes $OUT/scaling.json
+# and $OUT/agreement.json and packs its raw folders into $OUT/scaling_raw.tgz. Never touches clocks.
 set -u
 MODE=${1:-collect}
 PROBLEMS=${2:-raw/h100/corpus.csv.gz}
 BUDGET=${3:-480}
 MARGIN=${4:-100}  # the collector starts no problem later than this before the budget ends
+BASE=${BASE:-raw/h100}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 T0=$(date +%s)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# The collector uses no collective communication (each rank times its own GPU; torchrun only
+# starts the ranks and sets RANK/WORLD_SIZE/LOCAL_RANK), so NCCL is never initialised. NVLink
+# multicast stays off all the same, as the lent machines require for every program.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 RAW=/tmp/raw
 mkdir -p $RAW
-# resume from the raw batches already collected (carried in raw/h100), if any
-if [ -d raw/h100 ]; then cp -r raw/h100/. $RAW/ 2>/dev/null; fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+# resume from the raw batches already collected for this dataset (carried in $BASE), if any
+if [ -d "$BASE" ]; then cp -r "$BASE"/. $RAW/ 2>/dev/null; fi
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 
 if [ "$MODE" = probe ]; then
   timeout 90 python3 -m kbench.collect.probe_api 2>&1 | tee $OUT/probe_api.txt
@@ -37,11 +54,69 @@ json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2
 fi
 
 if [ "$MODE" = live ]; then
-  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/collect/test_live_gpu.py 2>&1 | tail -5
+  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/collect/test_live_gpu.py 2>&1 | tail -5  # 2-GPU test runs where 2 GPUs are
+fi
+
+if [ "$MODE" = torchrun ]; then
+  # one rank per GPU: rank K times GPU K (LOCAL_RANK) and writes $RAW/shard-K-of-$NGPU/
+  while :; do
+    L=$(left); [ $L -lt 60 ] && break
+    timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NGPU -m kbench.collect cudnn \
+        --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) ${LIMIT:+--limit $LIMIT} > /tmp/attempt.log 2>&1
+    rc=$?
+    cat /tmp/attempt.log >> $OUT/collect.log; tail -40 /tmp/attempt.log
+    echo "torchrun rc=$rc"
+    # torchrun exits 1 whichever way a rank failed; its report gives each rank's own exit code.
+    # Restart (every rank resumes its shard) only after a fatal CUDA error (collector exit 3).
+    grep -Eq 'exitcode *: *3 ' /tmp/attempt.log || break
+  done
+  for d in $RAW/shard-*-of-$NGPU; do python3 -m kbench.collect compact "$d" >/dev/null; done
+  python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NGPU > $OUT/throughput.json; cat $OUT/throughput.json
+  python3 -m kbench.collect merge $RAW/shard-*-of-$NGPU --out /tmp/merged --allow-gaps | head -40
+  (cd $RAW && tar czf $OUT/raw_shards.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NGPU)
+  [ -d /tmp/merged ] && tar czf $OUT/merged.tgz -C /tmp/merged .
+  ls -la $OUT
+  exit 0
+fi
+
+if [ "$MODE" = scaling ]; then
+  # the same budget T three times: 1 GPU, all GPUs (torchrun), then the same problems on GPU 0 and GPU 1
+  T=$(( ($(left) - 60) / 3 ))
+  for d in /tmp/s1 /tmp/sN; do mkdir -p $d; [ -d "$BASE" ] && cp -r "$BASE"/. $d/; done
+  CUDA_VISIBLE_DEVICES=0 KBENCH_NVML_DEVICE=0 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+      timeout -k 15 $((T - 5)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" \
+      --out /tmp/s1 --time-budget $((T - MARGIN)) > $OUT/scaling_1gpu.log 2>&1
+  echo "1 GPU rc=$?"
+  timeout -k 15 $((T - 5)) torchrun --standalone --nproc-per-node=$NGPU -m kbench.collect cudnn \
+      --problems "$PROBLEMS" --out /tmp/sN --time-budget $((T - MARGIN)) > $OUT/scaling_Ngpu.log 2>&1
+  echo "$NGPU GPUs rc=$?"
+  # agreement: both GPUs time the same first problem-directions of the corpus, side by side, no base
+  N_AGREE=${N_AGREE:-60}
+  for g in 0 1; do
+    CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g CUDA_DEVICE_ORDER=PCI_BUS_ID timeout -k 15 $((T - 5)) \
+        python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/agree$g --limit $N_AGREE \
+        --time-budget $((T - MARGIN)) > $OUT/agree$g.log 2>&1 &
+  done
+  wait
+  python3 - <<EOF
+import json
+from kbench.collect.scaling import agreement, throughput
+one = throughput(["/tmp/s1"])
+many = throughput(["/tmp/sN"])
+json.dump({"one_gpu": one, "all_gpus": many, "speedup": many["per_minute"] / one["per_minute"]},
+          open("$OUT/scaling.json", "w"), indent=1)
+json.dump(agreement("/tmp/agree0", "/tmp/agree1"), open("$OUT/agreement.json", "w"), indent=1)
+print(open("$OUT/scaling.json").read()[:1500]); print(open("$OUT/agreement.json").read())
+EOF
+  # the base's compacted files are left out (they are in the repository already); new runs are in parts/
+  tar czf $OUT/scaling_raw.tgz --exclude=.lock --exclude=.lock.pid --exclude='plans-00[0-9][0-9].parquet' --exclude='problems-00[0-9][0-9].parquet' \
+      -C /tmp s1 sN agree0 agree1
+  ls -la $OUT
+  exit 0
 fi
 
 while :; do
-  LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+  LEFT=$(left)
   [ $LEFT -lt 60 ] && break
   timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
       --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/collect.log | tail -25
@@ -50,5 +125,5 @@ while :; do
   [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
 done
 python3 -m kbench.collect compact $RAW
-tar czf $OUT/raw.tgz -C $RAW .
+tar czf $OUT/raw.tgz --exclude=.lock --exclude=.lock.pid -C $RAW .
 ls -la $OUT

@@ -13,9 +13,14 @@ into place, the plans file before the problems file: a problem counts as done
 only when its record is in a problems file, and then its plans are on disk
 too. A run killed at any moment therefore loses at most the batch in memory,
 never a written one, and never leaves a half-written file. A re-run skips every
-done problem. A problem that was started twice without finishing (the process
-died on it twice, e.g. a GPU fault) is recorded once as ``status="crashed"``
-and skipped from then on.
+done problem. A batch whose file is torn anyway (a copy cut short, a full
+disk, a crash of the machine before the data reached the disk) is not
+counted: the reader skips the whole batch (:func:`read_parts`), a resuming
+collector moves it to ``parts/torn/`` and says so (:func:`quarantine_torn`),
+and its problem-directions are measured again. One collector writes a folder
+at a time (:mod:`kbench.collect.lock`). A problem that was started twice
+without finishing (the process died on it twice, e.g. a GPU fault) is recorded
+once as ``status="crashed"`` and skipped from then on.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import json
 import os
 import time
 import uuid
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +47,11 @@ CRASH_LIMIT = 2  # starts without a finish after which a problem is given up as 
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+
+
+def fsync_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary name, flushed to disk, then renamed."""
+    _fsync_write(Path(path), data)
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -127,9 +139,84 @@ class RawWriter:
         return resume_state(self.out)
 
 
-def _read_jsonl_gz(path: Path) -> list[dict]:
-    with gzip.open(path, "rt") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+def _read_batch_file(path: Path) -> tuple[list[dict] | None, str]:
+    """(records, "") of a batch file, or (None, why) when it is torn or unreadable."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror})"
+    if not raw:  # the writer never writes an empty file: even an empty batch has a gzip header
+        return None, "empty file (0 bytes)"
+    try:
+        text = gzip.decompress(raw).decode("utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()], ""
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        return None, f"cut short or corrupt at {len(raw)} bytes ({type(exc).__name__}: {exc})"
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"not valid JSON lines ({type(exc).__name__})"
+
+
+@dataclass
+class Parts:
+    """The batch files of a raw folder: complete batches, and the torn ones skipped."""
+    problems: list[list[dict]] = field(default_factory=list)  # per complete batch, in name order
+    plans: list[list[dict]] = field(default_factory=list)
+    torn: dict[str, str] = field(default_factory=dict)  # batch stem -> why it is not counted
+
+
+def _stem(path: Path) -> str:
+    return path.name.split(".", 1)[0]
+
+
+def read_parts(out_dir: str | Path) -> Parts:
+    """Read every batch, keeping only complete ones.
+
+    A batch (``<run>-<seq>``) counts when its problems file and its plans file
+    both read to the end. The plans file is renamed into place first, so a
+    plans file without a problems file is a batch the collector was killed
+    between the two renames: not done, not torn, ignored like an unwritten one.
+    """
+    parts_dir = Path(out_dir) / PARTS
+    out = Parts()
+    if not parts_dir.exists():
+        return out
+    problem_files = {_stem(p): p for p in sorted(parts_dir.glob("*.problems.jsonl.gz"))}
+    for stem, prob_path in problem_files.items():
+        plan_path = parts_dir / f"{stem}.plans.jsonl.gz"
+        probs, why = _read_batch_file(prob_path)
+        if probs is not None and not probs:
+            probs, why = None, "no records (a batch holds at least one problem-direction)"
+        if probs is None:
+            out.torn[stem] = f"{prob_path.name}: {why}"
+            continue
+        if not plan_path.exists():
+            out.torn[stem] = f"{plan_path.name}: missing while its problems file is there"
+            continue
+        plans, why = _read_batch_file(plan_path)
+        if plans is None:
+            out.torn[stem] = f"{plan_path.name}: {why}"
+            continue
+        out.problems.append(probs)
+        out.plans.append(plans)
+    return out
+
+
+def quarantine_torn(out_dir: str | Path) -> list[str]:
+    """Move torn batches to ``parts/torn/`` (kept, never read again); one message per batch.
+
+    Called by the collector that holds the folder's lock, before it resumes.
+    """
+    parts_dir = Path(out_dir) / PARTS
+    torn = read_parts(out_dir).torn
+    messages = []
+    for stem, why in torn.items():
+        dest = parts_dir / "torn"
+        dest.mkdir(exist_ok=True)
+        for f in parts_dir.glob(f"{stem}.*.jsonl.gz"):
+            os.replace(f, dest / f.name)
+        messages.append(f"dropped torn batch {parts_dir / stem} ({why}); moved to {dest}/; its "
+                        "problem-directions are measured again")
+    return messages
 
 
 def read_journal(out_dir: str | Path) -> pd.DataFrame:
@@ -160,9 +247,12 @@ def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = Non
         raise KbenchInputError(f"{out}: raw collector folder not found.")
     frames = []
     for path in sorted(out.glob(f"{kind}-*.parquet")):
-        frames.append(pd.read_parquet(path, columns=columns))
-    for path in sorted((out / PARTS).glob(f"*.{kind}.jsonl.gz")) if (out / PARTS).exists() else []:
-        recs = _read_jsonl_gz(path)
+        try:
+            frames.append(pd.read_parquet(path, columns=columns))
+        except Exception as exc:  # noqa: BLE001 - any failure here is a damaged file
+            raise KbenchInputError(f"{path}: cannot read this compacted batch file ({type(exc).__name__}: "
+                                   f"{str(exc)[:200]}); restore it from your copy of the raw folder.") from None
+    for recs in getattr(read_parts(out), kind):  # complete batches only
         if recs:
             df = pd.DataFrame.from_records(recs)
             frames.append(df[[c for c in columns if c in df]] if columns else df)
@@ -186,32 +276,39 @@ def load_env(out_dir: str | Path) -> pd.DataFrame:
 
 
 def compact(out_dir: str | Path) -> dict:
-    """Merge the batch files into one parquet file per kind; returns row counts.
+    """Merge the complete batch files into one parquet file per kind; returns row counts.
 
     The parquet files are written (atomically) before any part is removed, so
     an interrupted compaction leaves duplicates at worst, which
-    :func:`load_records` callers drop with :func:`dedupe`.
+    :func:`load_records` callers drop with :func:`dedupe`. Torn batches are
+    left where they are (see :func:`quarantine_torn`). Refused while a
+    collector writes the folder.
     """
+    from kbench.collect.lock import FolderLock
     out = Path(out_dir)
     parts_dir = out / PARTS
-    if not parts_dir.exists():
-        return {"problems": 0, "plans": 0}
-    counts = {}
-    n = len(list(out.glob("problems-*.parquet")))
-    written = []
-    for kind in ("plans", "problems"):
-        files = sorted(parts_dir.glob(f"*.{kind}.jsonl.gz"))
-        recs = [r for f in files for r in _read_jsonl_gz(f)]
-        counts[kind] = len(recs)
-        if recs:
-            df = pd.DataFrame.from_records(recs)
-            target = out / f"{kind}-{n:04d}.parquet"
-            buf = io.BytesIO()
-            df.to_parquet(buf, index=False, compression="zstd")
-            _fsync_write(target, buf.getvalue())
-        written += files
-    for f in written:
-        f.unlink()
+    if not out.is_dir():
+        raise KbenchInputError(f"{out}: raw collector folder not found.")
+    with FolderLock(out, "compaction"):  # first: a collector that just started has no parts/ yet
+        if not parts_dir.exists():
+            return {"problems": 0, "plans": 0}
+        parts = read_parts(out)
+        n = len(list(out.glob("problems-*.parquet")))
+        counts = {}
+        for kind in ("plans", "problems"):
+            recs = [r for batch in getattr(parts, kind) for r in batch]
+            counts[kind] = len(recs)
+            if recs:
+                df = pd.DataFrame.from_records(recs)
+                buf = io.BytesIO()
+                df.to_parquet(buf, index=False, compression="zstd")
+                _fsync_write(out / f"{kind}-{n:04d}.parquet", buf.getvalue())
+        compacted = {_stem(f) for f in parts_dir.glob("*.problems.jsonl.gz")} - set(parts.torn)
+        # problems files first: a compaction cut short then leaves plans without problems (ignored
+        # like a batch never finished), never problems without plans (a torn batch)
+        for f in sorted(parts_dir.glob("*.jsonl.gz"), key=lambda f: ".plans." in f.name):
+            if _stem(f) in compacted:
+                f.unlink()
     return counts
 
 

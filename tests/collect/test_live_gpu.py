@@ -34,3 +34,36 @@ def test_collect_two_problem_directions(tmp_path):
     assert plans["correct"].any() and (plans["coarse_ms"].dropna() > 0).all()
     again = C.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
     assert again["pending"] == 0
+
+
+def _two_gpus_reason():
+    if REASON is not None:
+        return REASON
+    import torch
+    return None if torch.cuda.device_count() >= 2 else "fewer than 2 CUDA GPUs visible"
+
+
+@pytest.mark.skipif(_two_gpus_reason() is not None, reason=_two_gpus_reason() or "")
+def test_torchrun_two_gpus_one_shard_each(tmp_path):
+    """Real torchrun on two GPUs: each rank times its own GPU, its own shard, nothing twice."""
+    import os
+    import subprocess
+    import sys
+    from kbench.collect import cudnn as C
+    from kbench.collect.merge import merge
+    from kbench.collect.writer import load_env, load_records
+    path = tmp_path / "p.csv"
+    pd.DataFrame([dict(n=2, c=16, k=16 * (i + 1), x_h=8, x_w=8, fil_h=3, fil_w=3, pad_h=1, pad_w=1,
+                       dtype="FP16", layout="NHWC") for i in range(2)]).to_csv(path, index=False)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE")}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                          "-m", "kbench.collect", "cudnn", "--problems", str(path), "--out", str(tmp_path / "raw"),
+                          "--directions", "F,W", "--no-torch-choice"], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    starts = [load_env(tmp_path / "raw" / f"shard-{k}-of-2").iloc[0] for k in range(2)]
+    assert [s["gpu_selected"] for s in starts] == ["0", "1"]
+    assert starts[0]["smi_pci_bus_id"] != starts[1]["smi_pci_bus_id"]  # two GPUs, each its own
+    keys = [k for s in range(2) for k in load_records(tmp_path / "raw" / f"shard-{s}-of-2", "problems")["key"]]
+    assert sorted(keys) == sorted(C.load_problems(path, directions=("F", "W"))["key"])
+    assert merge([tmp_path / "raw"], tmp_path / "merged")["problem_directions"] == 4

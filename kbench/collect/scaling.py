@@ -1,0 +1,119 @@
+"""Numbers of a multi-GPU collection, read from raw folders (no GPU needed).
+
+    python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
+    python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
+
+**Throughput** comes from each run's ``end`` record in ``env.jsonl`` (problem-
+directions measured and seconds elapsed, written by the collector itself).
+Ranks of one launch run side by side, so the launch's rate is the sum of the
+problem-directions over the longest rank's elapsed time; per GPU it is that
+divided by the number of ranks.
+
+**Agreement** compares two raw folders that timed the same problem-directions
+on different GPUs of one host: for every (problem-direction, plan) timed
+precisely on both, ``|ln(t_gpu1 / t_gpu0)|``; and, as the yardstick, the
+single-GPU repeatability of the same folders: ``|ln(repeat_ms / precise_ms)|``
+of each problem's best plan (the collector re-times the best plan at the end
+of every problem). The GPUs agree when the cross-GPU median and 90th
+percentile are no larger than the repeatability's.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbench.collect.shard import shard_folders
+from kbench.collect.writer import dedupe, load_env, load_records
+from kbench.errors import KbenchInputError
+
+
+def _folders(paths) -> list[Path]:
+    out = []
+    for p in map(Path, paths):
+        shards = shard_folders(p)
+        out += list(shards.values()) if shards else [p]
+    return out
+
+
+def throughput(paths) -> dict:
+    """Per-rank and combined problem-directions per minute of the runs in ``paths``."""
+    ranks = []
+    for folder in _folders(paths):
+        env = load_env(folder)
+        if not len(env) or "phase" not in env:
+            raise KbenchInputError(f"{folder}: no env.jsonl run records; not a collector output folder.")
+        end = env[env["phase"] == "end"]
+        if not len(end):
+            raise KbenchInputError(f"{folder}: no run has ended (no 'end' record in env.jsonl).")
+        last = end.iloc[-1]
+        ranks.append({"folder": str(folder), "run_id": str(last["run_id"]), "measured": int(last["measured"]),
+                      "elapsed_s": float(last["elapsed_s"]),
+                      "per_minute": 60.0 * float(last["measured"]) / float(last["elapsed_s"])})
+    measured = sum(r["measured"] for r in ranks)
+    wall = max(r["elapsed_s"] for r in ranks)
+    per_minute = 60.0 * measured / wall
+    return {"gpus": len(ranks), "measured": measured, "elapsed_s": wall, "per_minute": per_minute,
+            "per_minute_per_gpu": per_minute / len(ranks), "ranks": ranks}
+
+
+def _quantiles(values) -> dict:
+    a = np.asarray(values, dtype=float)
+    if not len(a):
+        return {"n": 0, "median": None, "p90": None}
+    return {"n": int(len(a)), "median": float(np.median(a)), "p90": float(np.percentile(a, 90))}
+
+
+def agreement(raw_a, raw_b) -> dict:
+    """Cross-GPU timing differences against single-GPU repeatability (see the module text)."""
+    frames = []
+    for raw in (raw_a, raw_b):
+        problems, plans = dedupe(load_records(raw, "problems"), load_records(raw, "plans"))
+        ok = problems.loc[problems["status"] == "ok", "key"]
+        plans = plans[plans["key"].isin(ok)]
+        if "precise_ms" not in plans:
+            plans = plans.assign(precise_ms=np.nan, repeat_ms=np.nan)
+        frames.append(plans[["key", "plan", "precise_ms", "repeat_ms"]].dropna(subset=["precise_ms"]))
+    a, b = frames
+    both = a.merge(b, on=["key", "plan"], suffixes=("_a", "_b"))
+    both = both[(both["precise_ms_a"] > 0) & (both["precise_ms_b"] > 0)]
+    cross = np.abs(np.log(both["precise_ms_b"] / both["precise_ms_a"]))
+    rep = pd.concat([f.dropna(subset=["repeat_ms"]) for f in frames])
+    rep = rep[(rep["repeat_ms"] > 0) & (rep["precise_ms"] > 0)]
+    repeat = np.abs(np.log(rep["repeat_ms"] / rep["precise_ms"]))
+    best_a = a.loc[a.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(a) else a[["key", "plan"]]
+    best_b = b.loc[b.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(b) else b[["key", "plan"]]
+    same_best = best_a.merge(best_b, on="key", suffixes=("_a", "_b"))
+    out = {"problem_directions_on_both": int(both["key"].nunique()), "plans_on_both": int(len(both)),
+           "cross_gpu_abs_log_ratio": _quantiles(cross), "single_gpu_repeat_abs_log_ratio": _quantiles(repeat),
+           "same_fastest_plan_share": (float((same_best["plan_a"] == same_best["plan_b"]).mean())
+                                       if len(same_best) else None)}
+    c, r = out["cross_gpu_abs_log_ratio"], out["single_gpu_repeat_abs_log_ratio"]
+    out["within_repeatability"] = (None if not c["n"] or not r["n"]
+                                   else bool(c["median"] <= r["median"] and c["p90"] <= r["p90"]))
+    return out
+
+
+def main(argv=None) -> int:
+    from kbench.errors import KbenchError
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if len(argv) >= 2 and argv[0] == "throughput":
+            print(json.dumps(throughput(argv[1:]), indent=1))
+        elif len(argv) == 3 and argv[0] == "agreement":
+            print(json.dumps(agreement(argv[1], argv[2]), indent=1))
+        else:
+            print(__doc__.split("\n\n")[1], file=sys.stderr)
+            return 2
+    except KbenchError as exc:
+        print(f"kbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

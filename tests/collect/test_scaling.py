@@ -1,0 +1,59 @@
+"""Throughput and cross-GPU agreement read from raw folders (hand-worked records)."""
+
+import json
+import math
+
+import pytest
+
+from kbench.collect import scaling
+from kbench.collect import writer as W
+from kbench.errors import KbenchInputError
+
+
+def _env(folder, measured, elapsed):
+    folder.mkdir(parents=True)
+    lines = [{"run_id": "r", "phase": "start", "gpu": "G"},
+             {"run_id": "r", "phase": "end", "measured": measured, "elapsed_s": elapsed}]
+    (folder / W.ENV).write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_throughput_of_two_ranks(tmp_path):
+    _env(tmp_path / "shard-0-of-2", 30, 60.0)
+    _env(tmp_path / "shard-1-of-2", 20, 50.0)
+    t = scaling.throughput([tmp_path])
+    # 50 problem-directions over the longer rank's 60 s = 50 per minute, 25 per GPU
+    assert (t["gpus"], t["measured"], t["elapsed_s"], t["per_minute"], t["per_minute_per_gpu"]) == (
+        2, 50, 60.0, 50.0, 25.0)
+    assert [r["per_minute"] for r in t["ranks"]] == [30.0, 24.0]
+    assert scaling.throughput([tmp_path / "shard-1-of-2"])["per_minute"] == 24.0
+    with pytest.raises(KbenchInputError, match="no env.jsonl"):
+        scaling.throughput([tmp_path / "elsewhere"])
+
+
+def _raw(folder, times):
+    w = W.RawWriter(folder, run_id="r", batch_size=100)
+    for key, plans in times.items():
+        w.add({"key": key, "status": "ok"}, [{"plan": p, "precise_ms": t, "repeat_ms": r} for p, t, r in plans])
+    w.close()
+
+
+def test_agreement_hand_worked(tmp_path):
+    nan = float("nan")
+    _raw(tmp_path / "a", {"k1": [("p1", 1.0, 1.1), ("p2", 2.0, nan)], "k2": [("p1", 4.0, 4.0)]})
+    _raw(tmp_path / "b", {"k1": [("p1", 1.05, 1.0), ("p2", 1.9, nan)], "k2": [("p1", 4.4, 4.4)]})
+    out = scaling.agreement(tmp_path / "a", tmp_path / "b")
+    cross = sorted([abs(math.log(1.05)), abs(math.log(1.9 / 2.0)), abs(math.log(1.1))])
+    repeat = sorted([abs(math.log(1.1)), 0.0, abs(math.log(1.0 / 1.05)), 0.0])
+    assert out["plans_on_both"] == 3 and out["problem_directions_on_both"] == 2
+    assert out["cross_gpu_abs_log_ratio"]["median"] == pytest.approx(cross[1])
+    assert out["single_gpu_repeat_abs_log_ratio"]["median"] == pytest.approx((repeat[1] + repeat[2]) / 2)
+    assert out["same_fastest_plan_share"] == 1.0
+    assert out["within_repeatability"] is False  # median 0.0513 > 0.0244
+    same = scaling.agreement(tmp_path / "a", tmp_path / "a")
+    assert same["cross_gpu_abs_log_ratio"]["p90"] == 0.0 and same["within_repeatability"] is True
+
+
+def test_cli_usage_and_errors(tmp_path, capsys):
+    assert scaling.main([]) == 2
+    assert scaling.main(["throughput", str(tmp_path / "none")]) == 2
+    assert "no env.jsonl" in capsys.readouterr().err
