@@ -266,7 +266,7 @@ from collect_fakes import SyntheticCollector
 from kbench.collect import cudnn as C
 import os
 C.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
-from kbench.collect.cli import main
+from kbench.cli.collect import main
 sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
 """)
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE")}
