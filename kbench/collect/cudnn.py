@@ -22,7 +22,7 @@ collector
 4. times each plan: a CUDA graph of ``k`` back-to-back executions is captured
    (``k`` chosen from a second, warm execution so one replay takes about
    :data:`COARSE_TARGET_MS`; the first execution, which may load the plan's
-   kernels, is recorded as ``first_ms`` and used for nothing else), replayed
+   kernels, is recorded as ``first_exec_ms`` and used for nothing else), replayed
    once to upload it and then timed replay by replay with CUDA events, one plan
    at a time, behind a spin kernel that keeps the GPU busy until the host has
    queued every timed launch; time per execution = replay time / ``k``. A
@@ -814,7 +814,7 @@ class CudnnCollector:
                                   else "reduced")
             # The first execution may load the plan's kernels (CUDA lazy loading) or wait for
             # the host: it is recorded, but every decision below uses a second execution.
-            r["first_ms"] = first_ms
+            r["first_exec_ms"] = first_ms
             try:
                 single = self._single_ms(g, pack, ps.index)
             except Exception as exc:  # noqa: BLE001
@@ -822,7 +822,7 @@ class CudnnCollector:
                 r["exec_ok"] = False
                 self._check_cuda()
                 continue
-            r["single_ms"] = single
+            r["warm_exec_ms"] = single
             n_coarse = 1 if single > FAR_BEHIND * best_ok_ms else COARSE_REPLAYS
             if r["correct"]:
                 best_ok_ms = min(best_ok_ms, single)
