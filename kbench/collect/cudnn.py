@@ -91,6 +91,9 @@ SPIN_BASE_US = 50.0
 SPIN_PER_LAUNCH_US = 40.0
 #: a spin kernel's cycles per microsecond (a lower bound of the SM clock; a longer spin is harmless)
 SPIN_CYCLES_PER_US = 1500
+#: a replay-timed plan slower per execution than this many times its warm single execution was
+#: timed with something else than its kernels (the host, a stall): it is captured and timed again
+WARM_CONSISTENCY = 1.5
 PRECISE_MAX_PLANS = 8
 PRECISE_ROUNDS = 4
 PRECISE_REPLAYS = 5
@@ -253,13 +256,28 @@ def launch_bound_mask(plans: pd.DataFrame) -> pd.Series:
     (:data:`COARSE_TARGET_MS`) unless ``inner_k`` is already :data:`MAX_INNER`; a shorter replay
     means ``inner_k`` was chosen from a first execution that was slow for another reason
     (lazy loading of the plan's kernels, a graph's first upload), and the replay's events then
-    time the host's launch latency as well as the kernel. This is the check that finds the
-    5-7x outliers of the issue-16 re-run in recorded data.
+    time the host's launch latency as well as the kernel. Likewise a plan timed by single
+    executions (meant for plans over :data:`SLOW_PLAN_MS`) whose time is under that. This is
+    the check that finds the 5-19x outliers of the old protocol in recorded data.
     """
-    graph = plans["timing_method"].astype(str).eq("graph")
+    method = plans["timing_method"].astype(str)
     k = pd.to_numeric(plans["inner_k"], errors="coerce")
-    replay_ms = pd.to_numeric(plans["coarse_ms"], errors="coerce") * k
-    return graph & (k < MAX_INNER) & (replay_ms < COARSE_TARGET_MS / 2)
+    coarse = pd.to_numeric(plans["coarse_ms"], errors="coerce")
+    short_replay = method.eq("graph") & (k < MAX_INNER) & (coarse * k < COARSE_TARGET_MS / 2)
+    # "single" is for plans over SLOW_PLAN_MS: one under it was sent there by a slow first execution,
+    # and a single launch of a short kernel is timed with the host's launch latency
+    fast_single = method.eq("single") & (coarse < SLOW_PLAN_MS)
+    return short_replay | fast_single
+
+
+def inconsistent_with_warm(coarse_ms: float, warm_exec_ms: float) -> bool:
+    """True when replays of k executions took longer per execution than ``WARM_CONSISTENCY`` times
+    one spin-protected execution: back-to-back executions are never slower than one alone, so the
+    replays timed something else (issue 16: a k=1 replay that timed 0.49 ms of host latency for a
+    26 us kernel)."""
+    if coarse_ms is None or warm_exec_ms is None or not (warm_exec_ms > 0):
+        return False
+    return bool(coarse_ms > WARM_CONSISTENCY * warm_exec_ms)
 
 
 def plan_priority(rec: dict) -> tuple:
@@ -846,6 +864,12 @@ class CudnnCollector:
                     self._replays(ps, 1)
                     ps.times = self._replays(ps, n_coarse)
                     r["recaptured"] = True
+                if inconsistent_with_warm(timing_stats(ps.times)["median"], single):
+                    ps.k = inner_count(single)
+                    ps.graph = self._capture(g, pack, ps.index, ps.k)
+                    self._replays(ps, 1)
+                    ps.times = self._replays(ps, n_coarse)
+                    r["retimed_inconsistent"] = True
             except Exception as exc:  # noqa: BLE001
                 r["capture_error"] = _err(exc)
                 ps.graph = None

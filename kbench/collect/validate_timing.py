@@ -304,6 +304,64 @@ def outliers(col, cases: dict, corpus, out_path=None) -> list[dict]:
     return rows
 
 
+PHASES = ("t_heur_s", "t_notes_s", "t_build_s", "t_coarse_s", "t_torch_s", "t_precise_s", "t_verify_s")
+
+
+def diagnosis(vdir) -> dict:
+    """The issue-16 evidence recorded in ``vdir`` (``raw/h100/validation/issue16``), as tables.
+
+    ``first``: per traced plan (``outliers`` run, default and eager module loading) the first
+    execution, a second one launched alone, a spin-protected one, graph replays of one
+    execution without / with a spin kernel, and the reference time. ``protocol``: the
+    collector before the fix (``old/``) and after it (``new/``) on the same problems in the
+    same lease: launch-bound plans, plans whose old coarse time is 1.5x / 3x the new one,
+    and whether :func:`cudnn.launch_bound_mask` flags every one of them. ``phases``: seconds
+    per problem-direction of each phase, old and new.
+    """
+    from pathlib import Path
+
+    import pandas as pd
+
+    from kbench.collect.writer import load_records
+    vdir = Path(vdir)
+    traces = []
+    for mode in ("lazy", "eager"):
+        path = vdir / f"outliers_{mode}.json"
+        if path.exists():
+            d = pd.DataFrame(json.loads(path.read_text()))
+            d.insert(0, "module loading", "EAGER" if mode == "eager" else "default (lazy)")
+            traces.append(d)
+    first = pd.concat(traces, ignore_index=True) if traces else pd.DataFrame()
+    if len(first):
+        first = first.assign(k1_nospin_ms=first["k1_nospin_ms"].map(np.median),
+                             k1_spin_ms=first["k1_spin_ms"].map(np.median))
+    out = {"first": first}
+    runs = {name: (load_records(vdir / name, "plans"), load_records(vdir / name, "problems"))
+            for name in ("old", "new") if (vdir / name).exists()}
+    if len(runs) == 2:
+        (old, old_pd), (new, new_pd) = runs["old"], runs["new"]
+        both = old.merge(new[["key", "plan", "coarse_ms"]], on=["key", "plan"], suffixes=("_old", "_new"))
+        ratio = both["coarse_ms_old"] / both["coarse_ms_new"]
+        flagged = C.launch_bound_mask(both.rename(columns={"coarse_ms_old": "coarse_ms"}))
+        rows = []
+        for name, plans in (("before the fix", old), ("after the fix", new)):
+            rows.append({"protocol": name, "problem-directions": int(plans["key"].nunique()),
+                         "plans timed": int(plans["coarse_ms"].notna().sum()),
+                         "launch-bound": int(C.launch_bound_mask(plans).sum())})
+        out["protocol"] = pd.DataFrame(rows)
+        out["outliers"] = {f">= {t}x": {"plans": int((ratio >= t).sum()),
+                                        "flagged by launch_bound_mask": int((flagged & (ratio >= t)).sum())}
+                           for t in (1.5, 3.0)}
+        out["outliers"]["max ratio"] = float(ratio.max())
+        out["outliers"]["plans compared"] = int(len(both))
+        out["worst"] = both.assign(ratio=ratio).sort_values("ratio", ascending=False).head(6)[
+            ["key", "plan", "inner_k", "coarse_ms_old", "coarse_ms_new", "ratio"]]
+        out["phases"] = pd.DataFrame({name: pd.concat([pd_[[c for c in PHASES if c in pd_]].sum() / len(pd_),
+                                                       pd.Series({"t_total_s": pd_["t_total_s"].sum() / len(pd_)})])
+                                      for name, pd_ in (("before", old_pd), ("after", new_pd))})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="validate the collector's timing method")
     ap.add_argument("what", choices=["measure", "ncu-target", "scaling", "read-ncu", "outlier-cases",

@@ -16,13 +16,16 @@ def test_launch_bound_mask_hand_worked():
         dict(timing_method="graph", inner_k=5, coarse_ms=0.05),
         # k already at the cap: nothing more could be done
         dict(timing_method="graph", inner_k=C.MAX_INNER, coarse_ms=0.001),
-        # single executions and eager launches are not replays
+        # single executions are for plans over SLOW_PLAN_MS: a 0.03 ms one was sent there by a slow
+        # first execution and timed with the host's launch latency; a 25 ms one is what it is for
         dict(timing_method="single", inner_k=1, coarse_ms=0.03),
+        dict(timing_method="single", inner_k=1, coarse_ms=25.0),
+        # eager launches run behind a spin kernel
         dict(timing_method="eager", inner_k=1, coarse_ms=0.03),
         # never timed
         dict(timing_method="", inner_k=None, coarse_ms=None),
     ])
-    assert C.launch_bound_mask(rows).tolist() == [True, False, False, False, False, False, False]
+    assert C.launch_bound_mask(rows).tolist() == [True, False, False, False, True, False, False, False]
 
 
 def test_spin_covers_every_queued_launch():
@@ -47,3 +50,34 @@ def test_outlier_cases_from_the_recorded_h100_runs():
         if key in V.ISSUE16_RERUN:
             continue
         assert any((key, p) in lb_pairs for p in ps)
+
+
+def test_inconsistent_with_warm_hand_worked():
+    # issue 16's worst case: replays of one execution took 0.486 ms, one spin-protected execution 0.145 ms
+    assert C.inconsistent_with_warm(0.486, 0.145)
+    # back to back faster than alone (launch overhead amortised): consistent
+    assert not C.inconsistent_with_warm(0.0256, 0.145)
+    # exactly 1.5x is still consistent; just over is not
+    assert not C.inconsistent_with_warm(0.15, 0.1)
+    assert C.inconsistent_with_warm(0.1501, 0.1)
+    # nothing to compare with
+    assert not C.inconsistent_with_warm(0.2, None)
+    assert not C.inconsistent_with_warm(None, 0.1)
+    assert not C.inconsistent_with_warm(0.2, 0.0)
+
+
+def test_diagnosis_of_the_recorded_evidence():
+    """raw/h100/validation/issue16: the old and new protocol on the same problems of one H100 lease."""
+    d = V.diagnosis("raw/h100/validation/issue16")
+    from kbench.collect.writer import load_records
+    old = load_records("raw/h100/validation/issue16/old", "plans")
+    new = load_records("raw/h100/validation/issue16/new", "plans")
+    prot = d["protocol"].set_index("protocol")
+    assert prot.loc["before the fix", "launch-bound"] == int(C.launch_bound_mask(old).sum())
+    assert prot.loc["after the fix", "launch-bound"] == int(C.launch_bound_mask(new).sum())
+    # the old protocol's worst outlier is the k = 1 replay that timed the host (see inconsistent_with_warm)
+    worst = d["worst"].iloc[0]
+    assert worst["inner_k"] == 1 and worst["ratio"] == d["outliers"]["max ratio"]
+    # the first execution of a plan is slower than its steady time in every trace (lazy set-up)
+    f = d["first"]
+    assert (f["first_ms"] > f["ref_ms"]).all()
