@@ -37,6 +37,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
+    c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="re-time each problem's front-runners in a fresh order before keeping the label "
+                        "(default on; kbench.collect.verify)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.set_defaults(func=cmd_cudnn)
 
@@ -75,7 +78,8 @@ def cmd_cudnn(args) -> int:
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
-                     precise=not args.no_precise, seed=args.seed)
+                     precise=not args.no_precise, verify=args.verify,
+                     seed=args.seed)
     summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
                         options=opts)
@@ -99,6 +103,10 @@ def cmd_package(args) -> int:
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
                                card=args.card)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")
+    labels = manifest.get("cleaning", {}).get("labels", {})
+    if labels.get("label_unverified", {}).get("n"):
+        print(f"check: {labels['label_unverified']['n']:,} of {labels['problems']:,} labels not confirmed by the "
+              f"verification pass; {labels['label_never_retimed']['n']:,} never re-timed (coarse time only)")
     return 0
 
 

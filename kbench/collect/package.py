@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect.cudnn import default_set
+from kbench.collect.verify import AGREE, DISAGREE_RESOLVED
 from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
 
@@ -84,11 +85,45 @@ def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str
     precise = p["precise_ms"].notna() if "precise_ms" in p else pd.Series(False, index=p.index)
     p["time_ms"] = np.where(precise, p.get("precise_ms"), p["coarse_ms"]).astype(float)
     p["timing"] = np.where(precise, "precise", np.where(p["timing_method"].eq("single"), "single", "coarse"))
+    if "verified_ms" in p:  # the verification pass ran: its label time is the plan's time
+        has_label = p["verified_ms"].notna()
+        p["time_ms"] = np.where(has_label, p["verified_ms"], p["time_ms"]).astype(float)
+        p.loc[p["verified"].isin([AGREE, DISAGREE_RESOLVED]), "timing"] = "verified"
     for a, b in (("time_min_ms", "precise_min_ms"), ("time_q1_ms", "precise_q1_ms"),
                  ("time_q3_ms", "precise_q3_ms")):
         p[a] = p[b] if b in p else np.nan
     p["n_reps"] = np.where(precise, p.get("precise_n"), p["coarse_n"])
     return p[p["time_ms"] > 0]
+
+
+def label_checks(runtimes: pd.DataFrame, plans: pd.DataFrame) -> dict:
+    """The check that would have caught issue 16's flipped labels: how each problem's label was timed.
+
+    ``runtimes``: candidate rows with ``key, plan, time_ms`` (:func:`candidate_runtimes`);
+    ``plans``: the raw plan records. A label (the fastest plan of a problem) is
+    *never re-timed* when it has neither a precise nor a verification time (its
+    coarse time alone made it the label), *unverified* when the verification pass
+    did not confirm it (``verified`` missing or ``none``), and a *single replay*
+    when its coarse time is one CUDA-graph replay (the FAR_BEHIND rule) or one
+    execution (whether or not it was re-timed later). Returns counts, shares and up to 20 example keys per check.
+    """
+    if not len(runtimes):
+        return {"problems": 0}
+    win = runtimes.sort_values(["key", "time_ms", "plan"], kind="stable").drop_duplicates("key")
+    cols = [c for c in ("key", "plan", "precise_ms", "verify_ms", "verified", "coarse_n", "inner_k")
+            if c in plans]
+    w = win[["key", "plan"]].merge(plans[cols], on=["key", "plan"], how="left")
+    nan = pd.Series(np.nan, index=w.index)
+    retimed = w.get("precise_ms", nan).notna() | w.get("verify_ms", nan).notna()
+    confirmed = w.get("verified", nan).isin([AGREE, DISAGREE_RESOLVED])
+    replays = w.get("coarse_n", nan) / w.get("inner_k", nan).fillna(1).clip(lower=1)
+    single = replays.le(1)
+    n = len(w)
+
+    def part(mask):
+        return {"n": int(mask.sum()), "share": float(mask.mean()), "examples": w.loc[mask, "key"].head(20).tolist()}
+    return {"problems": n, "label_never_retimed": part(~retimed), "label_unverified": part(~confirmed),
+            "label_single_coarse_replay": part(single)}
 
 
 def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,
@@ -176,6 +211,9 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
         "plans_in_runtimes": int(len(runtimes)),
         "wrong_answer_plans": int((plans["exec_ok"].astype(bool) & ~plans["correct"].astype(bool)).sum()),
     }
+    checks = label_checks(rt, plans)
+    report["labels"] = {k: (v if not isinstance(v, dict) else {"n": v["n"], "share": round(v["share"], 4)})
+                        for k, v in checks.items()}
     return {"problems": prob.reset_index(drop=True), "runtimes": runtimes, "kernels": kernels,
             "splits": splits, "heuristics": heuristics}, report
 
