@@ -117,6 +117,33 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
     return "\n".join(lines)
 
 
+def repeats_section(tables: dict) -> str:
+    """The test-retest section: statistics of the ``repeats`` table, or that the study has not been run."""
+    from kbench import repeatability as R
+    rep = tables.get("repeats")
+    if rep is None or not len(rep):
+        return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
+                "re-measuring a stratified sample in another run (`kbench collect sample`, `kbench collect cudnn`) "
+                "and packaging it with `kbench collect package ... --repeats RAW2`.")
+    s = R.summary(rep, tables.get("heuristics"))
+    pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
+    rows = [("plans timed in both runs", f"{pl['n']}"),
+            ("per-plan |log(t_repeat / t_first)|: median, p90, p99",
+             f"{_fmt(pl['median'], 4)}, {_fmt(pl['p90'], 4)}, {_fmt(pl['p99'], 4)}"),
+            ("problems whose fastest plan is the same", f"{sw['same']} of {sw['n']} ({_fmt(100 * sw['share'], 1)}%)"),
+            ("noise ceiling: first run's winner under the repeat, time / fastest: geomean, p90, max",
+             f"{_fmt(nc['geomean'], 4)}, {_fmt(nc['p90'], 4)}, {_fmt(nc['max'], 4)}")]
+    if "heuristic_gap" in s:
+        hg = s["heuristic_gap"]
+        rows.append((f"{hg['heuristic']} time / fastest (geomean), first run and repeat ({hg['n']} problems)",
+                     f"{_fmt(hg['run_a'], 4)}, {_fmt(hg['run_b'], 4)}"))
+    tab = pd.DataFrame(rows, columns=["statistic", "value"])
+    return (f"{s['problems']} problem-directions were measured again in another run (`repeats` table, run 0 = "
+            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}\n\nThe noise ceiling is what a selector that "
+            "always picks the first run's fastest plan scores when judged by the repeat: differences between "
+            "selectors smaller than its distance from 1 are within measurement noise.")
+
+
 def validation(raws) -> str:
     from kbench.collect import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
@@ -316,6 +343,10 @@ the work.
 ## Labels
 
 {label_section(problems, plans, tables)}
+
+## Test-retest
+
+{repeats_section(tables)}
 
 ## Candidate sets and precision
 

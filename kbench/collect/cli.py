@@ -4,6 +4,8 @@
     kbench collect cudnn   --problems problems.csv --out DIR [--directions F,B,W] [--dtypes FP16,BF16,FP32]
     kbench collect compact DIR                              # merge a raw folder's batch files
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
+    kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
+    kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
 
 Registered into the main CLI by :func:`register_cli`; also runs stand-alone as
 ``python -m kbench.collect``. Nothing heavy (torch, cuDNN) is imported until a
@@ -52,6 +54,19 @@ def register_cli(subparsers) -> None:
     c.add_argument("raw", help="raw collector folder")
     c.set_defaults(func=cmd_compact)
 
+    c = sub.add_parser("sample", help="stratified random sample of a dataset's problems to re-measure",
+                       description="Draw a stratified random sample (kind, dtype, direction, layout; "
+                                   "proportional) of a dataset's problem-directions into a problems file "
+                                   "for `kbench collect cudnn` (the test-retest study).")
+    c.add_argument("--dataset", default="h100", help="dataset name or folder (default h100)")
+    c.add_argument("--n", type=int, default=500, help="problem-directions to draw (default 500)")
+    c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    c.add_argument("--split", default="random", help="split whose part is sampled (default random)")
+    c.add_argument("--part", default="test", choices=["train", "valid", "test", "all"],
+                   help="part of the split to sample (default test; all: every problem)")
+    c.add_argument("--out", required=True, help="problems CSV to write (.csv or .csv.gz)")
+    c.set_defaults(func=cmd_sample)
+
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
@@ -60,6 +75,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--variant", choices=["default", "tf32"], default="default",
                    help="default: FP32 problems keep full-FP32 plans only; tf32: every correct plan")
     c.add_argument("--card", default=None, help="also write the data card to this markdown file")
+    c.add_argument("--repeats", nargs="+", default=None, metavar="RAW2",
+                   help="raw folder(s) re-measuring a sample (kbench collect sample) in other runs: "
+                        "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
 
@@ -98,11 +116,22 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def cmd_sample(args) -> int:
+    from kbench.collect.sample import write_sample
+    from kbench.dataset import load
+    part = None if args.part == "all" else args.part
+    counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
+    print(f"{int(counts['problem-directions'].sum())} problem-directions in {len(counts)} strata -> {args.out}")
+    return 0
+
+
 def cmd_package(args) -> int:
     from kbench.collect import package
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
-                               card=args.card)
+                               card=args.card, repeats=args.repeats)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")
+    if "repeats" in manifest:
+        print(f"repeats: {manifest['repeats']['problems']:,} problems in {len(manifest['repeats']['runs'])} runs")
     labels = manifest.get("cleaning", {}).get("labels", {})
     if labels.get("label_unverified", {}).get("n"):
         print(f"check: {labels['label_unverified']['n']:,} of {labels['problems']:,} labels not confirmed by the "

@@ -121,7 +121,9 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
 
     Required columns: n, c, k, x_h, x_w, fil_h, fil_w (or h, w, r, s). Optional:
     groups, pad_*, stride_*, dil_* (defaults 1/0/1/1), dtype, layout (else
-    every one of ``dtypes`` / ``layouts``), order, kind, sources.
+    every one of ``dtypes`` / ``layouts``), direction (else every one of
+    ``directions``; with it, rows whose direction is not in ``directions`` are
+    skipped), order, kind, sources.
     """
     path = Path(path)
     if not path.exists():
@@ -163,8 +165,16 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
         if col not in df:
             df[col] = ""
     df = df.sort_values("order", kind="stable").reset_index(drop=True)
-    out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
-    out["direction"] = list(directions) * len(df)
+    if "direction" in df:  # a list of problem-directions (e.g. a test-retest sample): each row its own
+        df["direction"] = df["direction"].astype(str).str.upper()
+        bad = ~df["direction"].isin(DIRECTIONS)
+        if bad.any():
+            raise KbenchInputError(f"{path}: column direction has {sorted(df.loc[bad, 'direction'].unique())[:5]}; "
+                                   f"allowed: {', '.join(DIRECTIONS)}")
+        out = df[df["direction"].isin(directions)].reset_index(drop=True)
+    else:
+        out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
+        out["direction"] = list(directions) * len(df)
     out["key"] = problem_keys(out)
     out["kind"] = out["kind"].fillna("").astype(str)
     out["sources"] = out["sources"].fillna("").astype(str)
