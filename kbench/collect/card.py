@@ -93,7 +93,8 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
     n = c["problems"]
     lines = [f"* Labels with a coarse time only (never re-timed): {c['label_never_retimed']['n']} of {n} "
              f"({_fmt(100 * c['label_never_retimed']['share'], 2)}%); labels whose coarse time is one replay "
-             f"or one execution: {c['label_single_coarse_replay']['n']}.",
+             f"or one execution: {c['label_single_coarse_replay']['n']} "
+             f"({c['label_single_coarse_replay_never_retimed']['n']} of them never re-timed).",
              f"* Labels not confirmed by the verification pass: {c['label_unverified']['n']} of {n} "
              f"({_fmt(100 * c['label_unverified']['share'], 1)}%)."]
     if "verified" in plans and plans["verified"].notna().any():

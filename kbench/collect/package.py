@@ -123,7 +123,8 @@ def label_checks(runtimes: pd.DataFrame, plans: pd.DataFrame) -> dict:
     def part(mask):
         return {"n": int(mask.sum()), "share": float(mask.mean()), "examples": w.loc[mask, "key"].head(20).tolist()}
     return {"problems": n, "label_never_retimed": part(~retimed), "label_unverified": part(~confirmed),
-            "label_single_coarse_replay": part(single)}
+            "label_single_coarse_replay": part(single),
+            "label_single_coarse_replay_never_retimed": part(single & ~retimed)}
 
 
 def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,

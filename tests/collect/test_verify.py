@@ -235,6 +235,7 @@ def test_label_check_flags_labels_never_retimed_or_unverified():
     assert c["label_never_retimed"] == {"n": 1, "share": 0.5, "examples": ["q"]}
     assert c["label_unverified"] == {"n": 1, "share": 0.5, "examples": ["q"]}
     assert c["label_single_coarse_replay"] == {"n": 1, "share": 0.5, "examples": ["q"]}
+    assert c["label_single_coarse_replay_never_retimed"]["n"] == 1
 
 
 def test_card_label_section():
@@ -252,6 +253,7 @@ def test_card_label_section():
     text = label_section(problems, plans, tables)
     # p: first times a 0.9 < b 1.05, labels b 1.02 < a 5.0: the fastest plan changed once
     assert "coarse time only (never re-timed): 1 of 2 (50.00%)" in text
+    assert "one replay or one execution: 1 (1 of them never re-timed)" in text
     assert "not confirmed by the verification pass: 1 of 2 (50.0%)" in text
     assert "1 plans agreed, 1 disagreed" in text and "changed in 1 problem-directions" in text
     assert "median 0.200 s, mean 0.200 s (0.250 of the total)" in text  # 0.2 s of problem p's 0.8 s
