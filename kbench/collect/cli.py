@@ -42,6 +42,8 @@ def register_cli(subparsers) -> None:
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="re-time each problem's front-runners in a fresh order before keeping the label "
                         "(default on; kbench.collect.verify)")
+    c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
+                   help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.set_defaults(func=cmd_cudnn)
 
@@ -98,6 +100,11 @@ def cmd_cudnn(args) -> int:
     opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
                      precise=not args.no_precise, verify=args.verify,
                      seed=args.seed)
+    if args.verify_band is not None:
+        if not 0 <= args.verify_band < 1:
+            from kbench.errors import KbenchInputError
+            raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
+        opts.verify_band = args.verify_band
     summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
                         options=opts)

@@ -401,7 +401,11 @@ class Options:
     notes: bool = True
     torch_choice: bool = True
     precise: bool = True
-    verify: bool = True  # the verification pass (kbench.collect.verify)
+    verify: bool = True  # the verification pass (kbench.collect.verify; its module doc derives the defaults)
+    verify_band: float = 0.03  # front-runners: within this fraction of the best ...
+    verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
+    verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
+    verify_max_passes: int = 3
     seed: int = 0
 
 
@@ -922,8 +926,10 @@ class CudnnCollector:
                 self._check_cuda()
                 return {}
             return {ps.rec["plan"]: timing_stats(rounds[ps.index])["median"] for ps in states}
-        result = V.verify_problem(first, time_fn, candidate_sets=[list(by_name), in_set],
-                                  seed=self.opt.seed ^ zlib.crc32(p["key"].encode()))
+        o = self.opt
+        result = V.verify_problem(first, time_fn, candidate_sets=[list(by_name), in_set], band=o.verify_band,
+                                  min_plans=o.verify_min_plans, threshold=o.verify_disagree,
+                                  max_passes=o.verify_max_passes, seed=o.seed ^ zlib.crc32(p["key"].encode()))
         for name, fields in result.plan_records().items():
             by_name[name].rec.update(fields)
         rec.update(verify_passes=result.passes, verify_converged=result.converged,

@@ -257,3 +257,20 @@ def test_card_label_section():
     assert "not confirmed by the verification pass: 1 of 2 (50.0%)" in text
     assert "1 plans agreed, 1 disagreed" in text and "changed in 1 problem-directions" in text
     assert "median 0.200 s, mean 0.200 s (0.250 of the total)" in text  # 0.2 s of problem p's 0.8 s
+
+
+def test_collector_options_default_to_the_module_thresholds():
+    from kbench.collect import cudnn as C
+    o = C.Options()
+    assert (o.verify_band, o.verify_min_plans, o.verify_disagree, o.verify_max_passes) == (
+        V.VERIFY_BAND, V.VERIFY_MIN_PLANS, V.DISAGREE_LOG, V.VERIFY_MAX_PASSES)
+
+
+def test_verify_band_flag_is_checked(tmp_path, capsys):
+    from kbench.cli import main
+    path = tmp_path / "p.csv"
+    pd.DataFrame([dict(n=1, c=1, k=1, x_h=3, x_w=3, fil_h=1, fil_w=1)]).to_csv(path, index=False)
+    assert main(["collect", "cudnn", "--problems", str(path), "--out", str(tmp_path / "o"),
+                 "--verify-band", "1.5"]) == 2
+    assert "--verify-band must be in [0, 1) (got 1.5)" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
