@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect import cudnn as C
+from kbench.collect import verify as V
 
 # The size the first published version of a collected dataset must reach (issue 8: "at least
 # 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
@@ -82,6 +83,66 @@ def noise(plans: pd.DataFrame) -> dict:
     d = (c["coarse_ms"] / c["precise_ms"] - 1).abs()
     out["coarse_vs_precise"] = dict(n=len(c), median=float(d.median()), p90=float(d.quantile(0.9)))
     return out
+
+
+def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> str:
+    """How the labels (each problem's fastest plan) were timed, and what the verification pass did."""
+    from kbench.collect.package import label_checks
+    rt = tables["runtimes"].rename(columns={"problem_id": "key", "kernel": "plan"})
+    c = label_checks(rt, plans)
+    n = c["problems"]
+    lines = [f"* Labels with a coarse time only (never re-timed): {c['label_never_retimed']['n']} of {n} "
+             f"({_fmt(100 * c['label_never_retimed']['share'], 2)}%); labels whose coarse time is one replay "
+             f"or one execution: {c['label_single_coarse_replay']['n']} "
+             f"({c['label_single_coarse_replay_never_retimed']['n']} of them never re-timed).",
+             f"* Labels not confirmed by the verification pass: {c['label_unverified']['n']} of {n} "
+             f"({_fmt(100 * c['label_unverified']['share'], 1)}%)."]
+    if "verified" in plans and plans["verified"].notna().any():
+        v = plans["verified"].value_counts()
+        # the fastest plan by first times against the fastest by label times, within the candidate set
+        r = rt[["key", "plan", "time_ms"]].merge(plans[["key", "plan", "first_ms"]], on=["key", "plan"], how="left")
+        r["first"] = r["first_ms"].fillna(r["time_ms"])  # plans not verified: their time is their first time
+        by_first = r.sort_values(["key", "first", "plan"]).drop_duplicates("key").set_index("key")["plan"]
+        by_label = r.sort_values(["key", "time_ms", "plan"]).drop_duplicates("key").set_index("key")["plan"]
+        moved = int((by_first != by_label.reindex(by_first.index)).sum())
+        ok = problems[problems["status"] == "ok"]
+        tv = ok.get("t_verify_s", pd.Series(dtype=float)).dropna()
+        lines += [f"* Verification pass ({V.VERIFY_BAND:.0%} band, at least the best {V.VERIFY_MIN_PLANS}, third "
+                  f"timing beyond |log ratio| {V.DISAGREE_LOG}): {int(v.get(V.AGREE, 0))} plans agreed, "
+                  f"{int(v.get(V.DISAGREE_RESOLVED, 0))} disagreed and were decided by a third timing, "
+                  f"{int(v.get(V.NOT_VERIFIED, 0))} could not be re-timed; the fastest plan changed in {moved} "
+                  "problem-directions.",
+                  f"* Time of the verification pass per problem-direction: median {_fmt(float(tv.median()), 3)} s, "
+                  f"mean {_fmt(float(tv.mean()), 3)} s ({_fmt(float(tv.sum() / ok.loc[tv.index, 't_total_s'].sum()), 3)} "
+                  "of the total)." if len(tv) else "* Verification pass time: not recorded."]
+    return "\n".join(lines)
+
+
+def repeats_section(tables: dict) -> str:
+    """The test-retest section: statistics of the ``repeats`` table, or that the study has not been run."""
+    from kbench import repeatability as R
+    rep = tables.get("repeats")
+    if rep is None or not len(rep):
+        return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
+                "re-measuring a stratified sample in another run (`kbench collect sample`, `kbench collect cudnn`) "
+                "and packaging it with `kbench collect package ... --repeats RAW2`.")
+    s = R.summary(rep, tables.get("heuristics"))
+    pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
+    rows = [("plans timed in both runs", f"{pl['n']}"),
+            ("per-plan |log(t_repeat / t_first)|: median, p90, p99",
+             f"{_fmt(pl['median'], 4)}, {_fmt(pl['p90'], 4)}, {_fmt(pl['p99'], 4)}"),
+            ("problems whose fastest plan is the same", f"{sw['same']} of {sw['n']} ({_fmt(100 * sw['share'], 1)}%)"),
+            ("noise ceiling: first run's winner under the repeat, time / fastest: geomean, p90, max",
+             f"{_fmt(nc['geomean'], 4)}, {_fmt(nc['p90'], 4)}, {_fmt(nc['max'], 4)}")]
+    if "heuristic_gap" in s:
+        hg = s["heuristic_gap"]
+        rows.append((f"{hg['heuristic']} time / fastest (geomean), first run and repeat ({hg['n']} problems)",
+                     f"{_fmt(hg['run_a'], 4)}, {_fmt(hg['run_b'], 4)}"))
+    tab = pd.DataFrame(rows, columns=["statistic", "value"])
+    return (f"{s['problems']} problem-directions were measured again in another run (`repeats` table, run 0 = "
+            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}\n\nThe noise ceiling is what a selector that "
+            "always picks the first run's fastest plan scores when judged by the repeat: differences between "
+            "selectors smaller than its distance from 1 are within measurement noise.")
 
 
 def validation(raws) -> str:
@@ -250,7 +311,10 @@ three kinds take turns; the collector measures it from the top and resumes where
 * The L2 cache ({int(first['l2_bytes']) >> 20} MiB) is **not** flushed: executions run back to back on the same
   buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
 * Clocks are never set; the GPU is kept busy for 2 s before the first problem of a run.
-* `runtimes.time_ms` is the precise median where a plan was re-timed (`timing = precise`), else the
+* Verification (runs with `verified_ms` in their plan records): the front-runners are timed again in a
+  fresh seeded order, a third time where the readings disagree (`kbench.collect.verify`).
+* `runtimes.time_ms` is the verification's label time where it ran (`timing = verified`: the median
+  of the readings), else the precise median where a plan was re-timed (`timing = precise`), else the
   coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,
   `n_reps` give the spread and the repetitions.
 
@@ -276,6 +340,14 @@ the work.
 * Spread of precisely timed plans, IQR / median: median {_fmt(nz['iqr']['median'], 4)}, p90 {_fmt(nz['iqr']['p90'], 4)} ({nz['iqr']['n']} plans).
 * Coarse against precise median of the same plan: |ratio - 1| median {_fmt(nz['coarse_vs_precise']['median'], 4)},
   p90 {_fmt(nz['coarse_vs_precise']['p90'], 4)}: the slow plans that only got coarse timing are this precise.
+
+## Labels
+
+{label_section(problems, plans, tables)}
+
+## Test-retest
+
+{repeats_section(tables)}
 
 ## Candidate sets and precision
 

@@ -4,6 +4,8 @@
     kbench collect cudnn   --problems problems.csv --out DIR [--directions F,B,W] [--dtypes FP16,BF16,FP32]
     kbench collect compact DIR                              # merge a raw folder's batch files
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
+    kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
+    kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
 
 Registered into the main CLI by :func:`register_cli`; also runs stand-alone as
 ``python -m kbench.collect``. Nothing heavy (torch, cuDNN) is imported until a
@@ -37,6 +39,11 @@ def register_cli(subparsers) -> None:
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
+    c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="re-time each problem's front-runners in a fresh order before keeping the label "
+                        "(default on; kbench.collect.verify)")
+    c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
+                   help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.set_defaults(func=cmd_cudnn)
 
@@ -49,6 +56,19 @@ def register_cli(subparsers) -> None:
     c.add_argument("raw", help="raw collector folder")
     c.set_defaults(func=cmd_compact)
 
+    c = sub.add_parser("sample", help="stratified random sample of a dataset's problems to re-measure",
+                       description="Draw a stratified random sample (kind, dtype, direction, layout; "
+                                   "proportional) of a dataset's problem-directions into a problems file "
+                                   "for `kbench collect cudnn` (the test-retest study).")
+    c.add_argument("--dataset", default="h100", help="dataset name or folder (default h100)")
+    c.add_argument("--n", type=int, default=500, help="problem-directions to draw (default 500)")
+    c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    c.add_argument("--split", default="random", help="split whose part is sampled (default random)")
+    c.add_argument("--part", default="test", choices=["train", "valid", "test", "all"],
+                   help="part of the split to sample (default test; all: every problem)")
+    c.add_argument("--out", required=True, help="problems CSV to write (.csv or .csv.gz)")
+    c.set_defaults(func=cmd_sample)
+
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
@@ -57,6 +77,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--variant", choices=["default", "tf32"], default="default",
                    help="default: FP32 problems keep full-FP32 plans only; tf32: every correct plan")
     c.add_argument("--card", default=None, help="also write the data card to this markdown file")
+    c.add_argument("--repeats", nargs="+", default=None, metavar="RAW2",
+                   help="raw folder(s) re-measuring a sample (kbench collect sample) in other runs: "
+                        "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
 
@@ -75,7 +98,13 @@ def cmd_cudnn(args) -> int:
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
-                     precise=not args.no_precise, seed=args.seed)
+                     precise=not args.no_precise, verify=args.verify,
+                     seed=args.seed)
+    if args.verify_band is not None:
+        if not 0 <= args.verify_band < 1:
+            from kbench.errors import KbenchInputError
+            raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
+        opts.verify_band = args.verify_band
     summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
                         options=opts)
@@ -94,11 +123,26 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def cmd_sample(args) -> int:
+    from kbench.collect.sample import write_sample
+    from kbench.dataset import load
+    part = None if args.part == "all" else args.part
+    counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
+    print(f"{int(counts['problem-directions'].sum())} problem-directions in {len(counts)} strata -> {args.out}")
+    return 0
+
+
 def cmd_package(args) -> int:
     from kbench.collect import package
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
-                               card=args.card)
+                               card=args.card, repeats=args.repeats)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")
+    if "repeats" in manifest:
+        print(f"repeats: {manifest['repeats']['problems']:,} problems in {len(manifest['repeats']['runs'])} runs")
+    labels = manifest.get("cleaning", {}).get("labels", {})
+    if labels.get("label_unverified", {}).get("n"):
+        print(f"check: {labels['label_unverified']['n']:,} of {labels['problems']:,} labels not confirmed by the "
+              f"verification pass; {labels['label_never_retimed']['n']:,} never re-timed (coarse time only)")
     return 0
 
 

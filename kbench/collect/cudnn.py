@@ -36,7 +36,11 @@ collector
    are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
    :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
    is shared), and the best plan once more at the end (``repeat_ms``, the noise
-   check). The L2 cache is not flushed: back-to-back executions on the same
+   check). Then the verification pass (:mod:`kbench.collect.verify`, ``--no-verify``
+   skips it) re-times the front-runners in a fresh interleaved order, a third
+   time where the two readings disagree, and stores ``first_ms``, ``verify_ms``,
+   ``verify2_ms``, ``verified`` and the label time ``verified_ms`` per plan and
+   the phase's seconds (``t_verify_s``) per problem. The L2 cache is not flushed: back-to-back executions on the same
    buffers, the way a layer runs inside a network step (stated in the card);
 5. records what PyTorch runs for the same convolution with
    ``torch.backends.cudnn.benchmark = False``, by matching the kernels it
@@ -61,6 +65,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,7 +137,9 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
 
     Required columns: n, c, k, x_h, x_w, fil_h, fil_w (or h, w, r, s). Optional:
     groups, pad_*, stride_*, dil_* (defaults 1/0/1/1), dtype, layout (else
-    every one of ``dtypes`` / ``layouts``), order, kind, sources.
+    every one of ``dtypes`` / ``layouts``), direction (else every one of
+    ``directions``; with it, rows whose direction is not in ``directions`` are
+    skipped), order, kind, sources.
     """
     path = Path(path)
     if not path.exists():
@@ -174,8 +181,16 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
         if col not in df:
             df[col] = ""
     df = df.sort_values("order", kind="stable").reset_index(drop=True)
-    out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
-    out["direction"] = list(directions) * len(df)
+    if "direction" in df:  # a list of problem-directions (e.g. a test-retest sample): each row its own
+        df["direction"] = df["direction"].astype(str).str.upper()
+        bad = ~df["direction"].isin(DIRECTIONS)
+        if bad.any():
+            raise KbenchInputError(f"{path}: column direction has {sorted(df.loc[bad, 'direction'].unique())[:5]}; "
+                                   f"allowed: {', '.join(DIRECTIONS)}")
+        out = df[df["direction"].isin(directions)].reset_index(drop=True)
+    else:
+        out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
+        out["direction"] = list(directions) * len(df)
     out["key"] = problem_keys(out)
     out["kind"] = out["kind"].fillna("").astype(str)
     out["sources"] = out["sources"].fillna("").astype(str)
@@ -438,6 +453,11 @@ class Options:
     notes: bool = True
     torch_choice: bool = True
     precise: bool = True
+    verify: bool = True  # the verification pass (kbench.collect.verify; its module doc derives the defaults)
+    verify_band: float = 0.03  # front-runners: within this fraction of the best ...
+    verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
+    verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
+    verify_max_passes: int = 3
     seed: int = 0
 
 
@@ -915,17 +935,7 @@ class CudnnCollector:
         # 6. precise re-timing
         if self.opt.precise and valid:
             chosen = self._precise_candidates(p, valid, rec, torch_plans)
-            rounds: dict[int, list] = {ps.index: [] for ps in chosen}
-            for _ in range(PRECISE_ROUNDS):
-                for ps in chosen:
-                    n_rep = replays_per_round(ps.rec["coarse_ms"] * ps.k)
-                    if ps.graph is not None:
-                        reps = self._replays(ps, n_rep)
-                    elif ps.rec["timing_method"] == "single":
-                        reps = [self._single_ms(g, pack, ps.index) for _ in range(n_rep)]
-                    else:
-                        reps = self._eager(g, pack, ps.index, ps.k, n_rep)
-                    rounds[ps.index] += reps
+            rounds = self._interleaved_rounds(g, pack, chosen)
             for ps in chosen:
                 st = timing_stats(rounds[ps.index])
                 ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
@@ -941,12 +951,57 @@ class CudnnCollector:
             best.rec["repeat_ms"] = timing_stats(reps)["median"]
             rec["n_precise"] = len(chosen)
         rec["t_precise_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
+        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
+        if self.opt.verify and valid:
+            self._verify(p, rec, g, pack, valid)
+        rec["t_verify_s"] = time.perf_counter() - t_phase
         rec["t_time_s"] = time.perf_counter() - t_time
         for ps in plans:
             ps.graph = None
         if self.notes_reliable is None and flags is not None:
             self.notes_reliable = True
         return [ps.rec for ps in plans]
+
+    def _interleaved_rounds(self, g, pack, states) -> dict[int, list]:
+        """PRECISE_ROUNDS rounds over ``states`` in the given order: {plan index: per-execution times}."""
+        rounds: dict[int, list] = {ps.index: [] for ps in states}
+        for _ in range(PRECISE_ROUNDS):
+            for ps in states:
+                n_rep = replays_per_round(ps.rec["coarse_ms"] * ps.k)
+                if ps.graph is not None:
+                    reps = self._replays(ps, n_rep)
+                elif ps.rec["timing_method"] == "single":
+                    reps = [self._single_ms(g, pack, ps.index) for _ in range(n_rep)]
+                else:
+                    reps = self._eager(g, pack, ps.index, ps.k, n_rep)
+                rounds[ps.index] += reps
+        return rounds
+
+    def _verify(self, p, rec, g, pack, valid) -> None:
+        """Re-time the front-runners (precise rounds, fresh order); label times into the plan records."""
+        from kbench.collect import verify as V
+        by_name = {ps.rec["plan"]: ps for ps in valid}
+        first = {n: (ps.rec.get("precise_ms") or ps.rec["coarse_ms"]) for n, ps in by_name.items()}
+        in_set = [n for n, ps in by_name.items() if default_set(ps.rec, p["dtype"], bool(self.notes_reliable))]
+
+        def time_fn(order):
+            states = [by_name[n] for n in order]
+            try:
+                rounds = self._interleaved_rounds(g, pack, states)
+            except Exception as exc:  # noqa: BLE001 - recorded; the first times stay the labels
+                rec["verify_error"] = _err(exc)
+                self._check_cuda()
+                return {}
+            return {ps.rec["plan"]: timing_stats(rounds[ps.index])["median"] for ps in states}
+        o = self.opt
+        result = V.verify_problem(first, time_fn, candidate_sets=[list(by_name), in_set], band=o.verify_band,
+                                  min_plans=o.verify_min_plans, threshold=o.verify_disagree,
+                                  max_passes=o.verify_max_passes, seed=o.seed ^ zlib.crc32(p["key"].encode()))
+        for name, fields in result.plan_records().items():
+            by_name[name].rec.update(fields)
+        rec.update(verify_passes=result.passes, verify_converged=result.converged,
+                   n_verified=len(result.checks))
 
     def _precise_candidates(self, p, valid, rec, torch_plans):
         best = min(q.rec["coarse_ms"] for q in valid)
