@@ -169,6 +169,56 @@ def validation(raws) -> str:
     return "(no validation files found)"
 
 
+def outlier_section(raws) -> str:
+    """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
+    from kbench.collect import validate_timing as V
+    for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
+        v = Path(raw) / "validation" / "issue16"
+        if not (v / "old").exists():
+            continue
+        d = V.diagnosis(v)
+        f = d["first"]
+        us = lambda col: f[col] * 1e3  # noqa: E731
+        first = pd.DataFrame({"module loading": f["module loading"], "plan": f["plan"],
+                              "first execution µs": us("first_ms"), "second, launched alone µs": us("second_ms"),
+                              "one replay of 1, no spin µs": us("k1_nospin_ms"),
+                              "one replay of 1, spin µs": us("k1_spin_ms"), "reference µs": us("ref_ms")})
+        o = d["outliers"]
+        worst = d["worst"].assign(**{"old µs": d["worst"]["coarse_ms_old"] * 1e3,
+                                     "new µs": d["worst"]["coarse_ms_new"] * 1e3})
+        ph = d["phases"].rename(index=lambda c: c.removeprefix("t_").removesuffix("_s"))
+        return (
+            "The re-run of issue 16 found shipped winners 5-7x slower when measured again. Traced on an H100\n"
+            "(`raw/h100/validation/issue16`, `python -m kbench.collect.validate_timing outliers`), two effects\n"
+            "combine:\n\n"
+            "1. **The first execution of a plan is slow** (cuDNN's set-up of the plan on first use; it stays\n"
+            "   with `CUDA_MODULE_LOADING=EAGER`, so it is not CUDA's lazy module loading). The collector chose\n"
+            "   the executions per replay (k) from it, so a fast plan could get k = 1, or be sent to\n"
+            "   single-execution timing.\n"
+            "2. **A short replay times the host.** Without work queued ahead, the start event runs before the\n"
+            "   host has launched the replay: a replay of one execution, or one launch alone, measures the\n"
+            "   host's launch latency. The warm-up check that should have raised k looked at one replay only.\n\n"
+            f"Per traced plan (median of 10 replays where several):\n\n{_table(first)}\n\n"
+            "The same problem-directions with the collector before the fix (k from the first execution,\n"
+            "no spin kernel) and after it (k from a warm, spin-protected execution; every timed launch\n"
+            "queued behind a spin kernel; replays shorter than half the target recaptured; replays slower\n"
+            "than 1.5x the warm execution timed again; verification pass), in one lease:\n\n"
+            f"{_table(d['protocol'])}\n\n"
+            f"Of {o['plans compared']} plans timed by both, {o['>= 1.5x']['plans']} were 1.5x or more slower before "
+            f"the fix and {o['>= 3.0x']['plans']} 3x or more (at most {o['max ratio']:.1f}x); "
+            f"`launch_bound_mask` flags {o['>= 3.0x']['flagged by launch_bound_mask']} of the {o['>= 3.0x']['plans']} "
+            "(a replay that the host stretched past half the target looks like a measurement in the\n"
+            "recorded data; only the comparison with the warm execution, which the new collector makes,\n"
+            "shows it):\n\n"
+            f"{_table(worst[['plan', 'inner_k', 'old µs', 'new µs', 'ratio']])}\n\n"
+            "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
+            "build phase used the engines the first run had compiled; compare the other phases):\n\n"
+            f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
+            "Every shipped run used the old protocol: the label check above counts its labels that were never\n"
+            "re-timed, and `launch_bound_mask` finds its short replays in the raw plans.")
+    return "(no issue-16 validation files found)"
+
+
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
     """The card's release status: a draft until ``target`` problem-directions are measured."""
     if n_measured >= target:
@@ -332,6 +382,10 @@ replays each kernel alone); one launch at a time from Python sits on a floor of 
 is what the collector avoids. The n = 1 scaling row was that script's first measurement, taken
 without a warm-up (the first table has the same plan at 5.2 µs); from n = 16 on, time grows with
 the work.
+
+## Run-to-run outliers (issue 16)
+
+{outlier_section(raws)}
 
 ## Noise
 
