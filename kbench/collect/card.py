@@ -350,7 +350,11 @@ three kinds take turns; the collector measures it from the top and resumes where
   {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
 * Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
   {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
-  then each replay is timed with CUDA events; time per execution = replay time / k.
+  then each replay is timed with CUDA events; time per execution = replay time / k. Since issue 16 the
+  collector chooses k from a second, warm execution (the first is kept as `first_exec_ms`), queues
+  every timed launch behind a spin kernel, recaptures replays shorter than half the target and re-times
+  replays slower than {C.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
+  "Run-to-run outliers").
   Coarse: median of {C.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
   {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
   (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
