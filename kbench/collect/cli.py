@@ -69,6 +69,17 @@ def register_cli(subparsers) -> None:
     c.add_argument("--out", required=True, help="problems CSV to write (.csv or .csv.gz)")
     c.set_defaults(func=cmd_sample)
 
+    c = sub.add_parser("compare", help="two measurements of the same problems: disagreements and provenance",
+                       description="Compare two raw folders measuring the same problems (a test-retest): "
+                                   "repeatability, same fastest plan, noise ceiling, and the largest "
+                                   "disagreements of either run's fastest plan with how each time was taken.")
+    c.add_argument("raw_a", help="first raw folder (e.g. raw/h100)")
+    c.add_argument("raw_b", help="second raw folder (the re-measurement)")
+    c.add_argument("--variant", choices=["default", "tf32"], default="default")
+    c.add_argument("--top", type=int, default=15, help="disagreements to list (default 15)")
+    c.add_argument("--csv", default=None, help="also write every (problem, plan) pair to this CSV")
+    c.set_defaults(func=cmd_compare)
+
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
@@ -129,6 +140,18 @@ def cmd_sample(args) -> int:
     part = None if args.part == "all" else args.part
     counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
     print(f"{int(counts['problem-directions'].sum())} problem-directions in {len(counts)} strata -> {args.out}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from kbench.collect import retest
+    m = retest.compare(args.raw_a, args.raw_b, args.variant)
+    if not len(m):
+        from kbench.errors import KbenchInputError
+        raise KbenchInputError(f"{args.raw_a} and {args.raw_b} share no measured (problem, plan).")
+    print(retest.report(m, args.top))
+    if args.csv:
+        m.to_csv(args.csv, index=False)
     return 0
 
 

@@ -147,3 +147,23 @@ def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
     (raw2 / "env.jsonl").write_text("\n".join(json.dumps({**json.loads(l), "gpu": "NVIDIA H200"}) for l in lines))
     with pytest.raises(KbenchInputError, match="same GPU model"):
         P.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2])
+
+
+def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):
+    from kbench.cli import main
+    from kbench.collect import retest
+    raw2, keys = _repeat_folder(raw_sample, tmp_path)
+    m = retest.compare(raw_sample, raw2)
+    assert set(m["key"]) <= set(keys) and np.allclose(m["log_ratio"], np.log(1.5))
+    assert (m["winner_a"] == m["winner_b"]).all()
+    # positions follow the collector's order (cuDNN's mode-A order first): position 0 is the built plan
+    # with the smallest mode-A rank
+    from kbench.collect.writer import load_records
+    plans = load_records(raw_sample, "plans")
+    built = plans[plans["build_ok"].astype(bool) & (plans["rank_a"] >= 0)]
+    first_a = built.sort_values("rank_a").drop_duplicates("key").set_index("key")["plan"]
+    at0 = m[m["position_a"] == 0].set_index("key")["plan"]
+    assert len(at0) and (at0 == first_a.reindex(at0.index)).all()
+    assert main(["collect", "compare", str(raw_sample), str(raw2), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "same fastest plan: 2 of 2 (100.0%)" in out and "noise ceiling (run a's winner under run b): geomean 1.0000" in out
