@@ -73,6 +73,13 @@ class Dataset:
         return self.tables.get("heuristics")
 
     @property
+    def repeats(self) -> pd.DataFrame | None:
+        """Test-retest measurements ``problem_id, kernel, run_id, time_ms`` of a sample of problems
+        (run 0 = the measurement ``runtimes`` comes from), where the dataset has them, else None.
+        Statistics: :mod:`kbench.repeatability`."""
+        return self.tables.get("repeats")
+
+    @property
     def info(self) -> dict:
         return self.manifest
 

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.problem", "kbench.splits", "kbench.dataset_files", "kbench.sources",
       "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset",
       "kbench.collect.writer", "kbench.collect.lock", "kbench.collect.shard", "kbench.collect.merge",
-      "kbench.collect.scaling", "kbench.collect.cudnn", "kbench.collect.validate_timing",
+      "kbench.collect.scaling", "kbench.collect.verify", "kbench.repeatability", "kbench.collect.cudnn", "kbench.collect.validate_timing",
       "kbench.collect.card", "kbench.collect.package")),
     ("data model", "the registry, building and loading datasets (local or from the Hub), data cards",
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards")),

@@ -6,6 +6,8 @@
     kbench collect merge   DIR... --out RAW                 # join shard folders (same GPU and versions)
     kbench collect compact DIR                              # merge a raw folder's batch files
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
+    kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
+    kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
 
 Registered into the main CLI by :func:`register_cli`; also runs stand-alone as
 ``python -m kbench.collect``. Nothing heavy (torch, cuDNN) is imported until a
@@ -41,6 +43,11 @@ def register_cli(subparsers) -> None:
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
+    c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="re-time each problem's front-runners in a fresh order before keeping the label "
+                        "(default on; kbench.collect.verify)")
+    c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
+                   help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.add_argument("--shard", default=None, metavar="K/N",
                    help="measure only shard K (0..N-1) of the pending work, into OUT/shard-K-of-N/; default: "
@@ -66,6 +73,30 @@ def register_cli(subparsers) -> None:
                    help="merge even when shards left assigned problem-directions unmeasured (listed)")
     c.set_defaults(func=cmd_merge)
 
+    c = sub.add_parser("sample", help="stratified random sample of a dataset's problems to re-measure",
+                       description="Draw a stratified random sample (kind, dtype, direction, layout; "
+                                   "proportional) of a dataset's problem-directions into a problems file "
+                                   "for `kbench collect cudnn` (the test-retest study).")
+    c.add_argument("--dataset", default="h100", help="dataset name or folder (default h100)")
+    c.add_argument("--n", type=int, default=500, help="problem-directions to draw (default 500)")
+    c.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    c.add_argument("--split", default="random", help="split whose part is sampled (default random)")
+    c.add_argument("--part", default="test", choices=["train", "valid", "test", "all"],
+                   help="part of the split to sample (default test; all: every problem)")
+    c.add_argument("--out", required=True, help="problems CSV to write (.csv or .csv.gz)")
+    c.set_defaults(func=cmd_sample)
+
+    c = sub.add_parser("compare", help="two measurements of the same problems: disagreements and provenance",
+                       description="Compare two raw folders measuring the same problems (a test-retest): "
+                                   "repeatability, same fastest plan, noise ceiling, and the largest "
+                                   "disagreements of either run's fastest plan with how each time was taken.")
+    c.add_argument("raw_a", help="first raw folder (e.g. raw/h100)")
+    c.add_argument("raw_b", help="second raw folder (the re-measurement)")
+    c.add_argument("--variant", choices=["default", "tf32"], default="default")
+    c.add_argument("--top", type=int, default=15, help="disagreements to list (default 15)")
+    c.add_argument("--csv", default=None, help="also write every (problem, plan) pair to this CSV")
+    c.set_defaults(func=cmd_compare)
+
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
@@ -74,6 +105,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--variant", choices=["default", "tf32"], default="default",
                    help="default: FP32 problems keep full-FP32 plans only; tf32: every correct plan")
     c.add_argument("--card", default=None, help="also write the data card to this markdown file")
+    c.add_argument("--repeats", nargs="+", default=None, metavar="RAW2",
+                   help="raw folder(s) re-measuring a sample (kbench collect sample) in other runs: "
+                        "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
 
@@ -92,7 +126,12 @@ def cmd_cudnn(args) -> int:
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
-                     precise=not args.no_precise, seed=args.seed)
+                     precise=not args.no_precise, verify=args.verify, seed=args.seed)
+    if args.verify_band is not None:
+        if not 0 <= args.verify_band < 1:
+            from kbench.errors import KbenchInputError
+            raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
+        opts.verify_band = args.verify_band
     import os
     from kbench.collect.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
@@ -121,11 +160,38 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def cmd_sample(args) -> int:
+    from kbench.collect.sample import write_sample
+    from kbench.dataset import load
+    part = None if args.part == "all" else args.part
+    counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
+    print(f"{int(counts['problem-directions'].sum())} problem-directions in {len(counts)} strata -> {args.out}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from kbench.collect import retest
+    m = retest.compare(args.raw_a, args.raw_b, args.variant)
+    if not len(m):
+        from kbench.errors import KbenchInputError
+        raise KbenchInputError(f"{args.raw_a} and {args.raw_b} share no measured (problem, plan).")
+    print(retest.report(m, args.top))
+    if args.csv:
+        m.to_csv(args.csv, index=False)
+    return 0
+
+
 def cmd_package(args) -> int:
     from kbench.collect import package
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
-                               card=args.card)
+                               card=args.card, repeats=args.repeats)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")
+    if "repeats" in manifest:
+        print(f"repeats: {manifest['repeats']['problems']:,} problems in {len(manifest['repeats']['runs'])} runs")
+    labels = manifest.get("cleaning", {}).get("labels", {})
+    if labels.get("label_unverified", {}).get("n"):
+        print(f"check: {labels['label_unverified']['n']:,} of {labels['problems']:,} labels not confirmed by the "
+              f"verification pass; {labels['label_never_retimed']['n']:,} never re-timed (coarse time only)")
     return 0
 
 

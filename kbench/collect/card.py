@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect import cudnn as C
+from kbench.collect import verify as V
 
 # The size the first published version of a collected dataset must reach (issue 8: "at least
 # 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
@@ -84,6 +85,66 @@ def noise(plans: pd.DataFrame) -> dict:
     return out
 
 
+def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> str:
+    """How the labels (each problem's fastest plan) were timed, and what the verification pass did."""
+    from kbench.collect.verify import label_checks
+    rt = tables["runtimes"].rename(columns={"problem_id": "key", "kernel": "plan"})
+    c = label_checks(rt, plans)
+    n = c["problems"]
+    lines = [f"* Labels with a coarse time only (never re-timed): {c['label_never_retimed']['n']} of {n} "
+             f"({_fmt(100 * c['label_never_retimed']['share'], 2)}%); labels whose coarse time is one replay "
+             f"or one execution: {c['label_single_coarse_replay']['n']} "
+             f"({c['label_single_coarse_replay_never_retimed']['n']} of them never re-timed).",
+             f"* Labels not confirmed by the verification pass: {c['label_unverified']['n']} of {n} "
+             f"({_fmt(100 * c['label_unverified']['share'], 1)}%)."]
+    if "verified" in plans and plans["verified"].notna().any():
+        v = plans["verified"].value_counts()
+        # the fastest plan by first times against the fastest by label times, within the candidate set
+        r = rt[["key", "plan", "time_ms"]].merge(plans[["key", "plan", "first_ms"]], on=["key", "plan"], how="left")
+        r["first"] = r["first_ms"].fillna(r["time_ms"])  # plans not verified: their time is their first time
+        by_first = r.sort_values(["key", "first", "plan"]).drop_duplicates("key").set_index("key")["plan"]
+        by_label = r.sort_values(["key", "time_ms", "plan"]).drop_duplicates("key").set_index("key")["plan"]
+        moved = int((by_first != by_label.reindex(by_first.index)).sum())
+        ok = problems[problems["status"] == "ok"]
+        tv = ok.get("t_verify_s", pd.Series(dtype=float)).dropna()
+        lines += [f"* Verification pass ({V.VERIFY_BAND:.0%} band, at least the best {V.VERIFY_MIN_PLANS}, third "
+                  f"timing beyond |log ratio| {V.DISAGREE_LOG}): {int(v.get(V.AGREE, 0))} plans agreed, "
+                  f"{int(v.get(V.DISAGREE_RESOLVED, 0))} disagreed and were decided by a third timing, "
+                  f"{int(v.get(V.NOT_VERIFIED, 0))} could not be re-timed; the fastest plan changed in {moved} "
+                  "problem-directions.",
+                  f"* Time of the verification pass per problem-direction: median {_fmt(float(tv.median()), 3)} s, "
+                  f"mean {_fmt(float(tv.mean()), 3)} s ({_fmt(float(tv.sum() / ok.loc[tv.index, 't_total_s'].sum()), 3)} "
+                  "of the total)." if len(tv) else "* Verification pass time: not recorded."]
+    return "\n".join(lines)
+
+
+def repeats_section(tables: dict) -> str:
+    """The test-retest section: statistics of the ``repeats`` table, or that the study has not been run."""
+    from kbench import repeatability as R
+    rep = tables.get("repeats")
+    if rep is None or not len(rep):
+        return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
+                "re-measuring a stratified sample in another run (`kbench collect sample`, `kbench collect cudnn`) "
+                "and packaging it with `kbench collect package ... --repeats RAW2`.")
+    s = R.summary(rep, tables.get("heuristics"))
+    pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
+    rows = [("plans timed in both runs", f"{pl['n']}"),
+            ("per-plan |log(t_repeat / t_first)|: median, p90, p99",
+             f"{_fmt(pl['median'], 4)}, {_fmt(pl['p90'], 4)}, {_fmt(pl['p99'], 4)}"),
+            ("problems whose fastest plan is the same", f"{sw['same']} of {sw['n']} ({_fmt(100 * sw['share'], 1)}%)"),
+            ("noise ceiling: first run's winner under the repeat, time / fastest: geomean, p90, max",
+             f"{_fmt(nc['geomean'], 4)}, {_fmt(nc['p90'], 4)}, {_fmt(nc['max'], 4)}")]
+    if "heuristic_gap" in s:
+        hg = s["heuristic_gap"]
+        rows.append((f"{hg['heuristic']} time / fastest (geomean), first run and repeat ({hg['n']} problems)",
+                     f"{_fmt(hg['run_a'], 4)}, {_fmt(hg['run_b'], 4)}"))
+    tab = pd.DataFrame(rows, columns=["statistic", "value"])
+    return (f"{s['problems']} problem-directions were measured again in another run (`repeats` table, run 0 = "
+            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}\n\nThe noise ceiling is what a selector that "
+            "always picks the first run's fastest plan scores when judged by the repeat: differences between "
+            "selectors smaller than its distance from 1 are within measurement noise.")
+
+
 def validation(raws) -> str:
     from kbench.collect import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
@@ -106,6 +167,56 @@ def validation(raws) -> str:
                          "best mode-A plan that builds):\n\n" + _table(sc[["n", "plan", "µs", "TFLOP/s"]]))
             return text
     return "(no validation files found)"
+
+
+def outlier_section(raws) -> str:
+    """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
+    from kbench.collect import validate_timing as V
+    for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
+        v = Path(raw) / "validation" / "issue16"
+        if not (v / "old").exists():
+            continue
+        d = V.diagnosis(v)
+        f = d["first"]
+        us = lambda col: f[col] * 1e3  # noqa: E731
+        first = pd.DataFrame({"module loading": f["module loading"], "plan": f["plan"],
+                              "first execution µs": us("first_ms"), "second, launched alone µs": us("second_ms"),
+                              "one replay of 1, no spin µs": us("k1_nospin_ms"),
+                              "one replay of 1, spin µs": us("k1_spin_ms"), "reference µs": us("ref_ms")})
+        o = d["outliers"]
+        worst = d["worst"].assign(**{"old µs": d["worst"]["coarse_ms_old"] * 1e3,
+                                     "new µs": d["worst"]["coarse_ms_new"] * 1e3})
+        ph = d["phases"].rename(index=lambda c: c.removeprefix("t_").removesuffix("_s"))
+        return (
+            "The re-run of issue 16 found shipped winners 5-7x slower when measured again. Traced on an H100\n"
+            "(`raw/h100/validation/issue16`, `python -m kbench.collect.validate_timing outliers`), two effects\n"
+            "combine:\n\n"
+            "1. **The first execution of a plan is slow** (cuDNN's set-up of the plan on first use; it stays\n"
+            "   with `CUDA_MODULE_LOADING=EAGER`, so it is not CUDA's lazy module loading). The collector chose\n"
+            "   the executions per replay (k) from it, so a fast plan could get k = 1, or be sent to\n"
+            "   single-execution timing.\n"
+            "2. **A short replay times the host.** Without work queued ahead, the start event runs before the\n"
+            "   host has launched the replay: a replay of one execution, or one launch alone, measures the\n"
+            "   host's launch latency. The warm-up check that should have raised k looked at one replay only.\n\n"
+            f"Per traced plan (median of 10 replays where several):\n\n{_table(first)}\n\n"
+            "The same problem-directions with the collector before the fix (k from the first execution,\n"
+            "no spin kernel) and after it (k from a warm, spin-protected execution; every timed launch\n"
+            "queued behind a spin kernel; replays shorter than half the target recaptured; replays slower\n"
+            "than 1.5x the warm execution timed again; verification pass), in one lease:\n\n"
+            f"{_table(d['protocol'])}\n\n"
+            f"Of {o['plans compared']} plans timed by both, {o['>= 1.5x']['plans']} were 1.5x or more slower before "
+            f"the fix and {o['>= 3.0x']['plans']} 3x or more (at most {o['max ratio']:.1f}x); "
+            f"`launch_bound_mask` flags {o['>= 3.0x']['flagged by launch_bound_mask']} of the {o['>= 3.0x']['plans']} "
+            "(a replay that the host stretched past half the target looks like a measurement in the\n"
+            "recorded data; only the comparison with the warm execution, which the new collector makes,\n"
+            "shows it):\n\n"
+            f"{_table(worst[['plan', 'inner_k', 'old µs', 'new µs', 'ratio']])}\n\n"
+            "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
+            "build phase used the engines the first run had compiled; compare the other phases):\n\n"
+            f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
+            "Every shipped run used the old protocol: the label check above counts its labels that were never\n"
+            "re-timed, and `launch_bound_mask` finds its short replays in the raw plans.")
+    return "(no issue-16 validation files found)"
 
 
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
@@ -239,7 +350,11 @@ three kinds take turns; the collector measures it from the top and resumes where
   {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
 * Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
   {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
-  then each replay is timed with CUDA events; time per execution = replay time / k.
+  then each replay is timed with CUDA events; time per execution = replay time / k. Since issue 16 the
+  collector chooses k from a second, warm execution (the first is kept as `first_exec_ms`), queues
+  every timed launch behind a spin kernel, recaptures replays shorter than half the target and re-times
+  replays slower than {C.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
+  "Run-to-run outliers").
   Coarse: median of {C.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
   {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
   (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
@@ -250,7 +365,10 @@ three kinds take turns; the collector measures it from the top and resumes where
 * The L2 cache ({int(first['l2_bytes']) >> 20} MiB) is **not** flushed: executions run back to back on the same
   buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
 * Clocks are never set; the GPU is kept busy for 2 s before the first problem of a run.
-* `runtimes.time_ms` is the precise median where a plan was re-timed (`timing = precise`), else the
+* Verification (runs with `verified_ms` in their plan records): the front-runners are timed again in a
+  fresh seeded order, a third time where the readings disagree (`kbench.collect.verify`).
+* `runtimes.time_ms` is the verification's label time where it ran (`timing = verified`: the median
+  of the readings), else the precise median where a plan was re-timed (`timing = precise`), else the
   coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,
   `n_reps` give the spread and the repetitions.
 
@@ -269,6 +387,10 @@ is what the collector avoids. The n = 1 scaling row was that script's first meas
 without a warm-up (the first table has the same plan at 5.2 µs); from n = 16 on, time grows with
 the work.
 
+## Run-to-run outliers (issue 16)
+
+{outlier_section(raws)}
+
 ## Noise
 
 * Re-timing the fastest plan at the end of its problem: |repeat / precise - 1| median
@@ -276,6 +398,14 @@ the work.
 * Spread of precisely timed plans, IQR / median: median {_fmt(nz['iqr']['median'], 4)}, p90 {_fmt(nz['iqr']['p90'], 4)} ({nz['iqr']['n']} plans).
 * Coarse against precise median of the same plan: |ratio - 1| median {_fmt(nz['coarse_vs_precise']['median'], 4)},
   p90 {_fmt(nz['coarse_vs_precise']['p90'], 4)}: the slow plans that only got coarse timing are this precise.
+
+## Labels
+
+{label_section(problems, plans, tables)}
+
+## Test-retest
+
+{repeats_section(tables)}
 
 ## Candidate sets and precision
 

@@ -20,17 +20,27 @@ collector
    TF32 rounding of the inputs alone causes (``e_tf32``) and calls a plan
    ``fp32`` precise when its error is under a tenth of that, else ``reduced``;
 4. times each plan: a CUDA graph of ``k`` back-to-back executions is captured
-   (``k`` chosen so one replay takes about :data:`COARSE_TARGET_MS`), replayed
-   once to warm up and then timed replay by replay with CUDA events, one plan at
-   a time; time per execution = replay time / ``k``. Every plan gets a coarse
-   time (median of :data:`COARSE_REPLAYS` replays, one replay for a plan whose
-   first run was over :data:`FAR_BEHIND` times the fastest correct one so far);
+   (``k`` chosen from a second, warm execution so one replay takes about
+   :data:`COARSE_TARGET_MS`; the first execution, which may load the plan's
+   kernels, is recorded as ``first_exec_ms`` and used for nothing else), replayed
+   once to upload it and then timed replay by replay with CUDA events, one plan
+   at a time, behind a spin kernel that keeps the GPU busy until the host has
+   queued every timed launch; time per execution = replay time / ``k``. A
+   replay shorter than half the target is recaptured with a larger ``k``
+   (:func:`launch_bound_mask` finds such measurements in recorded data). Every
+   plan gets a coarse time (median of :data:`COARSE_REPLAYS` replays, one replay
+   for a plan whose warm execution was over :data:`FAR_BEHIND` times the fastest
+   correct one so far);
    the plans within
    :data:`PRECISE_BAND` of the best, cuDNN's own choices and PyTorch's choice
    are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
    :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
    is shared), and the best plan once more at the end (``repeat_ms``, the noise
-   check). The L2 cache is not flushed: back-to-back executions on the same
+   check). Then the verification pass (:mod:`kbench.collect.verify`, ``--no-verify``
+   skips it) re-times the front-runners in a fresh interleaved order, a third
+   time where the two readings disagree, and stores ``first_ms``, ``verify_ms``,
+   ``verify2_ms``, ``verified`` and the label time ``verified_ms`` per plan and
+   the phase's seconds (``t_verify_s``) per problem. The L2 cache is not flushed: back-to-back executions on the same
    buffers, the way a layer runs inside a network step (stated in the card);
 5. records what PyTorch runs for the same convolution with
    ``torch.backends.cudnn.benchmark = False``, by matching the kernels it
@@ -55,6 +65,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +89,16 @@ COARSE_REPLAYS = 3
 #: in doubt, and a single k-execution replay of a slow plan is still within about 1%
 FAR_BEHIND = 4.0
 PRECISE_BAND = 0.3
+#: the GPU spins this long (plus SPIN_PER_LAUNCH_US per queued launch) before timed work, so
+#: that the host has queued every timed launch before the first start event is reached: the
+#: events then time the GPU's work, never the host's launch latency (see launch_bound_mask)
+SPIN_BASE_US = 50.0
+SPIN_PER_LAUNCH_US = 40.0
+#: a spin kernel's cycles per microsecond (a lower bound of the SM clock; a longer spin is harmless)
+SPIN_CYCLES_PER_US = 1500
+#: a replay-timed plan slower per execution than this many times its warm single execution was
+#: timed with something else than its kernels (the host, a stall): it is captured and timed again
+WARM_CONSISTENCY = 1.5
 PRECISE_MAX_PLANS = 8
 PRECISE_ROUNDS = 4
 PRECISE_REPLAYS = 5
@@ -116,7 +137,9 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
 
     Required columns: n, c, k, x_h, x_w, fil_h, fil_w (or h, w, r, s). Optional:
     groups, pad_*, stride_*, dil_* (defaults 1/0/1/1), dtype, layout (else
-    every one of ``dtypes`` / ``layouts``), order, kind, sources.
+    every one of ``dtypes`` / ``layouts``), direction (else every one of
+    ``directions``; with it, rows whose direction is not in ``directions`` are
+    skipped), order, kind, sources.
     """
     path = Path(path)
     if not path.exists():
@@ -158,8 +181,16 @@ def load_problems(path: str | Path, directions=DIRECTIONS, dtypes=None, layouts=
         if col not in df:
             df[col] = ""
     df = df.sort_values("order", kind="stable").reset_index(drop=True)
-    out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
-    out["direction"] = list(directions) * len(df)
+    if "direction" in df:  # a list of problem-directions (e.g. a test-retest sample): each row its own
+        df["direction"] = df["direction"].astype(str).str.upper()
+        bad = ~df["direction"].isin(DIRECTIONS)
+        if bad.any():
+            raise KbenchInputError(f"{path}: column direction has {sorted(df.loc[bad, 'direction'].unique())[:5]}; "
+                                   f"allowed: {', '.join(DIRECTIONS)}")
+        out = df[df["direction"].isin(directions)].reset_index(drop=True)
+    else:
+        out = df.loc[df.index.repeat(len(directions))].reset_index(drop=True)
+        out["direction"] = list(directions) * len(df)
     out["key"] = problem_keys(out)
     out["kind"] = out["kind"].fillna("").astype(str)
     out["sources"] = out["sources"].fillna("").astype(str)
@@ -226,6 +257,42 @@ def replays_per_round(replay_ms: float | None) -> int:
     if not replay_ms or not np.isfinite(replay_ms) or replay_ms <= 0:
         return PRECISE_REPLAYS
     return int(max(1, min(PRECISE_REPLAYS, PRECISE_ROUND_MS // replay_ms)))
+
+
+def spin_cycles(n_launches: int) -> int:
+    """Cycles for the spin kernel that covers the host's queuing of ``n_launches`` timed launches."""
+    return int((SPIN_BASE_US + SPIN_PER_LAUNCH_US * max(1, n_launches)) * SPIN_CYCLES_PER_US)
+
+
+def launch_bound_mask(plans: pd.DataFrame) -> pd.Series:
+    """Plans whose coarse time came from graph replays too short to hide the host.
+
+    A captured replay of ``inner_k`` executions must last at least half the coarse target
+    (:data:`COARSE_TARGET_MS`) unless ``inner_k`` is already :data:`MAX_INNER`; a shorter replay
+    means ``inner_k`` was chosen from a first execution that was slow for another reason
+    (lazy loading of the plan's kernels, a graph's first upload), and the replay's events then
+    time the host's launch latency as well as the kernel. Likewise a plan timed by single
+    executions (meant for plans over :data:`SLOW_PLAN_MS`) whose time is under that. This is
+    the check that finds the 5-19x outliers of the old protocol in recorded data.
+    """
+    method = plans["timing_method"].astype(str)
+    k = pd.to_numeric(plans["inner_k"], errors="coerce")
+    coarse = pd.to_numeric(plans["coarse_ms"], errors="coerce")
+    short_replay = method.eq("graph") & (k < MAX_INNER) & (coarse * k < COARSE_TARGET_MS / 2)
+    # "single" is for plans over SLOW_PLAN_MS: one under it was sent there by a slow first execution,
+    # and a single launch of a short kernel is timed with the host's launch latency
+    fast_single = method.eq("single") & (coarse < SLOW_PLAN_MS)
+    return short_replay | fast_single
+
+
+def inconsistent_with_warm(coarse_ms: float, warm_exec_ms: float) -> bool:
+    """True when replays of k executions took longer per execution than ``WARM_CONSISTENCY`` times
+    one spin-protected execution: back-to-back executions are never slower than one alone, so the
+    replays timed something else (issue 16: a k=1 replay that timed 0.49 ms of host latency for a
+    26 us kernel)."""
+    if coarse_ms is None or warm_exec_ms is None or not (warm_exec_ms > 0):
+        return False
+    return bool(coarse_ms > WARM_CONSISTENCY * warm_exec_ms)
 
 
 def plan_priority(rec: dict) -> tuple:
@@ -390,6 +457,11 @@ class Options:
     notes: bool = True
     torch_choice: bool = True
     precise: bool = True
+    verify: bool = True  # the verification pass (kbench.collect.verify; its module doc derives the defaults)
+    verify_band: float = 0.03  # front-runners: within this fraction of the best ...
+    verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
+    verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
+    verify_max_passes: int = 3
     seed: int = 0
 
 
@@ -572,6 +644,7 @@ class CudnnCollector:
         t = self.torch
         s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         with t.cuda.stream(self.stream):
+            t.cuda._sleep(spin_cycles(1))  # the GPU waits here, not for the host's launch
             s.record()
             self._run(g, pack, index)
             e.record()
@@ -594,6 +667,7 @@ class CudnnCollector:
         t = self.torch
         evs = [(t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)) for _ in range(n)]
         with t.cuda.stream(self.stream):
+            t.cuda._sleep(spin_cycles(n))  # all n replays are queued before the first event runs
             for s, e in evs:
                 s.record()
                 ps.graph.replay()
@@ -750,7 +824,7 @@ class CudnnCollector:
         tol = TOLERANCE[p["dtype"]]
         t_problem = time.perf_counter()
         rec["truncated"] = False
-        best_ok_ms = math.inf  # fastest first run of a correct plan so far
+        best_ok_ms = math.inf  # fastest warm execution of a correct plan so far
         for ps in sorted(built, key=lambda q: plan_priority(q.rec)):
             r = ps.rec
             if r["workspace_bytes"] > WORKSPACE_CAP:
@@ -780,32 +854,46 @@ class CudnnCollector:
             if p["dtype"] == "FP32":
                 r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
                                   else "reduced")
-            n_coarse = 1 if first_ms > FAR_BEHIND * best_ok_ms else COARSE_REPLAYS
+            # The first execution may load the plan's kernels (CUDA lazy loading) or wait for
+            # the host: it is recorded, but every decision below uses a second execution.
+            r["first_exec_ms"] = first_ms
+            try:
+                single = self._single_ms(g, pack, ps.index)
+            except Exception as exc:  # noqa: BLE001
+                r["exec_error"] = _err(exc)
+                r["exec_ok"] = False
+                self._check_cuda()
+                continue
+            r["warm_exec_ms"] = single
+            n_coarse = 1 if single > FAR_BEHIND * best_ok_ms else COARSE_REPLAYS
             if r["correct"]:
-                best_ok_ms = min(best_ok_ms, first_ms)
-            if first_ms >= SLOW_PLAN_MS:
-                # a slow plan: one more execution is its time (host overhead < 0.1% here)
-                try:
-                    ps.times = [self._single_ms(g, pack, ps.index)]
-                    r.update(timing_method="single", inner_k=1, coarse_ms=ps.times[0], coarse_n=1)
-                except Exception as exc:  # noqa: BLE001
-                    r["exec_error"] = _err(exc)
-                    r["exec_ok"] = False
-                    self._check_cuda()
+                best_ok_ms = min(best_ok_ms, single)
+            if single >= SLOW_PLAN_MS:
+                # a slow plan: its warm execution is its time (host overhead < 0.1% here)
+                ps.times = [single]
+                r.update(timing_method="single", inner_k=1, coarse_ms=single, coarse_n=1)
                 continue
             try:
-                # a first run of a whole coarse target or more is its own host-free estimate
-                single = first_ms if first_ms >= COARSE_TARGET_MS else self._single_ms(g, pack, ps.index)
                 ps.k = inner_count(single)
                 ps.graph = self._capture(g, pack, ps.index, ps.k)
                 r["timing_method"] = "graph"
-                warm = self._replays(ps, 1)[0]  # warm-up replay (time per execution)
-                if warm * ps.k < COARSE_TARGET_MS / 2 and ps.k < MAX_INNER:
-                    # one launch measured the host too: re-capture with k from the replay
-                    ps.k = inner_count(warm)
+                self._replays(ps, 1)  # the graph's first launch uploads it: never timed
+                ps.times = self._replays(ps, n_coarse)
+                replay_ms = timing_stats(ps.times)["median"] * ps.k
+                if replay_ms < COARSE_TARGET_MS / 2 and ps.k < MAX_INNER:
+                    # a replay shorter than the host's launch cost is not a measurement
+                    # (launch_bound_mask): capture again with k from the replay and re-time
+                    ps.k = inner_count(replay_ms / ps.k)
                     ps.graph = self._capture(g, pack, ps.index, ps.k)
                     self._replays(ps, 1)
-                ps.times = self._replays(ps, n_coarse)
+                    ps.times = self._replays(ps, n_coarse)
+                    r["recaptured"] = True
+                if inconsistent_with_warm(timing_stats(ps.times)["median"], single):
+                    ps.k = inner_count(single)
+                    ps.graph = self._capture(g, pack, ps.index, ps.k)
+                    self._replays(ps, 1)
+                    ps.times = self._replays(ps, n_coarse)
+                    r["retimed_inconsistent"] = True
             except Exception as exc:  # noqa: BLE001
                 r["capture_error"] = _err(exc)
                 ps.graph = None
@@ -851,17 +939,7 @@ class CudnnCollector:
         # 6. precise re-timing
         if self.opt.precise and valid:
             chosen = self._precise_candidates(p, valid, rec, torch_plans)
-            rounds: dict[int, list] = {ps.index: [] for ps in chosen}
-            for _ in range(PRECISE_ROUNDS):
-                for ps in chosen:
-                    n_rep = replays_per_round(ps.rec["coarse_ms"] * ps.k)
-                    if ps.graph is not None:
-                        reps = self._replays(ps, n_rep)
-                    elif ps.rec["timing_method"] == "single":
-                        reps = [self._single_ms(g, pack, ps.index) for _ in range(n_rep)]
-                    else:
-                        reps = self._eager(g, pack, ps.index, ps.k, n_rep)
-                    rounds[ps.index] += reps
+            rounds = self._interleaved_rounds(g, pack, chosen)
             for ps in chosen:
                 st = timing_stats(rounds[ps.index])
                 ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
@@ -877,12 +955,57 @@ class CudnnCollector:
             best.rec["repeat_ms"] = timing_stats(reps)["median"]
             rec["n_precise"] = len(chosen)
         rec["t_precise_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
+        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
+        if self.opt.verify and valid:
+            self._verify(p, rec, g, pack, valid)
+        rec["t_verify_s"] = time.perf_counter() - t_phase
         rec["t_time_s"] = time.perf_counter() - t_time
         for ps in plans:
             ps.graph = None
         if self.notes_reliable is None and flags is not None:
             self.notes_reliable = True
         return [ps.rec for ps in plans]
+
+    def _interleaved_rounds(self, g, pack, states) -> dict[int, list]:
+        """PRECISE_ROUNDS rounds over ``states`` in the given order: {plan index: per-execution times}."""
+        rounds: dict[int, list] = {ps.index: [] for ps in states}
+        for _ in range(PRECISE_ROUNDS):
+            for ps in states:
+                n_rep = replays_per_round(ps.rec["coarse_ms"] * ps.k)
+                if ps.graph is not None:
+                    reps = self._replays(ps, n_rep)
+                elif ps.rec["timing_method"] == "single":
+                    reps = [self._single_ms(g, pack, ps.index) for _ in range(n_rep)]
+                else:
+                    reps = self._eager(g, pack, ps.index, ps.k, n_rep)
+                rounds[ps.index] += reps
+        return rounds
+
+    def _verify(self, p, rec, g, pack, valid) -> None:
+        """Re-time the front-runners (precise rounds, fresh order); label times into the plan records."""
+        from kbench.collect import verify as V
+        by_name = {ps.rec["plan"]: ps for ps in valid}
+        first = {n: (ps.rec.get("precise_ms") or ps.rec["coarse_ms"]) for n, ps in by_name.items()}
+        in_set = [n for n, ps in by_name.items() if default_set(ps.rec, p["dtype"], bool(self.notes_reliable))]
+
+        def time_fn(order):
+            states = [by_name[n] for n in order]
+            try:
+                rounds = self._interleaved_rounds(g, pack, states)
+            except Exception as exc:  # noqa: BLE001 - recorded; the first times stay the labels
+                rec["verify_error"] = _err(exc)
+                self._check_cuda()
+                return {}
+            return {ps.rec["plan"]: timing_stats(rounds[ps.index])["median"] for ps in states}
+        o = self.opt
+        result = V.verify_problem(first, time_fn, candidate_sets=[list(by_name), in_set], band=o.verify_band,
+                                  min_plans=o.verify_min_plans, threshold=o.verify_disagree,
+                                  max_passes=o.verify_max_passes, seed=o.seed ^ zlib.crc32(p["key"].encode()))
+        for name, fields in result.plan_records().items():
+            by_name[name].rec.update(fields)
+        rec.update(verify_passes=result.passes, verify_converged=result.converged,
+                   n_verified=len(result.checks))
 
     def _precise_candidates(self, p, valid, rec, torch_plans):
         best = min(q.rec["coarse_ms"] for q in valid)

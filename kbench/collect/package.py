@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect.cudnn import default_set
+from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
 
@@ -89,6 +90,10 @@ def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str
     precise = p["precise_ms"].notna() if "precise_ms" in p else pd.Series(False, index=p.index)
     p["time_ms"] = np.where(precise, p.get("precise_ms"), p["coarse_ms"]).astype(float)
     p["timing"] = np.where(precise, "precise", np.where(p["timing_method"].eq("single"), "single", "coarse"))
+    if "verified_ms" in p:  # the verification pass ran: its label time is the plan's time
+        has_label = p["verified_ms"].notna()
+        p["time_ms"] = np.where(has_label, p["verified_ms"], p["time_ms"]).astype(float)
+        p.loc[p["verified"].isin([AGREE, DISAGREE_RESOLVED]), "timing"] = "verified"
     for a, b in (("time_min_ms", "precise_min_ms"), ("time_q1_ms", "precise_q1_ms"),
                  ("time_q3_ms", "precise_q3_ms")):
         p[a] = p[b] if b in p else np.nan
@@ -181,17 +186,67 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
         "plans_in_runtimes": int(len(runtimes)),
         "wrong_answer_plans": int((plans["exec_ok"].astype(bool) & ~plans["correct"].astype(bool)).sum()),
     }
+    checks = label_checks(rt, plans)
+    report["labels"] = {k: (v if not isinstance(v, dict) else {"n": v["n"], "share": round(v["share"], 4)})
+                        for k, v in checks.items()}
     return {"problems": prob.reset_index(drop=True), "runtimes": runtimes, "kernels": kernels,
             "splits": splits, "heuristics": heuristics}, report
 
 
+def repeats_table(runtimes: pd.DataFrame, repeat_raws, variant: str = "default",
+                  gpu: str | None = None) -> tuple[pd.DataFrame, dict]:
+    """The ``repeats`` table: the problems re-measured in ``repeat_raws``, in every run.
+
+    Run 0 is the dataset's own measurement (``runtimes``); run ``i`` is the
+    ``i``-th raw folder of ``repeat_raws`` (a re-measurement of a sample of the
+    problems in another run, e.g. from ``kbench collect sample``), packaged by the
+    same rules (:func:`candidate_runtimes`). Only problems in the dataset and in
+    every repeat folder are kept. Returns (table, provenance for the manifest).
+    """
+    repeat_raws = [repeat_raws] if isinstance(repeat_raws, (str, Path)) else list(repeat_raws)
+    runs, info = [], [{"run_id": 0, "source": "the dataset's runtimes"}]
+    ids = set(runtimes["problem_id"].astype(str))
+    for i, raw in enumerate(repeat_raws, start=1):
+        problems, plans, env = load_raw(raw)
+        other = set(env["gpu"].dropna()) if "gpu" in env else set()
+        if gpu and other and other != {gpu}:
+            raise KbenchInputError(f"{raw}: measured on {', '.join(sorted(other))}, the dataset on {gpu}; "
+                                   "a repeat must come from the same GPU model.")
+        rt = candidate_runtimes(problems, plans, variant)
+        runs.append(pd.DataFrame({"problem_id": rt["key"].astype(str), "kernel": rt["plan"].astype(str),
+                                  "run_id": np.int16(i), "time_ms": rt["time_ms"].astype(float)}))
+        ids &= set(runs[-1]["problem_id"])
+        info.append({"run_id": i, "raw": str(raw), "collector_runs": sorted(problems["run_id"].astype(str).unique()),
+                     "gpu": sorted(other)[0] if other else None,
+                     "host": env["host"].dropna().iloc[0] if "host" in env and env["host"].notna().any() else None})
+    if not ids:
+        raise KbenchInputError(f"{', '.join(map(str, repeat_raws))}: no re-measured problem is in the dataset "
+                               "(or in every repeat folder); measure a sample from `kbench collect sample`.")
+    base = runtimes.loc[runtimes["problem_id"].astype(str).isin(ids), ["problem_id", "kernel", "time_ms"]]
+    base = base.assign(problem_id=base["problem_id"].astype(str), kernel=base["kernel"].astype(str),
+                       run_id=np.int16(0))
+    table = pd.concat([base] + [r[r["problem_id"].isin(ids)] for r in runs], ignore_index=True)
+    table = table[["problem_id", "kernel", "run_id", "time_ms"]].sort_values(
+        ["problem_id", "kernel", "run_id"], kind="stable").reset_index(drop=True)
+    table["run_id"] = table["run_id"].astype(np.int16)
+    return table, {"problems": len(ids), "runs": info}
+
+
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
-            variant: str = "default", card: str | Path | None = None) -> dict:
-    """Write the dataset folder (parquet + manifest) and, if asked, the data card."""
+            variant: str = "default", card: str | Path | None = None, repeats=None) -> dict:
+    """Write the dataset folder (parquet + manifest) and, if asked, the data card.
+
+    ``repeats``: raw folder(s) re-measuring a sample of the problems in other
+    runs: adds the ``repeats`` table (:func:`repeats_table`).
+    """
     from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws)
     tables, report = build_tables(problems, plans, mituna, variant)
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
+    repeats_info = None
+    if repeats:
+        tables["repeats"], repeats_info = repeats_table(tables["runtimes"], repeats, variant,
+                                                        None if gpu == "unknown" else gpu)
     start = env[env.get("phase") == "start"].iloc[0].to_dict() if "phase" in env else {}
     spec = SPEC.get(name, {})
     info = {
@@ -208,6 +263,8 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
         "splits": {c: {p: int((tables["splits"][c] == p).sum()) for p in ("train", "valid", "test")}
                    for c in tables["splits"].columns if c != "problem_id"},
     }
+    if repeats_info:
+        info["repeats"] = repeats_info
     manifest = write_dataset(out_dir, tables, info)
     if card:
         from kbench.collect.card import render

@@ -30,6 +30,7 @@ from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, P
                                        RULES_MD)
 from kbench.leaderboard import mdlite, plots
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
+from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
 from kbench.records import TuningResult
@@ -191,14 +192,27 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
     if missing and ev is not None:
         board.notes.append("no predictions file (left out of the tie test and the LoP plot): "
                            + ", ".join(missing) + ".")
+    if ev is not None:
+        _add_noise_ceiling(board, ds)
     return board
+
+
+def _add_noise_ceiling(board: Board, ds) -> None:
+    """The noise-ceiling reference row after the ceilings, and its sentence (datasets with ``repeats`` only)."""
+    entry = noise_entry(ds, board.split)
+    if entry is None:
+        return
+    ceilings = [i for i, r in enumerate(board.refs) if r.role == "ceiling"]
+    board.refs.insert(ceilings[-1] + 1 if ceilings else 0, Row(entry, None))
+    board.notes.append(noise_sentence(entry, [(r.entry.name, r.primary()) for r in board.rows]))
 
 
 # ----------------------------------------------------------------------------- plots
 def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
     """SVG bytes per file name; also fills ``board.plots`` with (file, title, alt text)."""
     out: dict[str, bytes] = {}
-    rows = board.all_rows()
+    # the noise-ceiling row is scored on another problem set (the re-measured sample): table only
+    rows = [r for r in board.all_rows() if r.entry.method != NOISE_METHOD]
     colors = plots.method_styles([(r.entry.name, r.role) for r in rows])
     where = f"{board.dataset} / {board.split} (test)"
     # 1. LoP distribution

@@ -32,6 +32,11 @@ def test_collect_two_problem_directions(tmp_path):
     assert s["measured"] == 2
     plans = load_records(tmp_path / "raw", "plans")
     assert plans["correct"].any() and (plans["coarse_ms"].dropna() > 0).all()
+    # the verification pass ran: each problem's label plan has a verification flag and a label time
+    problems = load_records(tmp_path / "raw", "problems")
+    assert (problems["t_verify_s"] >= 0).all() and (problems["n_verified"] >= 1).all()
+    checked = plans[plans["verified"].isin(["agree", "disagree-resolved"])]
+    assert set(checked["key"]) == set(problems["key"]) and (checked["verified_ms"] > 0).all()
     again = C.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
     assert again["pending"] == 0
 
