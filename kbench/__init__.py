@@ -3,11 +3,13 @@
 >>> import kbench
 >>> ds = kbench.load("mi100")           # offline, from data shipped in the package
 >>> parts = ds.split("random")           # {"train": ids, "valid": ids, "test": ids}
+>>> tr = kbench.transfer("mi100", "mi300x", k=100)   # cross-device transfer task (docs/transfer.md)
 """
 
 __version__ = "0.1.0"
 
 from kbench.dataset import Dataset, list_datasets, load  # noqa: E402
+from kbench.transfer_task import Transfer, transfer  # noqa: E402
 
 
 def __getattr__(name):
@@ -18,4 +20,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'kbench' has no attribute {name!r}")
 
 
-__all__ = ["Dataset", "Evaluator", "load", "list_datasets", "__version__"]
+__all__ = ["Dataset", "Evaluator", "Transfer", "load", "list_datasets", "transfer", "__version__"]

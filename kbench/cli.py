@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_build_data)
 
     for module in ("kbench.evaluate_cli", "kbench.collect.cli", "kbench.baseline_cli",
-                   "kbench.leaderboard.cli", "kbench.hub_cli"):
+                   "kbench.leaderboard.cli", "kbench.hub_cli", "kbench.transfer_cli"):
         try:
             mod = __import__(module, fromlist=["register_cli"])
         except ModuleNotFoundError as exc:
