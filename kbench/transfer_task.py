@@ -46,22 +46,31 @@ HELD_OUT_PARTS = ("valid", "test")
 PAIRS = (("mi100", "mi210"), ("mi210", "mi250x"), ("mi100", "mi300x"), ("mi210", "gfx1030"))
 
 
+def _held_out(target: Dataset, split: str) -> tuple[pd.Index, pd.Index]:
+    """(ids, geometry ids) of the target's held-out (valid + test) problems."""
+    parts = target.split(split)
+    ids = pd.Index(np.concatenate([parts[p] for p in HELD_OUT_PARTS]).astype(object))
+    problem_ids = target.problems["problem_id"].to_numpy(dtype=object)
+    geometry = target.problems["geometry_id"].to_numpy(dtype=object)
+    return ids, pd.Index(np.unique(geometry[ids.get_indexer(problem_ids) >= 0]))
+
+
 def leaking_geometries(target: Dataset, split: str = TRANSFER_SPLIT) -> np.ndarray:
     """The geometry ids of the target's held-out (valid + test) problems."""
-    parts = target.split(split)
-    held = np.concatenate([parts[p] for p in HELD_OUT_PARTS])
-    problems = target.problems
-    return problems.loc[problems["problem_id"].isin(held), "geometry_id"].astype(str).unique()
+    return _held_out(target, split)[1].to_numpy()
 
 
-def drop_leaking(source: Dataset, ids, target: Dataset, split: str = TRANSFER_SPLIT) -> np.ndarray:
-    """``ids`` (source problem ids) without any problem whose id or geometry is held out on the target."""
-    ids = np.asarray(ids, dtype=object).astype(str)
-    bad_geometry = set(leaking_geometries(target, split))
-    parts = target.split(split)
-    bad_ids = set(np.concatenate([parts[p] for p in HELD_OUT_PARTS]).astype(str))
-    geometry = source.problems.set_index("problem_id")["geometry_id"].astype(str).reindex(ids).to_numpy()
-    keep = ~pd.Series(geometry).isin(bad_geometry).to_numpy() & ~pd.Series(ids).isin(bad_ids).to_numpy()
+def drop_leaking(source: Dataset, ids, target: Dataset, split: str = TRANSFER_SPLIT,
+                 held_out: tuple[pd.Index, pd.Index] | None = None) -> np.ndarray:
+    """``ids`` (source problem ids) without any problem whose id or geometry is held out on the target.
+
+    ``held_out``: the target's (ids, geometries) from :func:`_held_out`, when already computed."""
+    ids = np.asarray(ids, dtype=object)
+    bad_ids, bad_geometry = held_out if held_out is not None else _held_out(target, split)
+    # object arrays and Index look-ups: Arrow-string isin and astype(str) are slow on ~10^5 ids
+    source_ids = pd.Index(source.problems["problem_id"].to_numpy(dtype=object))
+    geometry = source.problems["geometry_id"].to_numpy(dtype=object)[source_ids.get_indexer(ids)]
+    keep = (bad_geometry.get_indexer(geometry) < 0) & (bad_ids.get_indexer(ids) < 0)
     return ids[keep]
 
 
@@ -114,8 +123,8 @@ class Transfer:
     # -- source -----------------------------------------------------------------
     def source_ids(self) -> dict[str, np.ndarray]:
         """The source's train and valid ids with every target-held-out geometry removed."""
-        parts = self.source.split(self.split)
-        return {p: drop_leaking(self.source, parts[p], self.target, self.split) for p in ("train", "valid")}
+        parts, held = self.source.split(self.split), _held_out(self.target, self.split)
+        return {p: drop_leaking(self.source, parts[p], self.target, self.split, held) for p in ("train", "valid")}
 
     def source_train(self) -> Dataset:
         """The source dataset restricted to its (leak-free) train and valid problems."""
