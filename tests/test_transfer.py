@@ -197,3 +197,10 @@ def test_transfer_record_round_trip_keeps_source_target_and_k(mi300x):
     assert (back.transfer.k, back.transfer.shots_seed) == (100, 2)
     assert back == rec
     assert K_BUDGETS == (0, 100, 1000)
+
+
+def test_cli_refuses_a_budget_outside_the_track(capsys):
+    from kbench.cli import main
+    code = main(["transfer", "run", "--source", "mi100", "--target", "mi300x", "--k", "50", "--seeds", "0"])
+    assert code == 2
+    assert "--k: budgets must be among (0, 100, 1000), got [50]" in capsys.readouterr().err
