@@ -204,3 +204,22 @@ def test_cli_refuses_a_budget_outside_the_track(capsys):
     code = main(["transfer", "run", "--source", "mi100", "--target", "mi300x", "--k", "50", "--seeds", "0"])
     assert code == 2
     assert "--k: budgets must be among (0, 100, 1000), got [50]" in capsys.readouterr().err
+
+
+def test_transfer_table_rows_are_methods_and_columns_are_k(mi300x):
+    from kbench.leaderboard.transfer import transfer_table
+    base = kbench.Evaluator(mi300x, split="random", reference=None)(
+        pd.DataFrame({"problem_id": mi300x.split("random")["test"], "ranking": "GemmFwdRest"}), method="m")
+    ref = DatasetRef(name="mi100", version="1", checksum="abc")
+
+    def rec(method, k, top1, slowdown, role):
+        r = base.model_copy(deep=True)
+        r.method, r.transfer, r.extra = method, TransferRef(source=ref, k=k), {"role": role}
+        r.metrics["overall"].update(top1=top1, geomean_slowdown=slowdown)
+        return r
+    header, rows = transfer_table([rec("tuned", 1000, 0.5, 1.25, "entry"), rec("tuned", 100, 0.25, 2.0, "entry"),
+                                   rec("ceil", None, 0.875, 1.0, "ceiling"), rec("zero", 0, 0.125, 3.0, "reference")])
+    assert header == ["method", "role", "k = 0", "k = 100", "k = 1000", "full target train"]
+    assert rows == [["zero", "reference", "12.50% / 3.0000×", "", "", ""],
+                    ["tuned", "entry", "", "25.00% / 2.0000×", "50.00% / 1.2500×", ""],
+                    ["ceil", "ceiling", "", "", "", "87.50% / 1.0000×"]]
