@@ -146,7 +146,7 @@ ROLE_ORDER = {"reference": 0, "entry": 1, "ceiling": 2}
 
 
 def transfer_table(records: list[EvaluationResult]) -> tuple[list[str], list[list[str]]]:
-    """(header, rows): one row per method, one column per k; cell = top-1 ± std / geomean slowdown."""
+    """(header, rows): one row per method, one column per k; cell = top-1 ± std / geomean slowdown ± std."""
     ks = sorted({r.transfer.k for r in records}, key=lambda k: (k is None, k or 0))
     by_method: dict[str, dict] = {}
     roles = {}
@@ -163,14 +163,15 @@ def transfer_table(records: list[EvaluationResult]) -> tuple[list[str], list[lis
                 cells.append("")
                 continue
             o, sd = r.metrics["overall"], (r.seeds.std if r.seeds else {})
-            top1_sd = sd.get("top1")
+            top1_sd, slow_sd = sd.get("top1"), sd.get("geomean_slowdown")
             cells.append(f"{100 * o['top1']:.2f}%" + (f" ± {100 * top1_sd:.2f}" if top1_sd else "")
-                         + f" / {o['geomean_slowdown']:.4f}×")
+                         + f" / {o['geomean_slowdown']:.4f}" + (f" ± {slow_sd:.4f}" if slow_sd else "") + "×")
         rows.append(cells)
     return header, rows
 
 
-TABLE_NOTE = ("Cells: test top-1 (mean ± std over seeds) / geometric-mean slowdown, scored on the target's "
+TABLE_NOTE = ("Cells: test top-1 / geometric-mean slowdown (means ± unbiased std over seeds; no ± where every "
+              "seed gave the same score), scored on the target's "
               "`random` test part. k: measured target problems the method used (docs/transfer.md).")
 
 
