@@ -117,6 +117,9 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
                      "code": reg[m].code, "fit_time_s_per_seed": [r[1].extra.get("fit_time_s") for r in runs],
                      "command": (f"kbench transfer run --source {src.name} --target {tgt.name} --methods {m} "
                                  f"--k {' '.join(map(str, ks))} --seeds {' '.join(map(str, seeds))}")}
+        for attr in ("coverage", "used"):  # source-oracle: share of test ids the source measured; fine-tuning:
+            if attr in runs[0][1].extra:   # shots used per direction
+                agg.extra[f"{attr}_per_seed"] = [r[1].extra.get(attr) for r in runs]
         agg.predictions.path = f"{k_label(k)}.preds.csv.gz"
         out_records.append(agg)
         if leaderboard_root is not None:
