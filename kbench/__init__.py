@@ -3,10 +3,12 @@
 >>> import kbench
 >>> ds = kbench.load("mi100")           # offline, from data shipped in the package
 >>> parts = ds.split("random")           # {"train": ids, "valid": ids, "test": ids}
+>>> tr = kbench.transfer("mi100", "mi300x", k=100)   # cross-device transfer task (docs/transfer.md)
 """
 
 from kbench.dataset import Dataset, list_datasets, load
 from kbench.version import __version__
+from kbench.transfer_task import Transfer, transfer
 
 
 def __getattr__(name):
@@ -17,4 +19,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'kbench' has no attribute {name!r}")
 
 
-__all__ = ["Dataset", "Evaluator", "load", "list_datasets", "__version__"]
+__all__ = ["Dataset", "Evaluator", "Transfer", "load", "list_datasets", "transfer", "__version__"]

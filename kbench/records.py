@@ -64,10 +64,21 @@ class _ScoredRecord(BaseModel):
     extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
 
 
+class TransferRef(BaseModel):
+    """A transfer-track record: trained on ``source``, scored on the record's dataset (the target)."""
+
+    model_config = ConfigDict(extra="forbid")
+    source: DatasetRef
+    k: int | None = Field(description="measured target problems the method used (the k-shot budget); "
+                                      "null for the in-domain ceiling trained on the full target train part")
+    shots_seed: int | None = Field(None, description="seed of the k-shot draw (null for k = 0)")
+
+
 class EvaluationResult(_ScoredRecord):
     """Every metric of one scored predictions file, overall and per direction / data type."""
 
     record_type: str = "kbench.evaluation"
+    transfer: TransferRef | None = Field(None, description="set on transfer-track records (docs/transfer.md)")
     reference: str | None = Field(None, description="heuristic that speed-ups are measured against")
     counts: Counts
     metrics: dict = Field(description="{'overall': {...}, 'by_direction': {F: {...}}, 'by_dtype': {...}}")

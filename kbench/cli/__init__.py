@@ -22,7 +22,7 @@ from kbench.errors import KbenchError
 
 #: the command modules, in the order their commands appear in ``kbench --help``
 COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.collect", "kbench.cli.baseline",
-                   "kbench.cli.leaderboard", "kbench.cli.hub")
+                   "kbench.cli.leaderboard", "kbench.cli.hub", "kbench.cli.transfer")
 
 
 def build_parser() -> argparse.ArgumentParser:

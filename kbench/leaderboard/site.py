@@ -604,7 +604,12 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     datasets = sorted({b.dataset for b in boards})
     card_paths = _cards(root, datasets, cards_dir)
     card_rel = {d: f"data_cards/{d}.md" for d in card_paths}
-    files["README.md"] = readme(boards, card_rel).encode("utf-8")
+    from kbench.leaderboard.transfer import transfer_html, transfer_markdown
+    readme_text, transfer_md = readme(boards, card_rel), transfer_markdown(root)
+    if transfer_md:  # before the rules section
+        head, sep, rules = readme_text.partition("## Rules\n")
+        readme_text = head + transfer_md + "\n" + sep + rules
+    files["README.md"] = readme_text.encode("utf-8")
     nav = [("overview", "index.html")] + [(d, f"{d}.html") for d in datasets]
     # index
     body = [legend_html()]
@@ -614,6 +619,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     for d in datasets:
         body.append(f'<h2 id="{html.escape(d)}"><a href="{html.escape(d)}.html">{html.escape(d)}</a></h2>')
         body += [board_html(b, "../../") for b in boards if b.dataset == d]
+    body.append(transfer_html(root))
     body.append('<h2 id="rules">Rules</h2>' + mdlite.to_html(RULES_MD))
     files["site/index.html"] = page("kbench leaderboard", "\n".join(body), nav).encode("utf-8")
     # one page per dataset
