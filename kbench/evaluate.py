@@ -370,7 +370,10 @@ class Evaluator:
                 # sets the only recorded one, the `rules` decision list written by build-data
                 name = self.dataset.info.get("reference_heuristic") or next(
                     (n for n in REFERENCE_PRIORITY if n in names), sorted(names)[0])
-                h = heur[(self._pindex.get_indexer(heur["problem_id"]) >= 0) & (heur["heuristic"] == name)]
+                # rows of this part; a kernel outside the vocabulary (a dataset cut by align or
+                # subset) can never be the choice, so it is skipped as scoring would skip it
+                h = heur[(self._pindex.get_indexer(heur["problem_id"]) >= 0) & (heur["heuristic"] == name)
+                         & (self._kindex.get_indexer(heur["kernel"]) >= 0)]
                 h = h.sort_values(["problem_id", "rank"])
                 preds = h.groupby("problem_id", sort=False)["kernel"].agg(";".join).rename("ranking").reset_index()
                 return name, self._reference_times(preds)

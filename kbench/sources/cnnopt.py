@@ -413,6 +413,72 @@ def _median_of_problem(df: pd.DataFrame) -> pd.Series:
     return df.groupby(["file", "K", "H", "W", "C", "R"])["time_ms"].transform("median")
 
 
+def _drop_failed_launches(raw: pd.DataFrame, report: dict) -> pd.DataFrame:
+    """Cleaning step 1: drop the failed launch the RS harness reports after its error line."""
+    failed = raw["after_error"] == RS_FAILED_LAUNCH_LINE
+    med = _median_of_problem(raw)
+    kinds = raw.loc[raw["after_error"] != "", "after_error"].str.replace(r"\s*/\S+", " <path>", regex=True)
+    report["rows_after_error_line_by_message"] = {str(k): int(v) for k, v in kinds.value_counts().items()}
+    report["failed_launch_rows_dropped"] = int(failed.sum())
+    report["failed_launch_rows_below_problem_median"] = int((raw.loc[failed, "time_ms"] < med[failed]).sum())
+    others = (raw["after_error"] != "") & ~failed
+    report["rows_after_other_errors_kept"] = int(others.sum())
+    report["rows_after_other_errors_time_over_problem_median_quartiles"] = [
+        float(q) for q in (raw.loc[others, "time_ms"] / med[others]).quantile([0.25, 0.5, 0.75])]
+    return raw[~failed]
+
+
+def _drop_impossible_times(raw: pd.DataFrame, spec, cfg: dict, report: dict) -> pd.DataFrame:
+    """Cleaning step 2: drop times below FLOPs / peak FP32 rate (launches that did not run)."""
+    flops = 2.0 * raw["K"] * raw["C"] * raw["H"] * raw["W"] * raw["R"] * raw["R"]
+    floor_ms = flops / spec.peak_fp32_flops * 1e3
+    below = raw["time_ms"] < floor_ms
+    report["peak_fp32_flops"] = spec.peak_fp32_flops
+    report["below_floor_rows_dropped"] = int(below.sum())
+    report["below_floor_rows_by_file"] = {str(k): int(v) for k, v in raw.loc[below, "file"].value_counts().items()}
+    report["min_time_over_floor_kept"] = float((raw["time_ms"] / floor_ms)[~below].min())
+    nonpos = raw["time_ms"] <= 0
+    if nonpos.any():  # cannot happen after the floor; kept as a guard
+        raise KbenchInputError(f"{cfg['tiles']}: {int(nonpos.sum())} non-positive times survived cleaning")
+    return raw[~below]
+
+
+def _drop_layer_overlap(raw: pd.DataFrame, report: dict) -> pd.DataFrame:
+    """Cleaning step 3: drop training rows of problems that are benchmark layers."""
+    layer_ids = set(raw.loc[raw["role"] == "layer", "problem_id"])
+    overlap = (raw["role"] != "layer") & raw["problem_id"].isin(layer_ids)
+    report["overlap_problems"] = sorted(raw.loc[overlap, "problem_id"].unique().tolist())
+    report["overlap_rows_dropped"] = int(overlap.sum())
+    if overlap.any():
+        ov = raw[overlap].groupby(["problem_id", "kernel"])["time_ms"].median().rename("train")
+        la = raw[raw["role"] == "layer"].groupby(["problem_id", "kernel"])["time_ms"].median().rename("layer")
+        both = pd.concat([ov, la], axis=1, join="inner")
+        report["overlap_shared_configs"] = int(len(both))
+        report["overlap_time_ratio_train_over_layer_median"] = (
+            float((both["train"] / both["layer"]).median()) if len(both) else None)
+    return raw[~overlap]
+
+
+def _merge_repeats(raw: pd.DataFrame, report: dict) -> pd.DataFrame:
+    """Cleaning step 4: one runtime row per (problem, kernel), the median of repeated measurements."""
+    key = ["problem_id", "kernel"]
+    g = raw.groupby(key, sort=False)
+    rt = g[TILE_COLUMNS].first()
+    rt["time_ms"] = g["time_ms"].median()
+    rt["n_measurements"] = g.size().astype(np.int16)
+    rt["time_spread"] = (g["time_ms"].max() / g["time_ms"].min()).astype(np.float64)
+    rt = rt.reset_index()
+    report["repeated_pairs_merged"] = int((rt["n_measurements"] > 1).sum())
+    report["repeated_pairs_max_spread"] = float(rt["time_spread"].max())
+    rt["workspace_bytes"] = np.int64(0)
+    rt["algorithm"] = rt["schema"]
+    rt = rt.sort_values(["problem_id", "time_ms", "kernel"], ignore_index=True)
+    rt["rank"] = rt.groupby("problem_id", sort=False).cumcount().astype(np.int32)
+    runtimes = rt[["problem_id", "kernel", "time_ms", "workspace_bytes", "algorithm", "rank",
+                   *TILE_COLUMNS, "n_measurements", "time_spread"]]
+    return runtimes
+
+
 def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str, pd.DataFrame], dict]:
     """Build the tables of one tile dataset and a report of every cleaning step.
 
@@ -442,62 +508,13 @@ def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str
     raw = raw.merge(geo, on=["K", "H", "W", "C", "R", "stride"], how="left")
     n_raw = raw.groupby("problem_id").size()
 
-    # 1. failed launches after the RS harness's error line
-    failed = raw["after_error"] == RS_FAILED_LAUNCH_LINE
-    med = _median_of_problem(raw)
-    kinds = raw.loc[raw["after_error"] != "", "after_error"].str.replace(r"\s*/\S+", " <path>", regex=True)
-    report["rows_after_error_line_by_message"] = {str(k): int(v) for k, v in kinds.value_counts().items()}
-    report["failed_launch_rows_dropped"] = int(failed.sum())
-    report["failed_launch_rows_below_problem_median"] = int((raw.loc[failed, "time_ms"] < med[failed]).sum())
-    others = (raw["after_error"] != "") & ~failed
-    report["rows_after_other_errors_kept"] = int(others.sum())
-    report["rows_after_other_errors_time_over_problem_median_quartiles"] = [
-        float(q) for q in (raw.loc[others, "time_ms"] / med[others]).quantile([0.25, 0.5, 0.75])]
-    raw = raw[~failed]
+    raw = _drop_failed_launches(raw, report)
 
-    # 2. physically impossible times
-    flops = 2.0 * raw["K"] * raw["C"] * raw["H"] * raw["W"] * raw["R"] * raw["R"]
-    floor_ms = flops / spec.peak_fp32_flops * 1e3
-    below = raw["time_ms"] < floor_ms
-    report["peak_fp32_flops"] = spec.peak_fp32_flops
-    report["below_floor_rows_dropped"] = int(below.sum())
-    report["below_floor_rows_by_file"] = {str(k): int(v) for k, v in raw.loc[below, "file"].value_counts().items()}
-    report["min_time_over_floor_kept"] = float((raw["time_ms"] / floor_ms)[~below].min())
-    nonpos = raw["time_ms"] <= 0
-    if nonpos.any():  # cannot happen after the floor; kept as a guard
-        raise KbenchInputError(f"{cfg['tiles']}: {int(nonpos.sum())} non-positive times survived cleaning")
-    raw = raw[~below]
+    raw = _drop_impossible_times(raw, spec, cfg, report)
 
-    # 3. training problems that are benchmark layers
-    layer_ids = set(raw.loc[raw["role"] == "layer", "problem_id"])
-    overlap = (raw["role"] != "layer") & raw["problem_id"].isin(layer_ids)
-    report["overlap_problems"] = sorted(raw.loc[overlap, "problem_id"].unique().tolist())
-    report["overlap_rows_dropped"] = int(overlap.sum())
-    if overlap.any():
-        ov = raw[overlap].groupby(["problem_id", "kernel"])["time_ms"].median().rename("train")
-        la = raw[raw["role"] == "layer"].groupby(["problem_id", "kernel"])["time_ms"].median().rename("layer")
-        both = pd.concat([ov, la], axis=1, join="inner")
-        report["overlap_shared_configs"] = int(len(both))
-        report["overlap_time_ratio_train_over_layer_median"] = (
-            float((both["train"] / both["layer"]).median()) if len(both) else None)
-    raw = raw[~overlap]
+    raw = _drop_layer_overlap(raw, report)
 
-    # 4. merge repeated measurements
-    key = ["problem_id", "kernel"]
-    g = raw.groupby(key, sort=False)
-    rt = g[TILE_COLUMNS].first()
-    rt["time_ms"] = g["time_ms"].median()
-    rt["n_measurements"] = g.size().astype(np.int16)
-    rt["time_spread"] = (g["time_ms"].max() / g["time_ms"].min()).astype(np.float64)
-    rt = rt.reset_index()
-    report["repeated_pairs_merged"] = int((rt["n_measurements"] > 1).sum())
-    report["repeated_pairs_max_spread"] = float(rt["time_spread"].max())
-    rt["workspace_bytes"] = np.int64(0)
-    rt["algorithm"] = rt["schema"]
-    rt = rt.sort_values(["problem_id", "time_ms", "kernel"], ignore_index=True)
-    rt["rank"] = rt.groupby("problem_id", sort=False).cumcount().astype(np.int32)
-    runtimes = rt[["problem_id", "kernel", "time_ms", "workspace_bytes", "algorithm", "rank",
-                   *TILE_COLUMNS, "n_measurements", "time_spread"]]
+    runtimes = _merge_repeats(raw, report)
 
     # problems
     role = raw.groupby("problem_id")["role"].agg(lambda s: "layer" if (s == "layer").any() else "random")

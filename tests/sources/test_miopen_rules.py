@@ -41,3 +41,16 @@ def test_shipped_table_is_the_rules_baselines_choice(mi100):
     assert ev.reference_name == "rules"
     direct = Evaluator(mi100, split="random", part="valid", reference=Rules().predict(mi100, ev.ids))
     np.testing.assert_array_equal(ev._t_ref, direct._t_ref)
+
+
+def test_reference_on_a_dataset_cut_to_fewer_kernels():
+    """align/subset may drop kernels the table still names: those are skipped, as scoring skips them."""
+    import kbench
+    from kbench.evaluate import Evaluator
+    ds = kbench.load("mi300x")
+    dropped = ds.heuristics.loc[ds.heuristics["rank"] == 0, "kernel"].value_counts().index[0]
+    cut = ds.subset(ds.problems["problem_id"])
+    cut.tables["kernels"] = cut.kernels[cut.kernels["kernel"] != dropped].reset_index(drop=True)
+    cut.tables["runtimes"] = cut.runtimes[cut.runtimes["kernel"] != dropped].reset_index(drop=True)
+    ev = Evaluator(cut, split="random", part="valid")
+    assert ev.reference_name == "rules" and dropped not in set(ev.table.kernels)
