@@ -135,6 +135,19 @@ def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | Tuni
     return record
 
 
+def parse_verification(path: Path):
+    """Read and validate a GPU re-timing record (``verification.json`` beside an entry's result,
+    written by ``kbench verify-on-gpu``); one KbenchInputError names the file and what is wrong."""
+    from kbench.records import VerificationRecord
+    doc = read_json_object(path)
+    try:
+        return VerificationRecord.model_validate(doc)
+    except ValidationError as exc:
+        raise KbenchInputError(f"{path}: not a valid GPU verification record (kbench.records.VerificationRecord; "
+                               "re-write it with 'kbench verify-on-gpu --out DIR --score-only'):\n  - "
+                               + "\n  - ".join(_pydantic_errors(exc))) from None
+
+
 def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
     """Read and validate a submission metadata file."""
     doc = read_json_object(path) if doc is None else doc
