@@ -28,7 +28,7 @@ from kbench.errors import KbenchInputError
 PLAN_FORMAT = 1
 ROLES = ("choice", "mode_a", "oracle")
 #: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.GEOMETRY + more)
-PROBLEM_FIELDS = ("direction", "dtype", "layout", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
+PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
 
 
@@ -117,6 +117,8 @@ def build_plan(roles: pd.DataFrame, problems: pd.DataFrame, rounds: int = 5, rep
         plans = list(dict.fromkeys(r[role] for role in ROLES))  # distinct, role order
         fields = prob.loc[pid, list(PROBLEM_FIELDS)].to_dict()
         fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items()}
+        # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
+        fields["layout"] = str(prob.loc[pid, "layout_x"])
         items.append({"problem_id": pid, "problem": {"key": pid, **fields},
                       "roles": {role: str(r[role]) for role in ROLES},
                       "table_ms": {str(r[role]): float(r[f"t_{role}"]) for role in ROLES},

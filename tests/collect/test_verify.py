@@ -75,7 +75,8 @@ def _toy():
                          "heuristic": ["cudnn_mode_a"] * 5, "rank": [0, 1, 2, 1, 0],
                          "kernel": ["c", "a", "b", "a", "b"]})
     problems = pd.DataFrame({"problem_id": ["p1", "p2"], "direction": ["F", "W"], "dtype": ["FP16", "FP32"],
-                             "layout": ["NHWC", "NCHW"], **{c: [1, 1] for c in (
+                             "layout": ["NHWC-NHWC-NHWC", "NCHW"],
+                             "layout_x": ["NHWC", "NCHW"], **{c: [1, 1] for c in (
                                  "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w", "fil_h", "fil_w", "pad_h",
                                  "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")}})
     return runtimes, heur, problems
@@ -112,6 +113,7 @@ def test_build_plan_dedupes_and_is_deterministic():
     assert all(sorted(r) == ["a", "b"] for r in by_id["p2"]["order"]) and len(by_id["p2"]["order"]) == 4
     assert by_id["p1"]["table_ms"] == {"a": 2.0, "c": 4.0, "b": 1.0}
     assert by_id["p1"]["problem"]["direction"] == "F" and by_id["p1"]["problem"]["key"] == "p1"
+    assert by_id["p1"]["problem"]["layout"] == "NHWC"  # the collector's one-name layout
     # a problem's order depends on the seed and its id only, not on the other problems
     alone = build_plan(roles[roles["problem_id"] == "p1"], problems, rounds=4, replays=3, seed=5)
     assert alone["problems"][0]["order"] == by_id["p1"]["order"]
@@ -218,3 +220,61 @@ def test_cli_plan_only_and_score_only(tmp_path):
     assert rec.table.overall.oracle_speedup_geomean == pytest.approx(oracle.overall["speedup_geomean"], rel=1e-9)
     assert main(["verify-on-gpu", "--out", str(tmp_path / "nothing"), "--score-only"]) == 2
     assert np.isfinite(rec.measured.by_direction["W"].oracle_speedup_geomean)
+
+
+# -- the timing loop, with a stand-in for the GPU collector ------------------------------
+class _FakeCollector:
+    """Records the calls the timing loop makes; times are fixed per plan (a: 1 ms, b: 2 ms, c: 30 ms)."""
+
+    MS = {"a": 1.0, "b": 2.0, "c": 30.0}
+
+    def __init__(self):
+        import types
+        self.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: None),
+                                           empty=lambda n, **kw: types.SimpleNamespace(numel=lambda: n), uint8=None)
+        self.workspace = self.torch.empty(1)
+        self.modes = {"a": 0, "b": 1, "fallback": 2}
+        self.replayed = []
+
+    def _tensors(self, p):
+        return "x", "w", "y", "out"
+
+    def _plan_list(self, p, x, w, y, modes):
+        graph = type("G", (), {"build_plan_at_index": lambda s, i: None,
+                               "get_workspace_size_plan_at_index": lambda s, i: 64})()
+        return graph, {}, ["c", "b", "a", "z"], ""
+
+    def _single_ms(self, g, pack, index):
+        return self.MS[["c", "b", "a", "z"][index]]
+
+    def _capture(self, g, pack, index, k):
+        return ["c", "b", "a", "z"][index]
+
+    def _replays(self, ps, n):
+        self.replayed.append((ps.graph, n))
+        return [self.MS[ps.graph]] * n
+
+
+def test_time_problem_follows_the_interleaved_order():
+    from kbench.collect import cudnn as C
+    from kbench.collect.verify_gpu import _time_problem
+    col = _FakeCollector()
+    item = {"problem_id": "p", "problem": {}, "plans": ["a", "b", "c"],
+            "order": [["b", "a", "c"], ["c", "b", "a"]]}
+    rows = _time_problem(col, C, item, replays=3)
+    assert [(r["round"], r["slot"], r["plan"]) for r in rows] == [
+        (0, 0, "b"), (0, 1, "a"), (0, 2, "c"), (1, 0, "c"), (1, 1, "b"), (1, 2, "a")]
+    assert {r["plan"]: r["ms"] for r in rows} == {"a": 1.0, "b": 2.0, "c": 30.0}
+    # c (30 ms >= the collector's 20 ms slow-plan limit) is timed by single executions, not a graph
+    assert {r["plan"]: r["method"] for r in rows} == {"a": "graph", "b": "graph", "c": "single"}
+    assert col.workspace.numel() == 64
+    with pytest.raises(RuntimeError, match="did not propose q"):
+        _time_problem(col, C, dict(item, plans=["a", "q"]), replays=1)
+
+
+def test_run_timing_resumes_from_finished_problems(tmp_path):
+    from kbench.collect.verify_gpu import done_problems
+    (tmp_path / "raw.jsonl").write_text('{"kind": "problem", "problem_id": "p1", "status": "ok"}\n'
+                                        '{"kind": "time", "problem_id": "p2", "plan": "a", "ms": 1}\n'
+                                        '{"kind": "problem", "problem_id": "p3", "status": "failed"}\n{"kin')
+    assert done_problems(tmp_path / "raw.jsonl") == {"p1", "p3"}  # p2 was cut short: timed again
