@@ -57,3 +57,17 @@ def test_bad_verification_record_is_one_clear_error(board, capsys):
     assert main(["leaderboard", "build", "--leaderboard", str(board), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "verification.json" in err and "measured" in err and "Traceback" not in err
+
+
+def test_validate_accepts_a_matching_record_and_names_a_mismatch(board):
+    from kbench.leaderboard.schema import validate_tree
+    path = board / "toy/random/toy-model/verification.json"
+    record = json.loads((board / "toy/random/toy-model/result.json").read_text())
+    good = _record().model_copy(update={"dataset": DatasetRef(**record["dataset"])})
+    path.write_text(good.model_dump_json())
+    assert validate_tree(board, check_data=False)["entries"] >= 1
+    path.write_text(good.model_copy(update={"method": "other", "split": "networks"}).model_dump_json())
+    with pytest.raises(Exception) as err:
+        validate_tree(board, check_data=False)
+    assert "verification.json is for toy/networks/test, not toy/random/test" in str(err.value)
+    assert "verification.json method 'other' is not the folder's 'toy-model'" in str(err.value)
