@@ -133,7 +133,13 @@ def run(args) -> int:
             return 0
     if not args.score_only:
         from kbench.collect.verify_gpu import run_timing
-        print(json.dumps(run_timing(plan, out, args.time_budget)))
+        try:
+            summary = run_timing(plan, out, args.time_budget)
+        except ImportError as exc:
+            raise KbenchInputError(f"the timing step needs PyTorch with CUDA and nvidia-cudnn-frontend ({exc}); "
+                                   f"on a CPU machine use --plan-only here and run the timing on the GPU "
+                                   f"machine (bash kbench/collect/run_on_device.sh verify {out} BUDGET_S)") from None
+        print(json.dumps(summary))
         if args.time_only:
             return 0
     record = make_record(plan, out, args.method)
