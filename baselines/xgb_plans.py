@@ -51,6 +51,11 @@ NDCG at depth 8), depth 10 with learning rate 0.05 and 1,000 rounds scored best
 ``top_k`` = 16 was the best restriction of mode A's list (4: 1.057, 8: 1.059,
 16: 1.065 at depth 8). Deeper or longer settings were not tried within the
 session's time.
+
+Results (``leaderboard/h100``, test, 5 seeds, table-derived): ``xgboost-plans``
+1.073x over mode A on ``random`` (geomean slowdown 1.0695; the oracle's margin
+is 1.148x), 1.019x on ``networks`` (oracle 1.091x); ``xgboost-rerank-a`` 1.048x on
+``random``. Batch-1 CPU latency and break-even: ``bench/bench_selector_latency.py``.
 """
 
 from __future__ import annotations
