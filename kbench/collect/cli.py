@@ -59,7 +59,7 @@ def register_cli(subparsers) -> None:
     c.add_argument("--card", default=None, help="also write the data card to this markdown file")
     c.set_defaults(func=cmd_package)
 
-    from kbench.collect import verify
+    from kbench.collect import verify_on_gpu as verify
     v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
                               "and the oracle's on the GPU", description=verify.__doc__.split("\n\n")[0])
     verify.add_arguments(v)

@@ -52,13 +52,13 @@ if [ "$MODE" = verify ]; then
     LEFT=$(( BUDGET - ($(date +%s) - T0) ))
     [ $LEFT -lt 30 ] && break
     # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
-    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect.verify --out "$VOUT" --time-only \
+    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --time-only \
         --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/verify.log | tail -5
     rc=${PIPESTATUS[0]}
     echo "verify rc=$rc"
     [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
   done
-  python3 -m kbench.collect.verify --out "$VOUT" --score-only 2>&1 | tail -3
+  python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --score-only 2>&1 | tail -3
   ls -la "$VOUT"
   exit 0
 fi

@@ -152,11 +152,11 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry (``python -m kbench.collect.verify``), for the device machine."""
+    """Stand-alone entry (``python -m kbench.collect.verify_on_gpu``), for the device machine."""
     import argparse
     import sys
     from kbench.errors import KbenchError
-    p = argparse.ArgumentParser(prog="python -m kbench.collect.verify", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kbench.collect.verify_on_gpu", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
     from kbench.collect.cudnn import FatalCudaError

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kbench.collect.verify import make_record, read_raw
+from kbench.collect.verify_on_gpu import make_record, read_raw
 from kbench.collect.verify_plan import build_plan, interleave, problem_rng, role_plans
 from kbench.collect.verify_score import score
 from kbench.errors import KbenchInputError
