@@ -133,3 +133,50 @@ class TuningResult(_ScoredRecord):
     def overall(self) -> dict:
         """The scalar metrics (the same role as an EvaluationResult's ``metrics['overall']``)."""
         return {k: v for k, v in self.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+VERIFICATION_SCHEMA_VERSION = 1
+
+
+class SpeedupFigures(BaseModel):
+    """Speed-ups of one group of problems, all geometric means over problems (t in ms)."""
+
+    model_config = ConfigDict(extra="forbid")
+    problems: int
+    speedup_geomean: float = Field(description="geomean of t_mode_a / t_choice")
+    speedup_total: float = Field(description="sum(t_mode_a) / sum(t_choice)")
+    oracle_speedup_geomean: float = Field(description="geomean of t_mode_a / t_oracle: the oracle's margin")
+    slowdown_vs_oracle_geomean: float = Field(description="geomean of t_choice / t_oracle")
+    choice_is_mode_a: float = Field(description="share of problems whose chosen plan is mode A's plan")
+
+
+class VerificationFigures(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    overall: SpeedupFigures
+    by_direction: dict[str, SpeedupFigures]
+    by_dtype: dict[str, SpeedupFigures]
+
+
+class VerificationRecord(BaseModel):
+    """A GPU re-timing of one predictions file's chosen plans against cuDNN mode A and the oracle
+    (``kbench verify-on-gpu``): measured figures next to the table-derived ones, same problems."""
+
+    model_config = ConfigDict(extra="forbid")
+    record_type: str = "kbench.gpu-verification"
+    schema_version: int = VERIFICATION_SCHEMA_VERSION
+    kbench_version: str
+    method: str | None = None
+    dataset: DatasetRef
+    split: str
+    part: str
+    predictions: PredictionsRef
+    date: str = Field(default_factory=lambda: date.today().isoformat())
+    reference: str = Field("cudnn_mode_a", description="heuristic whose first plan the speed-ups are against")
+    protocol: dict = Field(description="seed, rounds, replays per timing, timing method")
+    device: dict = Field(default_factory=dict, description="GPU, driver, library versions of the timing run")
+    problems_planned: int
+    problems_measured: int
+    problems_failed: dict[str, str] = Field(default_factory=dict, description="problem id -> error")
+    device_time_s: float | None = Field(None, description="GPU wall time of the timing run(s)")
+    measured: VerificationFigures = Field(description="from the GPU re-timing")
+    table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")

@@ -110,6 +110,12 @@ def register_cli(subparsers) -> None:
                         "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
+    from kbench.collect import verify_on_gpu
+    v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
+                              "and the oracle's on the GPU", description=verify_on_gpu.__doc__.split("\n\n")[0])
+    verify_on_gpu.add_arguments(v)
+    v.set_defaults(func=verify_on_gpu.run)
+
 
 def _check_positive(value, name):
     from kbench.errors import KbenchInputError

@@ -6,6 +6,11 @@
 #   bash kbench/collect/run_on_device.sh live     PROBLEMS BUDGET_S [MARGIN_S]  # live GPU tests, then collection
 #   bash kbench/collect/run_on_device.sh torchrun PROBLEMS BUDGET_S [MARGIN_S]  # every GPU of the host, one shard each
 #   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
+#   bash kbench/collect/run_on_device.sh verify   RUN_DIR  BUDGET_S [MARGIN_S]  # re-time RUN_DIR/plan.json's plans
+#
+# verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
+# raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{plan.json,
+# raw.jsonl,verification.json}; score again on the CPU with 'kbench verify-on-gpu --out DIR --score-only'.
 #
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
@@ -51,6 +56,28 @@ col = C.CudnnCollector(C.Options(notes=False, torch_choice=False))
 json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc=$? lines=$(wc -l < $OUT/ncu.csv)"; tail -3 $OUT/ncu.err
   timeout 60 python3 -m kbench.collect.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
+fi
+
+if [ "$MODE" = verify ]; then
+  RUN_DIR=$PROBLEMS
+  [ -f "$RUN_DIR/plan.json" ] || { echo "verify: $RUN_DIR/plan.json not found"; exit 2; }
+  VOUT=$OUT/$(basename "$RUN_DIR")
+  mkdir -p "$VOUT"
+  cp "$RUN_DIR"/plan.json "$VOUT"/
+  [ -f "$RUN_DIR/raw.jsonl" ] && cp "$RUN_DIR"/raw.jsonl "$VOUT"/
+  while :; do
+    LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+    [ $LEFT -lt 30 ] && break
+    # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
+    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --time-only \
+        --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/verify.log | tail -5
+    rc=${PIPESTATUS[0]}
+    echo "verify rc=$rc"
+    [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
+  done
+  python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --score-only 2>&1 | tail -3
+  ls -la "$VOUT"
+  exit 0
 fi
 
 if [ "$MODE" = live ]; then

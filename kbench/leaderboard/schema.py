@@ -135,6 +135,19 @@ def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | Tuni
     return record
 
 
+def parse_verification(path: Path):
+    """Read and validate a GPU re-timing record (``verification.json`` beside an entry's result,
+    written by ``kbench verify-on-gpu``); one KbenchInputError names the file and what is wrong."""
+    from kbench.records import VerificationRecord
+    doc = read_json_object(path)
+    try:
+        return VerificationRecord.model_validate(doc)
+    except ValidationError as exc:
+        raise KbenchInputError(f"{path}: not a valid GPU verification record (kbench.records.VerificationRecord; "
+                               "re-write it with 'kbench verify-on-gpu --out DIR --score-only'):\n  - "
+                               + "\n  - ".join(_pydantic_errors(exc))) from None
+
+
 def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
     """Read and validate a submission metadata file."""
     doc = read_json_object(path) if doc is None else doc
@@ -235,10 +248,26 @@ def seed_inconsistencies(record: EvaluationResult | TuningResult) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the tree
-ENTRY_FILES = {"result.json", "meta.json", "preds.csv.gz"}
+ENTRY_FILES = {"result.json", "meta.json", "preds.csv.gz", "verification.json"}
 GENERATED = {"README.md", "site"}
 #: the transfer track's records (their own layout, read by kbench.leaderboard.transfer)
 OWN_LAYOUT = {"transfer"}
+
+
+def verification_problems(path: Path, record, dataset: str, split: str, method: str) -> list[str]:
+    """What is wrong with an entry's GPU re-timing record (``verification.json``), if anything."""
+    try:
+        v = parse_verification(path)
+    except KbenchInputError as exc:
+        return [str(exc).split("\n")[0].replace(str(path.parent) + "/", "")]
+    out = []
+    if (v.dataset.name, v.split, v.part) != (dataset, split, "test"):
+        out.append(f"verification.json is for {v.dataset.name}/{v.split}/{v.part}, not {dataset}/{split}/test")
+    if v.method not in (None, method):
+        out.append(f"verification.json method {v.method!r} is not the folder's {method!r}")
+    if v.dataset.checksum != record.dataset.checksum:
+        out.append("verification.json was made on another version of the dataset than result.json")
+    return out
 
 
 def validate_tree(root: Path, check_data: bool = True) -> dict:
@@ -294,6 +323,8 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
             if record.predictions.sha256 != digest:
                 where.append(f"preds.csv.gz sha256 {digest[:12]}… does not match the record's "
                              f"{(record.predictions.sha256 or 'none')[:12]}…")
+        if (folder / "verification.json").exists():
+            where += verification_problems(folder / "verification.json", record, dataset, split, method)
         if check_data:
             where += dataset_problems(record)
         problems += [f"{rel}: {w}" for w in where]

@@ -188,6 +188,9 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
         a, b = scores.get(above.entry.method), scores.get(row.entry.method)
         if a is not None and b is not None and tied(a.log_slowdown, b.log_slowdown):
             row.tie, row.tie_with = True, above.entry.name
+    note = gpu_note(board)
+    if note:
+        board.notes.append(note)
     missing = [r.entry.name for r in board.all_rows() if r.entry.method not in scores]
     if missing and ev is not None:
         board.notes.append("no predictions file (left out of the tie test and the LoP plot): "
@@ -320,13 +323,39 @@ def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     out["within5"] = (fmt_pct(o.get("within5")), _value(o.get("within5")), "")
     out["lop"] = (fmt_pct(o.get("lop_mean")), _value(o.get("lop_mean")), "")
     out["lop5"] = (fmt_pct(o.get("lop_at_5")), _value(o.get("lop_at_5")), "")
-    out["speedup"] = (fmt_x(o.get("speedup_geomean")), _value(o.get("speedup_geomean")),
-                      f"over {rec.reference}" if rec.reference else "")
+    gpu = gpu_speedup(row)
+    out["speedup"] = (fmt_x(o.get("speedup_geomean")) + (f' <span class="gpu">(GPU {fmt_x(gpu)})</span>' if gpu
+                                                         else ""),
+                      _value(o.get("speedup_geomean")),
+                      (f"over {rec.reference}" if rec.reference else "") + (f"; {gpu_title(row)}" if gpu else ""))
     out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters),
                      f"{meta.model_size_bytes:,} bytes saved" if meta.model_size_bytes is not None else "")
     out["latency"] = (fmt_ms(meta.inference_latency_ms), _value(meta.inference_latency_ms),
                       meta.inference_hardware or "")
     return out
+
+
+def gpu_speedup(row: Row) -> float | None:
+    """The measured (GPU re-timing) geomean speed-up over the reference, when the entry has one."""
+    v = row.entry.verification
+    return None if v is None else v.measured.overall.speedup_geomean
+
+
+def gpu_title(row: Row) -> str:
+    v = row.entry.verification
+    m, t = v.measured.overall, v.table.overall
+    return (f"GPU re-timing ({v.date}, kbench verify-on-gpu): {fmt_x(m.speedup_geomean)} measured against "
+            f"{fmt_x(t.speedup_geomean)} from the table on the same {m.problems} problems; oracle margin "
+            f"{fmt_x(m.oracle_speedup_geomean)} measured, {fmt_x(t.oracle_speedup_geomean)} table")
+
+
+def gpu_note(board: Board) -> str | None:
+    """A board note naming every entry with a GPU re-timing, measured next to table figures."""
+    parts = [f"{r.entry.name}: " + gpu_title(r).split(": ", 1)[1] for r in board.all_rows() if gpu_speedup(r)]
+    if not parts:
+        return None
+    return ("(GPU ×): speed-up over the reference measured by re-timing the chosen plans, mode A's first plan and "
+            "the oracle's plan on the GPU, interleaved (kbench verify-on-gpu). " + "; ".join(parts) + ".")
 
 
 def _entry_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
@@ -534,6 +563,9 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
                 code = _link(row.entry.meta.code, repo_prefix)
                 name = md_text(row.entry.name)
                 text = f"[{name}]({md_url(code)})" if code else name
+            elif cid == "speedup" and not tuning:
+                gpu = gpu_speedup(row)
+                text = fmt_x(row.overall.get("speedup_geomean")) + (f" (GPU {fmt_x(gpu)})" if gpu else "")
             elif cid == "test" and not tuning:
                 text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
             elif cid == "links":

@@ -78,6 +78,10 @@ def write_entry(root: Path, record: EvaluationResult, meta, preds_gz: bytes | No
 
 
 # ----------------------------------------------------------------------------- reading
+#: an entry's GPU re-timing record (copy ``kbench verify-on-gpu``'s verification.json here)
+VERIFICATION_FILE = "verification.json"
+
+
 @dataclass
 class Entry:
     """One leaderboard entry as read from its folder."""
@@ -86,6 +90,8 @@ class Entry:
     record: EvaluationResult
     meta: object  # SubmissionMeta
     preds_path: Path | None
+    #: GPU re-timing of this entry's chosen plans (``verification.json``), when one was run
+    verification: object = None  # kbench.records.VerificationRecord | None
 
     @property
     def method(self) -> str:
@@ -111,7 +117,7 @@ def read_entries(root: Path) -> dict[tuple[str, str], list[Entry]]:
 
     Each record is schema-checked as it is read; a bad file raises one KbenchInputError.
     """
-    from kbench.leaderboard.schema import GENERATED, parse_meta, parse_record
+    from kbench.leaderboard.schema import GENERATED, parse_meta, parse_record, parse_verification
     root = Path(root)
     if not root.is_dir():
         raise KbenchInputError(f"{root}: leaderboard folder not found.")
@@ -125,6 +131,8 @@ def read_entries(root: Path) -> dict[tuple[str, str], list[Entry]]:
         record = parse_record(folder / "result.json")
         meta = parse_meta(folder / "meta.json")
         preds = folder / "preds.csv.gz"
+        verification = parse_verification(folder / VERIFICATION_FILE) if (folder / VERIFICATION_FILE).exists() \
+            else None
         out.setdefault((rel.parts[0], rel.parts[1]), []).append(
-            Entry(folder, record, meta, preds if preds.exists() else None))
+            Entry(folder, record, meta, preds if preds.exists() else None, verification))
     return {k: out[k] for k in sorted(out)}

@@ -1,0 +1,128 @@
+"""Planning of a GPU re-timing run (``kbench verify-on-gpu``): which plans, in which order. Pure.
+
+For each problem of a dataset part the run re-times three roles:
+
+* ``choice``: the plan a predictions file picks, by the evaluator's rule (the
+  first plan of its ranking that is in the problem's measured list);
+* ``mode_a``: the dataset's reference, cuDNN heuristic mode A's first plan of
+  the candidate set (the same plan ``kbench evaluate`` measures speed-ups against);
+* ``oracle``: the dataset's fastest measured plan.
+
+Roles that name the same plan share one timing (``plans`` is deduplicated).
+The order is interleaved: ``rounds`` rounds, every plan of the problem exactly
+once per round, each round in its own seeded random order, so slow drift of the
+GPU (clock, temperature) falls on every plan alike. Problems themselves are
+taken in a seeded random order. Every order depends only on the seed and the
+problem id (:func:`problem_rng`), never on the other problems in the run.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pandas as pd
+
+from kbench.errors import KbenchInputError
+
+PLAN_FORMAT = 1
+ROLES = ("choice", "mode_a", "oracle")
+#: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.GEOMETRY + more)
+PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
+                  "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
+
+
+def problem_rng(seed: int, problem_id: str) -> np.random.Generator:
+    """A generator that depends on the run's seed and the problem id only."""
+    return np.random.default_rng([int(seed), zlib.crc32(str(problem_id).encode())])
+
+
+def interleave(plans: list[str], rounds: int, rng: np.random.Generator) -> list[list[str]]:
+    """``rounds`` lists, each a random permutation of ``plans`` (every plan once per round).
+
+    >>> interleave(["a"], 2, np.random.default_rng(0))
+    [['a'], ['a']]
+    """
+    if rounds < 1:
+        raise KbenchInputError(f"rounds must be >= 1 (got {rounds})")
+    return [[plans[i] for i in rng.permutation(len(plans))] for _ in range(rounds)]
+
+
+def first_listed(rankings: pd.Series, listed: dict[str, set]) -> pd.Series:
+    """Per problem id (the index), the first kernel of its ';'-joined ranking that is listed for it
+    (None when there is none)."""
+    out = {}
+    for pid, ranking in rankings.items():
+        ok = listed.get(pid, set())
+        out[pid] = next((k for k in str(ranking).split(";") if k in ok), None)
+    return pd.Series(out, dtype=object)
+
+
+def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd.DataFrame,
+               ids, reference: str = "cudnn_mode_a") -> pd.DataFrame:
+    """One row per problem of ``ids``: ``choice``, ``mode_a``, ``oracle`` plan names and their
+    table times ``t_choice``, ``t_mode_a``, ``t_oracle`` (ms).
+
+    ``predictions`` has ``problem_id`` and ``ranking`` (or ``kernel``). A problem whose
+    prediction picks no listed plan, or that has no reference plan, is an input error
+    (the run would have nothing to compare).
+    """
+    ids = pd.Index(pd.Series(list(ids), dtype=object).astype(str))
+    rt = runtimes[runtimes["problem_id"].isin(ids)][["problem_id", "kernel", "time_ms"]].astype(
+        {"problem_id": str, "kernel": str})
+    times = rt.groupby(["problem_id", "kernel"])["time_ms"].min()
+    listed = rt.groupby("problem_id")["kernel"].agg(set).to_dict()
+    col = "ranking" if "ranking" in predictions.columns else "kernel"
+    if col not in predictions.columns or "problem_id" not in predictions.columns:
+        raise KbenchInputError("predictions: need columns problem_id and ranking (or kernel); "
+                               f"got {list(predictions.columns)}")
+    preds = predictions.astype({"problem_id": str}).drop_duplicates("problem_id").set_index("problem_id")[col]
+    missing = ids.difference(preds.index)
+    if len(missing):
+        raise KbenchInputError(f"predictions: {len(missing)} problem(s) of the part have no prediction, e.g. "
+                               f"{missing[0]}; predict every problem of the part")
+    heur = heuristics[(heuristics["heuristic"] == reference) & heuristics["problem_id"].isin(ids)]
+    heur = heur.astype({"problem_id": str, "kernel": str}).sort_values(["problem_id", "rank"], kind="stable")
+    ref_rank = heur.groupby("problem_id", sort=False)["kernel"].agg(";".join)
+    best = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
+    out = pd.DataFrame(index=ids)
+    out["choice"] = first_listed(preds.reindex(ids), listed).reindex(ids)
+    out["mode_a"] = first_listed(ref_rank.reindex(ids).fillna(""), listed).reindex(ids)
+    out["oracle"] = best.set_index("problem_id")["kernel"].reindex(ids)
+    for role in ROLES:
+        bad = out[role].isna()
+        if bad.any():
+            what = {"choice": "the predicted ranking holds no plan measured for it",
+                    "mode_a": f"heuristic {reference!r} proposes no measured plan",
+                    "oracle": "no measured plan"}[role]
+            raise KbenchInputError(f"{int(bad.sum())} problem(s): {what}, e.g. {out.index[bad.to_numpy()][0]}")
+        key = pd.MultiIndex.from_arrays([out.index, out[role].to_numpy()])
+        out[f"t_{role}"] = times.reindex(key).to_numpy(dtype=np.float64)
+    out.index.name = "problem_id"
+    return out.reset_index()
+
+
+def build_plan(roles: pd.DataFrame, problems: pd.DataFrame, rounds: int = 5, replays: int = 3,
+               seed: int = 0) -> dict:
+    """The run plan (JSON-able): problems in seeded order, each with its roles, distinct plans,
+    table times and interleaved rounds."""
+    if replays < 1:
+        raise KbenchInputError(f"replays must be >= 1 (got {replays})")
+    prob = problems.astype({"problem_id": str}).set_index("problem_id")
+    order = np.random.default_rng(int(seed)).permutation(len(roles))
+    items = []
+    for i in order:
+        r = roles.iloc[int(i)]
+        pid = str(r["problem_id"])
+        plans = list(dict.fromkeys(r[role] for role in ROLES))  # distinct, role order
+        fields = prob.loc[pid, list(PROBLEM_FIELDS)].to_dict()
+        fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items()}
+        # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
+        fields["layout"] = str(prob.loc[pid, "layout_x"])
+        items.append({"problem_id": pid, "problem": {"key": pid, **fields},
+                      "roles": {role: str(r[role]) for role in ROLES},
+                      "table_ms": {str(r[role]): float(r[f"t_{role}"]) for role in ROLES},
+                      "plans": plans,
+                      "order": interleave(plans, rounds, problem_rng(seed, pid))})
+    return {"format": PLAN_FORMAT, "seed": int(seed), "rounds": int(rounds), "replays": int(replays),
+            "problems": items}

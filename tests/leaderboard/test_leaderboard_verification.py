@@ -1,0 +1,73 @@
+"""A GPU re-timing record beside an entry: the board shows the measured speed-up next to the table one."""
+
+import json
+import shutil
+
+import pytest
+
+from kbench.cli import main
+from kbench.leaderboard.site import build
+from kbench.records import DatasetRef, PredictionsRef, SpeedupFigures, VerificationFigures, VerificationRecord
+
+
+def _figures(speedup: float, oracle: float) -> VerificationFigures:
+    one = SpeedupFigures(problems=12, speedup_geomean=speedup, speedup_total=speedup, oracle_speedup_geomean=oracle,
+                         slowdown_vs_oracle_geomean=oracle / speedup, choice_is_mode_a=0.25)
+    return VerificationFigures(overall=one, by_direction={"F": one}, by_dtype={"FP32": one})
+
+
+def _record() -> VerificationRecord:
+    return VerificationRecord(
+        kbench_version="0.1.0", method="toy-model", dataset=DatasetRef(name="toy", version="1", checksum="c"),
+        split="random", part="test", predictions=PredictionsRef(path="preds.csv.gz", rows=12), date="2026-11-24",
+        protocol={"seed": 0, "rounds": 5, "replays": 3}, problems_planned=12, problems_measured=12,
+        measured=_figures(1.0625, 1.125), table=_figures(1.1875, 1.25))
+
+
+@pytest.fixture
+def board(toy_board, tmp_path):
+    dst = tmp_path / "leaderboard"
+    shutil.copytree(toy_board, dst)
+    return dst
+
+
+def test_measured_speedup_shown_beside_table_figure(board):
+    build(board)
+    before = (board / "README.md").read_text()
+    assert "GPU" not in before
+    (board / "toy/random/toy-model/verification.json").write_text(_record().model_dump_json(indent=1))
+    build(board)
+    readme = (board / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if "toy-model" in line.lower() and line.startswith("|"))
+    assert "3.166× (GPU 1.062×)" in row  # the table figure, then the measured one (1.0625 to 3 digits)
+    note = next(line for line in readme.splitlines() if line.startswith("_(GPU ×)"))
+    assert "toy-model: 1.062× measured against 1.188× from the table on the same 12 problems" in note
+    assert "oracle margin 1.125× measured, 1.250× table" in note
+    page = (board / "site/toy.html").read_text()
+    assert '<span class="gpu">(GPU 1.062×)</span>' in page
+    # only the verified entry gets the GPU figure
+    assert sum("(GPU " in line for line in readme.splitlines() if line.startswith("|")) == 1
+
+
+def test_bad_verification_record_is_one_clear_error(board, capsys):
+    path = board / "toy/random/toy-model/verification.json"
+    doc = json.loads(_record().model_dump_json())
+    del doc["measured"]
+    path.write_text(json.dumps(doc))
+    assert main(["leaderboard", "build", "--leaderboard", str(board), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "verification.json" in err and "measured" in err and "Traceback" not in err
+
+
+def test_validate_accepts_a_matching_record_and_names_a_mismatch(board):
+    from kbench.leaderboard.schema import validate_tree
+    path = board / "toy/random/toy-model/verification.json"
+    record = json.loads((board / "toy/random/toy-model/result.json").read_text())
+    good = _record().model_copy(update={"dataset": DatasetRef(**record["dataset"])})
+    path.write_text(good.model_dump_json())
+    assert validate_tree(board, check_data=False)["entries"] >= 1
+    path.write_text(good.model_copy(update={"method": "other", "split": "networks"}).model_dump_json())
+    with pytest.raises(Exception) as err:
+        validate_tree(board, check_data=False)
+    assert "verification.json is for toy/networks/test, not toy/random/test" in str(err.value)
+    assert "verification.json method 'other' is not the folder's 'toy-model'" in str(err.value)
