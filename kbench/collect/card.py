@@ -169,7 +169,21 @@ def validation(raws) -> str:
     return "(no validation files found)"
 
 
-def outlier_section(raws) -> str:
+def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
+    """How many of the shipped plans and labels :func:`cudnn.launch_bound_mask` flags."""
+    from kbench.collect import cudnn as C
+    mask = C.launch_bound_mask(plans)
+    rt = tables["runtimes"]
+    win = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
+    flagged = set(zip(plans.loc[mask, "key"], plans.loc[mask, "plan"]))
+    n_lab = sum((k, p) in flagged for k, p in zip(win["problem_id"], win["kernel"]))
+    return (f"In the shipped runs `launch_bound_mask` flags {int(mask.sum()):,} of {int(plans['coarse_ms'].notna().sum()):,} "
+            f"timed plans ({_fmt(100 * mask.sum() / max(1, plans['coarse_ms'].notna().sum()), 1)}%) in "
+            f"{plans.loc[mask, 'key'].nunique():,} problem-directions; {n_lab} of the {len(win):,} labels are such a "
+            "plan. A launch-bound time can only be too long, so the risk is a true winner timed out of first place.")
+
+
+def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None) -> str:
     """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
     from kbench.collect import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
@@ -214,8 +228,8 @@ def outlier_section(raws) -> str:
             "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
             "build phase used the engines the first run had compiled; compare the other phases):\n\n"
             f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
-            "Every shipped run used the old protocol: the label check above counts its labels that were never\n"
-            "re-timed, and `launch_bound_mask` finds its short replays in the raw plans.")
+            "Every shipped run used the old protocol: the Labels section counts its labels that were never\n"
+            "re-timed. " + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
     return "(no issue-16 validation files found)"
 
 
@@ -389,7 +403,7 @@ the work.
 
 ## Run-to-run outliers (issue 16)
 
-{outlier_section(raws)}
+{outlier_section(raws, plans, tables)}
 
 ## Noise
 
