@@ -67,9 +67,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from baselines.base import Baseline, as_id_index, dataset_task, predictions_frame, problems_of
+from baselines.base import as_id_index, dataset_task, predictions_frame, problems_of
 from baselines.features import KNOB_ABSENT, kernel_features, problem_features
-from baselines.xgb import relevance
+from baselines.xgb import _XGBBase, relevance
 from kbench.errors import KbenchInputError
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -125,7 +125,7 @@ def heuristic_features(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-class XGBoostPlans(Baseline):
+class XGBoostPlans(_XGBBase):
     name = "xgboost-plans"
     description = ("XGBoost over (problem, cuDNN plan) rows: problem + engine/knob features + cuDNN's heuristic "
                    "ranks, regression of log(t/t_best); ranks every plan cuDNN proposes")
@@ -135,12 +135,8 @@ class XGBoostPlans(Baseline):
                 "reg_lambda": 1.0, "max_rounds": 1000, "early_stopping": 30, "n_jobs": 2, "max_ranking": 30}
 
     def __init__(self, **params):
-        unknown = sorted(set(params) - set(self.DEFAULTS))
-        if unknown:
-            raise TypeError(f"{self.name}: unknown parameters {unknown}; it takes {sorted(self.DEFAULTS)}")
-        p = dict(self.DEFAULTS)
-        p.update(params)
-        super().__init__(**p)
+        super().__init__(**params)  # unknown names refused, defaults filled in (_XGBBase)
+        p = self.params
         if p["objective"] not in OBJECTIVES:
             raise KbenchInputError(f"{self.name}: objective must be one of {OBJECTIVES}, got {p['objective']!r}")
         if p["candidates"] not in CANDIDATE_SETS:
@@ -223,10 +219,7 @@ class XGBoostPlans(Baseline):
         ptr, rtr, ratio_tr = self._labelled(dataset, train_ids)
         dtr = self._dmatrix(self._matrix(dataset, ptr, rtr), ratio_tr, rtr["pos"].to_numpy())
         p = self.params
-        params = {"tree_method": "hist", "max_bin": p["max_bin"], "max_depth": p["max_depth"],
-                  "learning_rate": p["learning_rate"], "subsample": p["subsample"],
-                  "colsample_bytree": p["colsample_bytree"], "min_child_weight": p["min_child_weight"],
-                  "reg_lambda": p["reg_lambda"], "nthread": p["n_jobs"], "seed": self.seed}
+        params = self.xgb_params(self.seed)
         if p["objective"] == "log_ratio":
             params.update(objective="reg:squarederror", eval_metric="rmse")
         else:

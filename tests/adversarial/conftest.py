@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 HERE = Path(__file__).resolve().parent
-for extra in (HERE, HERE.parent / "leaderboard", HERE.parent / "hub"):
+for extra in (HERE, HERE.parent / "leaderboard", HERE.parent / "hub", HERE.parent / "collect"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 

@@ -9,7 +9,7 @@ fixed there. ``limit``: a sentence describing a known limit the test pins down.
 
 from __future__ import annotations
 
-CATEGORIES = ("predictions", "submissions", "data", "concurrency")
+CATEGORIES = ("predictions", "submissions", "data", "collector", "concurrency")
 OUTCOMES = ("error", "accepted", "fuzz")
 START, END = "<!-- reliability:start -->", "<!-- reliability:end -->"
 

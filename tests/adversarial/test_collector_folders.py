@@ -1,4 +1,6 @@
-"""Hostile raw collector folders (issue 22, "Collector folders"): torn batches, two writers, mixed shards."""
+"""Hostile raw collector folders (issue 22, "Collector folders"): torn batches, two writers, mixed shards.
+
+Category ``collector`` of the reliability table (docs/reliability.md)."""
 
 import json
 import os
@@ -13,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from advkit import adversarial
 from collect_fakes import HERE, RAW_SAMPLE, ReplayCollector, SyntheticCollector, replay_problems_csv, write_problems_csv
 from kbench.collect import cudnn as C
 from kbench.collect import package as P
@@ -39,6 +42,7 @@ def three_batches(tmp_path_factory):
     return base, csv, stems, keys
 
 
+@adversarial("collector", "accepted", fixed=True)
 @pytest.mark.parametrize("kind", ["problems", "plans"])
 def test_torn_last_batch_at_every_byte_is_dropped_said_and_redone(three_batches, tmp_path, kind, capsys,
                                                                   monkeypatch):
@@ -68,6 +72,7 @@ def test_torn_last_batch_at_every_byte_is_dropped_said_and_redone(three_batches,
     assert "dropped torn batch" in capsys.readouterr().err  # said on the console too
 
 
+@adversarial("collector", "accepted", fixed=True)
 def test_torn_batch_is_skipped_by_readers_without_moving_it(three_batches, tmp_path):
     base, _, stems, keys = three_batches
     raw = tmp_path / "raw"
@@ -81,6 +86,7 @@ def test_torn_batch_is_skipped_by_readers_without_moving_it(three_batches, tmp_p
     assert sorted(p.name for p in (raw / W.PARTS).iterdir()) == sorted(n for n in before if n.startswith(stems[0]))
 
 
+@adversarial("collector", "error", fixed=True)
 def test_damaged_compacted_file_is_named(three_batches, tmp_path):
     base, _, _, _ = three_batches
     raw = tmp_path / "raw"
@@ -102,6 +108,7 @@ C.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda 
 """
 
 
+@adversarial("collector", "error", fixed=True)
 def test_second_collector_on_the_same_folder_is_refused(tmp_path, capsys):
     csv = write_problems_csv(tmp_path / "p.csv", 4)  # 12 problem-directions, about 3.6 s
     raw = tmp_path / "raw"
@@ -126,6 +133,7 @@ def test_second_collector_on_the_same_folder_is_refused(tmp_path, capsys):
     assert holder(raw) is None and W.resume_state(raw)[0] == set(C.load_problems(csv)["key"])
 
 
+@adversarial("collector", "accepted", fixed=True)
 def test_lock_of_a_killed_collector_is_gone(tmp_path):
     holder_proc = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from kbench.collect.lock import FolderLock; "
@@ -140,6 +148,7 @@ def test_lock_of_a_killed_collector_is_gone(tmp_path):
         assert lock.notes == []
 
 
+@adversarial("collector", "accepted", fixed=True)
 def test_pid_lock_fallback_takes_over_stale_locks_only(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -177,6 +186,7 @@ def two_shard_root(tmp_path_factory):
     return base / "raw", csv
 
 
+@adversarial("collector", "accepted")
 def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tmp_path):
     root, _ = two_shard_root
     sizes = [len(W.load_records(root / f"shard-{k}-of-2", "problems")) for k in range(2)]
@@ -202,6 +212,7 @@ def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tm
 @pytest.mark.parametrize("field, value, what", [
     ("gpu", "NVIDIA H200", "GPU model"), ("smi_driver_version", "590.1", "driver"),
     ("cudnn_backend", "9.20.0", "cuDNN"), ("cudnn_frontend", "1.33.0", "cuDNN frontend")])
+@adversarial("collector", "error")
 def test_merge_refuses_shards_from_different_gpus_or_versions(tmp_path, field, value, what, capsys):
     csv = replay_problems_csv(tmp_path / "p.csv")
     _two_shards(tmp_path / "raw", csv, env1={field: value})
@@ -216,6 +227,7 @@ def test_merge_refuses_shards_from_different_gpus_or_versions(tmp_path, field, v
     assert "shard-1-of-2" in capsys.readouterr().err and not (tmp_path / "m2").exists()
 
 
+@adversarial("collector", "error")
 def test_merge_refuses_duplicates_and_reports_gaps(two_shard_root, tmp_path):
     root, _ = two_shard_root
     with pytest.raises(KbenchInputError, match="measured in more than one folder"):
@@ -242,6 +254,7 @@ def test_merge_refuses_duplicates_and_reports_gaps(two_shard_root, tmp_path):
         merge([tmp_path / "torn"], tmp_path / "m3")
 
 
+@adversarial("collector", "error")
 def test_merge_refuses_busy_inputs_and_existing_output(two_shard_root, tmp_path):
     root, _ = two_shard_root
     with FolderLock(root / "shard-1-of-2"):
@@ -258,6 +271,7 @@ def test_merge_refuses_busy_inputs_and_existing_output(two_shard_root, tmp_path)
     assert env["gpu"] == "NVIDIA H100 80GB HBM3"
 
 
+@adversarial("collector", "accepted")
 def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, tmp_path, monkeypatch):
     from kbench.collect import merge as M
     root, _ = two_shard_root
@@ -271,6 +285,7 @@ def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, 
     assert sum(len(q) for q in plans) == len(W.load_records(RAW_SAMPLE, "plans"))
 
 
+@adversarial("collector", "accepted")
 def test_merge_into_grows_a_raw_folder_without_rewriting_it(two_shard_root, tmp_path, capsys):
     root, csv = two_shard_root
     first = merge([root / "shard-0-of-2"], tmp_path / "grown", allow_gaps=True)
