@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from advkit import adversarial, case, refused
-from lbtoy import make_toy, run_fakes, store
+from lbtoy import registered_toy, run_fakes
 
 from kbench.cli import main
 
@@ -25,10 +25,7 @@ def toy_results(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def toy():
-    ds = make_toy()
-    store.register_dataset(ds)
-    yield ds
-    store.unregister_dataset(ds.name)
+    yield from registered_toy()
 
 
 @pytest.fixture

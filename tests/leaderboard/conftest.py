@@ -9,15 +9,12 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from lbtoy import base, fake_classes, make_toy, run_fakes, store  # noqa: E402
+from lbtoy import base, fake_classes, registered_toy, run_fakes  # noqa: E402
 
 
 @pytest.fixture
 def toy():
-    ds = make_toy()
-    store.register_dataset(ds)
-    yield ds
-    store.unregister_dataset(ds.name)
+    yield from registered_toy()
 
 
 @pytest.fixture

@@ -104,6 +104,14 @@ class FakeRandom(base.Baseline):
         return base.predictions_frame(list(ids), [";".join(rng.permutation(KERNELS)) for _ in ids])
 
 
+def registered_toy():
+    """Generator for a pytest fixture: the toy dataset, registered with the leaderboard while in use."""
+    ds = make_toy()
+    store.register_dataset(ds)
+    yield ds
+    store.unregister_dataset(ds.name)
+
+
 def fake_classes():
     """Fresh fake baseline classes, named after creation so they do not self-register."""
     model = type("ToyModel", (FakeBaseline,), {"noise": 0.1, "stochastic": True, "fits": 0,
