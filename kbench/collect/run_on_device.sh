@@ -40,8 +40,9 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 RAW=/tmp/raw
 mkdir -p $RAW
-# resume from the raw batches already collected for this dataset (carried in $BASE), if any
-if [ -d "$BASE" ]; then cp -r "$BASE"/. $RAW/ 2>/dev/null; fi
+# resume from the raw batches already collected for this dataset (carried in $BASE), if any;
+# only the collecting modes use $RAW (a verify run before a collect run must not seed it)
+case "$MODE" in collect|live|torchrun) [ -d "$BASE" ] && cp -r "$BASE"/. $RAW/ 2>/dev/null ;; esac
 NGPU=$(nvidia-smi -L | grep -c '^GPU')
 nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
