@@ -53,8 +53,13 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         out_dir = Path(out_root) / name
         # The collector's card needs the raw measurements (noise, runs, validation), so it is
         # rendered here and shipped beside the tables as card.md.
-        return package([repo / spec.collected], name, out_dir, mituna=Path(raw_root) / "mituna",
-                       card=out_dir / "card.md")
+        # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
+        # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
+        from kbench.collect.labels import label_files
+        raw = repo / spec.collected
+        repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
+        return package([raw], name, out_dir, mituna=Path(raw_root) / "mituna", card=out_dir / "card.md",
+                       repeats=repeats or None, labels=label_files(raw) or None)
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

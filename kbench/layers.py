@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
       "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset",
       "kbench.collect.writer", "kbench.collect.lock", "kbench.collect.shard", "kbench.collect.merge",
       "kbench.collect.scaling", "kbench.collect.verify", "kbench.repeatability", "kbench.collect.cudnn", "kbench.collect.validate_timing",
-      "kbench.collect.card", "kbench.collect.package")),
+      "kbench.collect.card", "kbench.collect.labels", "kbench.collect.package")),
     ("data model", "the registry, building and loading datasets (local or from the Hub), data cards",
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),

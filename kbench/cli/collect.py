@@ -8,6 +8,7 @@
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
     kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
     kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
+    kbench collect verify-labels --dataset h100 --out DIR   # verification pass on shipped labels (GPU)
 
 Registered into the main CLI by :func:`register_cli`; also runs stand-alone as
 ``python -m kbench.collect``. Nothing heavy (torch, cuDNN) is imported until a
@@ -110,6 +111,20 @@ def register_cli(subparsers) -> None:
                         "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
+    c = sub.add_parser("verify-labels", help="the verification pass on a shipped dataset's labels (GPU)",
+                       description="Re-time each problem's front-runners of a packaged dataset (the collector's "
+                                   "verification pass on labels timed before it existed); resumable.")
+    c.add_argument("--dataset", default=None, help="dataset name or folder (with --plan-only, or for a new plan)")
+    c.add_argument("--out", required=True, help="run folder: plan.json, raw.jsonl")
+    step = c.add_mutually_exclusive_group()
+    step.add_argument("--plan-only", action="store_true", help="write OUT/plan.json and stop (CPU)")
+    step.add_argument("--time-only", action="store_true", help="time OUT/plan.json's problems (GPU)")
+    c.add_argument("--limit", type=int, default=None, help="plan only the first this many problems")
+    c.add_argument("--seed", type=int, default=0, help="seed of the order and of the input data")
+    c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="start no new problem after this many seconds")
+    c.set_defaults(func=cmd_verify_labels)
+
     from kbench.collect import verify_on_gpu
     v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
                               "and the oracle's on the GPU", description=verify_on_gpu.__doc__.split("\n\n")[0])
@@ -184,6 +199,27 @@ def cmd_compare(args) -> int:
     print(retest.report(m, args.top))
     if args.csv:
         m.to_csv(args.csv, index=False)
+    return 0
+
+
+def cmd_verify_labels(args) -> int:
+    from kbench.collect import verify_labels as VL
+    from kbench.errors import KbenchInputError
+    _check_positive(args.limit, "--limit")
+    _check_positive(args.time_budget, "--time-budget")
+    if not args.time_only:
+        if args.dataset is None:
+            raise KbenchInputError("--dataset is needed to make a plan (or give --time-only to time OUT/plan.json)")
+        path = VL.write_plan(VL.make_plan(args.dataset, seed=args.seed, limit=args.limit), args.out)
+        print(f"verify-labels: plan of {len(VL.read_plan(args.out)['problems']):,} problems -> {path}")
+        if args.plan_only:
+            return 0
+    from kbench.collect.cudnn import FatalCudaError
+    try:
+        print(json.dumps(VL.run_labels(VL.read_plan(args.out), args.out, time_budget_s=args.time_budget)))
+    except FatalCudaError as exc:  # the CUDA context is gone: exit 3 so that the caller restarts and resumes
+        print(f"verify-labels: {exc}")
+        return 3
     return 0
 
 

@@ -232,15 +232,35 @@ def repeats_table(runtimes: pd.DataFrame, repeat_raws, variant: str = "default",
     return table, {"problems": len(ids), "runs": info}
 
 
+def label_summary(checks: pd.DataFrame, verified_problems: pd.DataFrame, files) -> dict:
+    """Provenance of a label verification (``kbench collect verify-labels``) for the manifest."""
+    flags = checks["verified"].value_counts()
+    ok = verified_problems["status"].eq("ok")
+    return {"files": [Path(f).name for f in files], "problems": int(ok.sum()),
+            "failed": int((~ok).sum()), "plans_retimed": int(len(checks)),
+            "agree": int(flags.get(AGREE, 0)), "disagree_resolved": int(flags.get(DISAGREE_RESOLVED, 0)),
+            "not_verified": int(len(checks) - flags.get(AGREE, 0) - flags.get(DISAGREE_RESOLVED, 0)),
+            "not_converged": int((ok & verified_problems["converged"].eq(False)).sum())}
+
+
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
-            variant: str = "default", card: str | Path | None = None, repeats=None) -> dict:
+            variant: str = "default", card: str | Path | None = None, repeats=None, labels=None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
-    runs: adds the ``repeats`` table (:func:`repeats_table`).
+    runs: adds the ``repeats`` table (:func:`repeats_table`). ``labels``:
+    label-verification files (``kbench collect verify-labels``, raw.jsonl[.gz]):
+    their verified times become the re-timed plans' times, as if the
+    collector's own verification pass had run.
     """
     from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws)
+    label_info = None
+    if labels:
+        from kbench.collect.labels import apply_labels, read_labels
+        checks, verified_problems = read_labels(labels)
+        plans = apply_labels(plans, checks)
+        label_info = label_summary(checks, verified_problems, labels)
     tables, report = build_tables(problems, plans, mituna, variant)
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
     repeats_info = None
@@ -265,6 +285,8 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     }
     if repeats_info:
         info["repeats"] = repeats_info
+    if label_info:
+        info["label_verification"] = label_info
     manifest = write_dataset(out_dir, tables, info)
     if card:
         from kbench.collect.card import render

@@ -7,6 +7,7 @@
 #   bash kbench/collect/run_on_device.sh torchrun PROBLEMS BUDGET_S [MARGIN_S]  # every GPU of the host, one shard each
 #   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
 #   bash kbench/collect/run_on_device.sh verify   RUN_DIR  BUDGET_S [MARGIN_S]  # re-time RUN_DIR/plan.json's plans
+#   bash kbench/collect/run_on_device.sh labels   RUN_DIR  BUDGET_S [MARGIN_S]  # verification pass on shipped labels
 #
 # verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
 # raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{plan.json,
@@ -77,6 +78,33 @@ if [ "$MODE" = verify ]; then
     [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
   done
   python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --score-only 2>&1 | tail -3
+  ls -la "$VOUT"
+  exit 0
+fi
+
+if [ "$MODE" = labels ]; then
+  # the verification pass on a shipped dataset's labels: RUN_DIR/plan.json(.gz) from
+  # 'kbench collect verify-labels --dataset NAME --out RUN_DIR --plan-only'; raw.jsonl (resumed if carried)
+  RUN_DIR=$PROBLEMS
+  VOUT=$OUT/$(basename "$RUN_DIR")
+  mkdir -p "$VOUT"
+  if [ -f "$RUN_DIR/plan.json.gz" ]; then gunzip -c "$RUN_DIR/plan.json.gz" > "$VOUT/plan.json"
+  elif [ -f "$RUN_DIR/plan.json" ]; then cp "$RUN_DIR/plan.json" "$VOUT/"
+  else echo "labels: $RUN_DIR/plan.json(.gz) not found"; exit 2; fi
+  if [ -f "$RUN_DIR/raw.jsonl.gz" ]; then gunzip -c "$RUN_DIR/raw.jsonl.gz" > "$VOUT/raw.jsonl"
+  elif [ -f "$RUN_DIR/raw.jsonl" ]; then cp "$RUN_DIR/raw.jsonl" "$VOUT/"; fi
+  while :; do
+    LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+    [ $LEFT -lt 30 ] && break
+    # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
+    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect verify-labels --out "$VOUT" --time-only \
+        --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/labels.log | tail -5
+    rc=${PIPESTATUS[0]}
+    echo "verify-labels rc=$rc"
+    [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
+  done
+  rm -f "$VOUT/plan.json"   # it came with the call; only the timings go back
+  gzip -f "$VOUT/raw.jsonl"
   ls -la "$VOUT"
   exit 0
 fi

@@ -102,24 +102,31 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     return out.reset_index()
 
 
+def collector_problems(problems: pd.DataFrame) -> dict[str, dict]:
+    """{problem id: the problem as the collector takes it} (``key``, :data:`PROBLEM_FIELDS`, ``layout``)."""
+    prob = problems.astype({"problem_id": str})
+    out = {}
+    for rec in prob[["problem_id", *PROBLEM_FIELDS, "layout_x"]].to_dict("records"):
+        fields = {k: (rec[k].item() if hasattr(rec[k], "item") else rec[k]) for k in PROBLEM_FIELDS}
+        # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
+        out[rec["problem_id"]] = {"key": rec["problem_id"], **fields, "layout": str(rec["layout_x"])}
+    return out
+
+
 def build_plan(roles: pd.DataFrame, problems: pd.DataFrame, rounds: int = 5, replays: int = 3,
                seed: int = 0) -> dict:
     """The run plan (JSON-able): problems in seeded order, each with its roles, distinct plans,
     table times and interleaved rounds."""
     if replays < 1:
         raise KbenchInputError(f"replays must be >= 1 (got {replays})")
-    prob = problems.astype({"problem_id": str}).set_index("problem_id")
+    geometry = collector_problems(problems)
     order = np.random.default_rng(int(seed)).permutation(len(roles))
     items = []
     for i in order:
         r = roles.iloc[int(i)]
         pid = str(r["problem_id"])
         plans = list(dict.fromkeys(r[role] for role in ROLES))  # distinct, role order
-        fields = prob.loc[pid, list(PROBLEM_FIELDS)].to_dict()
-        fields = {k: (v.item() if hasattr(v, "item") else v) for k, v in fields.items()}
-        # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
-        fields["layout"] = str(prob.loc[pid, "layout_x"])
-        items.append({"problem_id": pid, "problem": {"key": pid, **fields},
+        items.append({"problem_id": pid, "problem": geometry[pid],
                       "roles": {role: str(r[role]) for role in ROLES},
                       "table_ms": {str(r[role]): float(r[f"t_{role}"]) for role in ROLES},
                       "plans": plans,
