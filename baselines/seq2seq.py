@@ -510,102 +510,16 @@ def greedy_decode(scorer, space, ctx, rows, constrained: bool = True, fallback: 
 
 
 # =============================================================================== network
-_NET = None
-
-
 def _torch():
     import torch
     return torch
 
 
 def net_class():
-    """The network class (defined on first use so that importing this module does not import torch)."""
-    global _NET
-    if _NET is not None:
-        return _NET
-    torch = _torch()
-    nn = torch.nn
-
-    class Seq2SeqNet(nn.Module):
-        def __init__(self, n_fields, n_tokens, n_numeric, out_sizes, field_dim=8, token_dim=16,
-                     conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128,
-                     attn_dim=64, out_emb=16, dropout=0.1, use_conv=True):
-            super().__init__()
-            self.out_sizes = list(out_sizes)
-            self.offsets = np.concatenate([[0], np.cumsum(self.out_sizes)]).astype(int).tolist()
-            n_out = self.offsets[-1]
-            self.bos = n_out
-            self.field_emb = nn.Embedding(n_fields, field_dim)
-            self.token_emb = nn.Embedding(n_tokens, token_dim)
-            self.register_buffer("field_ids", torch.arange(n_fields), persistent=False)
-            d = field_dim + token_dim + n_numeric
-            self.use_conv = bool(use_conv)
-            convs = []
-            if self.use_conv:
-                for _ in range(conv_layers):
-                    convs += [nn.Conv1d(d, conv_channels, conv_kernel, padding=conv_kernel // 2), nn.ReLU()]
-                    d = conv_channels
-            self.conv = nn.Sequential(*convs)
-            self.enc = nn.LSTM(d, enc_hidden, batch_first=True, bidirectional=True)
-            self.drop = nn.Dropout(dropout)
-            e2 = 2 * enc_hidden
-            self.init_h = nn.Linear(e2, dec_hidden)
-            self.init_c = nn.Linear(e2, dec_hidden)
-            self.att_e = nn.Linear(e2, attn_dim, bias=False)
-            self.att_h = nn.Linear(dec_hidden, attn_dim)
-            self.att_v = nn.Linear(attn_dim, 1, bias=False)
-            self.out_emb = nn.Embedding(n_out + 1, out_emb)
-            self.cell = nn.LSTMCell(out_emb + e2, dec_hidden)
-            self.out = nn.Linear(dec_hidden + e2 + out_emb, n_out)
-            self.smoothing = 0.0  # label smoothing of the training loss (set by the trainer)
-
-        def encode(self, tokens, numeric):
-            b = tokens.shape[0]
-            x = torch.cat([self.field_emb(self.field_ids).unsqueeze(0).expand(b, -1, -1),
-                           self.token_emb(tokens), numeric], dim=2)
-            if self.use_conv:
-                x = self.conv(x.transpose(1, 2)).transpose(1, 2)
-            enc, (h, c) = self.enc(x)
-            enc = self.drop(enc)
-            hcat = torch.cat([h[0], h[1]], dim=1)
-            ccat = torch.cat([c[0], c[1]], dim=1)
-            return enc, self.att_e(enc), torch.tanh(self.init_h(hcat)), self.init_c(ccat)
-
-        def attention(self, keys, h):
-            score = self.att_v(torch.tanh(keys + self.att_h(h).unsqueeze(1))).squeeze(2)
-            return torch.softmax(score, dim=1)
-
-        def step(self, enc, keys, h, c, prev_tok, t):
-            """One decoder step: (log-probs over position t's values, h, c, attention weights)."""
-            a = self.attention(keys, h)
-            ctx = torch.bmm(a.unsqueeze(1), enc).squeeze(1)
-            e = self.out_emb(prev_tok)
-            h, c = self.cell(torch.cat([e, ctx], dim=1), (h, c))
-            logits = self.out(torch.cat([h, ctx, e], dim=1))[:, self.offsets[t]:self.offsets[t + 1]]
-            return torch.log_softmax(logits, dim=1), h, c, a
-
-        def prev_token(self, value_idx, t):
-            """Joint token of position t-1's value (BOS at t = 0)."""
-            if t == 0:
-                return torch.full((value_idx.shape[0],), self.bos, dtype=torch.long)
-            return value_idx + self.offsets[t - 1]
-
-        def forward(self, tokens, numeric, target):
-            """Teacher-forced mean cross-entropy over steps and rows."""
-            enc, keys, h, c = self.encode(tokens, numeric)
-            loss = 0.0
-            prev = self.prev_token(target[:, 0], 0)
-            for t in range(len(self.out_sizes)):
-                logp, h, c, _ = self.step(enc, keys, h, c, prev, t)
-                nll = torch.nn.functional.nll_loss(logp, target[:, t])
-                if self.smoothing:
-                    nll = (1 - self.smoothing) * nll - self.smoothing * logp.mean(dim=1).mean()
-                loss = loss + nll
-                prev = target[:, t] + self.offsets[t]
-            return loss / len(self.out_sizes)
-
-    _NET = Seq2SeqNet
-    return _NET
+    """The network class, :class:`baselines._seq2seq_net.Seq2SeqNet` (imported on first use: its module
+    imports torch, and importing this module does not)."""
+    from baselines._seq2seq_net import Seq2SeqNet
+    return Seq2SeqNet
 
 
 class NetScorer:
@@ -803,49 +717,23 @@ class Seq2Seq(TuningModel):
         if (y < 0).any():
             raise KbenchInputError("training targets hold values outside the space's legal values")
         self.net = self._build()
-        opt = torch.optim.Adam(self.net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
-        if p["lr_schedule"] not in ("cosine", "none"):
-            raise KbenchInputError(f"seq2seq: lr_schedule must be 'cosine' or 'none', got {p['lr_schedule']!r}")
-        n_steps = int(p["max_epochs"]) * int(np.ceil(len(train_problems) / int(p["batch_size"])))
-        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(n_steps, 1))
-                 if p["lr_schedule"] == "cosine" else None)
+        opt, sched = self._optimizer(len(train_problems))
         self.net.smoothing = float(p["label_smoothing"])
         tok_t, num_t, y_t = torch.as_tensor(tok), torch.as_tensor(num), torch.as_tensor(y)
         have_valid = valid_problems is not None and len(valid_problems)
+        valid = None  # (tokens, numeric, targets) of the valid part, for the default model selection
         if have_valid:
             vtok, vnum = self._inputs(valid_problems)
-            vy = np.asarray(valid_idx, dtype=np.int64)
+            valid = (vtok, vnum, np.asarray(valid_idx, dtype=np.int64))
         best_key, best_state, best_epoch, bad, history = None, None, -1, 0, []
         stopped_by = "max_epochs"
-        bs = int(p["batch_size"])
         for epoch in range(int(p["max_epochs"])):
             self.net.train()
             perm = rng.permutation(len(y))
-            tot = 0.0
-            for s in range(0, len(perm), bs):
-                b = torch.as_tensor(perm[s:s + bs])
-                loss = self.net(tok_t[b], num_t[b], y_t[b])
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
-                opt.step()
-                if sched is not None:
-                    sched.step()
-                tot += float(loss.detach()) * len(b)
+            tot = self._train_epoch(opt, sched, perm, tok_t, num_t, y_t)
             rec = {"epoch": epoch, "train_loss": tot / len(y)}
             self.net.eval()
-            if selector is not None:
-                sel = dict(selector(self))
-                key = tuple(sel.pop("key"))
-                rec.update(sel)
-            elif have_valid:
-                pred = self._greedy_unconstrained(vtok, vnum)
-                cells = pred == vy
-                rec["valid_perfect"] = float(cells.all(axis=1).mean())
-                rec["valid_avg_acc"] = float(cells.mean())
-                key = (rec["valid_perfect"], rec["valid_avg_acc"])
-            if selector is None and not have_valid:
-                key = (-rec["train_loss"],)
+            key = self._selection_key(rec, selector, valid)
             rec["elapsed_s"] = time.perf_counter() - t_start
             history.append(rec)
             if log is not None:
@@ -868,6 +756,54 @@ class Seq2Seq(TuningModel):
                          "n_parameters": self.n_parameters(), "threads": int(p["threads"]),
                          "n_train": int(len(y)), "n_valid": int(len(valid_problems)) if have_valid else 0}
         return self
+
+    def _optimizer(self, n_train: int):
+        """Adam over the network's parameters and the learning-rate schedule (None: constant)."""
+        torch = _torch()
+        p = self.params
+        opt = torch.optim.Adam(self.net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
+        if p["lr_schedule"] not in ("cosine", "none"):
+            raise KbenchInputError(f"seq2seq: lr_schedule must be 'cosine' or 'none', got {p['lr_schedule']!r}")
+        n_steps = int(p["max_epochs"]) * int(np.ceil(n_train / int(p["batch_size"])))
+        sched = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(n_steps, 1))
+                 if p["lr_schedule"] == "cosine" else None)
+        return opt, sched
+
+    def _train_epoch(self, opt, sched, perm, tok_t, num_t, y_t) -> float:
+        """One pass over the training rows in the order ``perm``, in mini-batches: the summed loss
+        (each batch's mean loss times its size)."""
+        torch = _torch()
+        bs = int(self.params["batch_size"])
+        tot = 0.0
+        for s in range(0, len(perm), bs):
+            b = torch.as_tensor(perm[s:s + bs])
+            loss = self.net(tok_t[b], num_t[b], y_t[b])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+            opt.step()
+            if sched is not None:
+                sched.step()
+            tot += float(loss.detach()) * len(b)
+        return tot
+
+    def _selection_key(self, rec, selector, valid) -> tuple:
+        """The epoch's model-selection key (higher is better), adding what it measured to ``rec``:
+        ``selector``'s, else greedy decoding of ``valid`` = (tokens, numeric, targets), else the
+        training loss."""
+        if selector is not None:
+            sel = dict(selector(self))
+            key = tuple(sel.pop("key"))
+            rec.update(sel)
+            return key
+        if valid is not None:
+            vtok, vnum, vy = valid
+            pred = self._greedy_unconstrained(vtok, vnum)
+            cells = pred == vy
+            rec["valid_perfect"] = float(cells.all(axis=1).mean())
+            rec["valid_avg_acc"] = float(cells.mean())
+            return (rec["valid_perfect"], rec["valid_avg_acc"])
+        return (-rec["train_loss"],)
 
     def _greedy_unconstrained(self, tok, num) -> np.ndarray:
         torch = _torch()

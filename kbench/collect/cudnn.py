@@ -753,18 +753,11 @@ class CudnnCollector:
         return rec, plans
 
     def _measure_plans(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32):
-        t = self.torch
         t_phase = time.perf_counter()
         # 1. cuDNN's lists, one graph per heuristic mode, then the union.
-        for tag, mode in self.modes.items():
-            _, _, names, err = self._plan_list(p, x, w, y, [mode])
-            rec[f"heur_{tag}"] = ";".join(names)
-            rec[f"heur_{tag}_error"] = err
         all_modes = list(self.modes.values())
-        g, pack, names, err = self._plan_list(p, x, w, y, all_modes)
-        rec["n_plans"] = len(names)
-        if g is None or not names:
-            rec.update(status="no_plans", error=err or "cuDNN proposed no plan")
+        g, pack, names = self._heuristic_lists(p, rec, x, w, y, all_modes)
+        if g is None:
             return []
         ranks = {tag: {n: i for i, n in enumerate(rec[f"heur_{tag}"].split(";")) if n}
                  for tag in self.modes}
@@ -779,49 +772,96 @@ class CudnnCollector:
                 notes_err = _err(exc)
         rec["notes_error"] = notes_err
         rec["t_notes_s"] = time.perf_counter() - t_phase
-        plans: list[PlanState] = []
         t_build = time.perf_counter()
-        for i, name in enumerate(names):
-            r = {"plan": name, "engine_id": None, "knobs": "", "behavior_notes": "",
-                 "numeric_notes": None if flags is None else ";".join(sorted(flags.get(name, ()))),
-                 "rank_a": ranks["a"].get(name, -1), "rank_b": ranks["b"].get(name, -1),
-                 "rank_fallback": ranks["fallback"].get(name, -1), "build_ok": False, "build_error": "",
-                 "exec_ok": False, "exec_error": "", "correct": False, "rel_err": None, "precision": "",
-                 "workspace_bytes": None, "timing_method": "", "inner_k": None}
-            try:
-                eid, knobs = g.get_engine_and_knobs_at_index(i)
-                r["engine_id"] = int(eid)
-                r["knobs"] = json.dumps({str(getattr(k, "name", k)): int(v) for k, v in knobs.items()},
-                                        sort_keys=True)
-            except Exception as exc:  # noqa: BLE001
-                r["knobs_error"] = _err(exc)
-            try:
-                bn = g.get_behavior_notes_for_plan_at_index(i)
-                r["behavior_notes"] = ";".join(sorted(str(getattr(b, "name", b)) for b in bn))
-            except Exception as exc:  # noqa: BLE001
-                r["behavior_notes_error"] = _err(exc)
-            tb = time.perf_counter()
-            try:
-                g.build_plan_at_index(i)
-                r["build_ok"] = True
-                r["workspace_bytes"] = int(g.get_workspace_size_plan_at_index(i))
-            except Exception as exc:  # noqa: BLE001
-                r["build_error"] = _err(exc)
-            r["build_ms"] = 1e3 * (time.perf_counter() - tb)
-            plans.append(PlanState(i, r))
+        plans = [self._plan_state(g, i, name, flags, ranks) for i, name in enumerate(names)]
         rec["t_build_s"] = time.perf_counter() - t_build
         built = [ps for ps in plans if ps.rec["build_ok"]]
         rec["n_built"] = len(built)
         # 3. one workspace for all (captured graphs keep its address)
+        self._ensure_workspace(built)
+        # 4. run once, check, capture, coarse timing
+        t_time = time.perf_counter()
+        valid = self._coarse_timing(p, rec, g, pack, built, out, ref, ref_norm, e_tf32)
+        rec["t_coarse_s"] = time.perf_counter() - t_time
+        t_phase = time.perf_counter()
+        # 5. PyTorch's choice
+        torch_plans = self._torch_plans(p, rec, x, w, y, g, pack, plans, valid, names)
+        rec["t_torch_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
+        # 6. precise re-timing
+        if self.opt.precise and valid:
+            self._precise_retiming(p, rec, g, pack, valid, torch_plans)
+        rec["t_precise_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
+        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
+        if self.opt.verify and valid:
+            self._verify(p, rec, g, pack, valid)
+        rec["t_verify_s"] = time.perf_counter() - t_phase
+        rec["t_time_s"] = time.perf_counter() - t_time
+        for ps in plans:
+            ps.graph = None
+        if self.notes_reliable is None and flags is not None:
+            self.notes_reliable = True
+        return [ps.rec for ps in plans]
+
+    def _heuristic_lists(self, p, rec, x, w, y, all_modes):
+        """cuDNN's plan list of each heuristic mode (into ``rec``), then the graph of their union:
+        (graph, pack, plan names), graph None when there is no plan (``rec``'s status says why)."""
+        for tag, mode in self.modes.items():
+            _, _, names, err = self._plan_list(p, x, w, y, [mode])
+            rec[f"heur_{tag}"] = ";".join(names)
+            rec[f"heur_{tag}_error"] = err
+        g, pack, names, err = self._plan_list(p, x, w, y, all_modes)
+        rec["n_plans"] = len(names)
+        if g is None or not names:
+            rec.update(status="no_plans", error=err or "cuDNN proposed no plan")
+            return None, None, []
+        return g, pack, names
+
+    def _plan_state(self, g, i, name, flags, ranks) -> PlanState:
+        """Plan ``i``'s record (engine, knobs, notes, ranks in cuDNN's lists), after building it."""
+        r = {"plan": name, "engine_id": None, "knobs": "", "behavior_notes": "",
+             "numeric_notes": None if flags is None else ";".join(sorted(flags.get(name, ()))),
+             "rank_a": ranks["a"].get(name, -1), "rank_b": ranks["b"].get(name, -1),
+             "rank_fallback": ranks["fallback"].get(name, -1), "build_ok": False, "build_error": "",
+             "exec_ok": False, "exec_error": "", "correct": False, "rel_err": None, "precision": "",
+             "workspace_bytes": None, "timing_method": "", "inner_k": None}
+        try:
+            eid, knobs = g.get_engine_and_knobs_at_index(i)
+            r["engine_id"] = int(eid)
+            r["knobs"] = json.dumps({str(getattr(k, "name", k)): int(v) for k, v in knobs.items()},
+                                    sort_keys=True)
+        except Exception as exc:  # noqa: BLE001
+            r["knobs_error"] = _err(exc)
+        try:
+            bn = g.get_behavior_notes_for_plan_at_index(i)
+            r["behavior_notes"] = ";".join(sorted(str(getattr(b, "name", b)) for b in bn))
+        except Exception as exc:  # noqa: BLE001
+            r["behavior_notes_error"] = _err(exc)
+        tb = time.perf_counter()
+        try:
+            g.build_plan_at_index(i)
+            r["build_ok"] = True
+            r["workspace_bytes"] = int(g.get_workspace_size_plan_at_index(i))
+        except Exception as exc:  # noqa: BLE001
+            r["build_error"] = _err(exc)
+        r["build_ms"] = 1e3 * (time.perf_counter() - tb)
+        return PlanState(i, r)
+
+    def _ensure_workspace(self, built) -> None:
+        """Grow the shared workspace to the largest need of the built plans (those under the cap)."""
+        t = self.torch
         ws_need = max([ps.rec["workspace_bytes"] for ps in built
                        if ps.rec["workspace_bytes"] <= WORKSPACE_CAP] + [1])
         if self.workspace.numel() < ws_need:
             self.workspace = None
             t.cuda.empty_cache()
             self.workspace = t.empty(ws_need, dtype=t.uint8, device="cuda")
-        # 4. run once, check, capture, coarse timing
-        t_time = time.perf_counter()
-        tol = TOLERANCE[p["dtype"]]
+
+    def _coarse_timing(self, p, rec, g, pack, built, out, ref, ref_norm, e_tf32) -> list[PlanState]:
+        """Every built plan in cuDNN's order: run once, check, capture, coarse timing (into its record).
+
+        Returns the plans with a coarse time and a correct answer."""
         t_problem = time.perf_counter()
         rec["truncated"] = False
         best_ok_ms = math.inf  # fastest warm execution of a correct plan so far
@@ -834,29 +874,8 @@ class CudnnCollector:
                 r["exec_error"] = f"not run: the problem's {PROBLEM_TIME_CAP_S:.0f} s time cap was reached"
                 rec["truncated"] = True
                 continue
-            try:
-                out.fill_(float("nan"))
-                s_ev, e_ev = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-                with t.cuda.stream(self.stream):
-                    s_ev.record()
-                    self._run(g, pack, ps.index)
-                    e_ev.record()
-                self.stream.synchronize()
-                first_ms = s_ev.elapsed_time(e_ev)
-                r["exec_ok"] = True
-            except Exception as exc:  # noqa: BLE001
-                r["exec_error"] = _err(exc)
-                self._check_cuda()
+            if not self._first_run(p, g, pack, ps, out, ref, ref_norm, e_tf32):
                 continue
-            err = float((out.double() - ref).norm()) / ref_norm if ref_norm > 0 else float((out.double() - ref).norm())
-            r["rel_err"] = err if math.isfinite(err) else None
-            r["correct"] = bool(math.isfinite(err) and err <= tol)
-            if p["dtype"] == "FP32":
-                r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
-                                  else "reduced")
-            # The first execution may load the plan's kernels (CUDA lazy loading) or wait for
-            # the host: it is recorded, but every decision below uses a second execution.
-            r["first_exec_ms"] = first_ms
             try:
                 single = self._single_ms(g, pack, ps.index)
             except Exception as exc:  # noqa: BLE001
@@ -873,48 +892,87 @@ class CudnnCollector:
                 ps.times = [single]
                 r.update(timing_method="single", inner_k=1, coarse_ms=single, coarse_n=1)
                 continue
-            try:
-                ps.k = inner_count(single)
-                ps.graph = self._capture(g, pack, ps.index, ps.k)
-                r["timing_method"] = "graph"
-                self._replays(ps, 1)  # the graph's first launch uploads it: never timed
-                ps.times = self._replays(ps, n_coarse)
-                replay_ms = timing_stats(ps.times)["median"] * ps.k
-                if replay_ms < COARSE_TARGET_MS / 2 and ps.k < MAX_INNER:
-                    # a replay shorter than the host's launch cost is not a measurement
-                    # (launch_bound_mask): capture again with k from the replay and re-time
-                    ps.k = inner_count(replay_ms / ps.k)
-                    ps.graph = self._capture(g, pack, ps.index, ps.k)
-                    self._replays(ps, 1)
-                    ps.times = self._replays(ps, n_coarse)
-                    r["recaptured"] = True
-                if inconsistent_with_warm(timing_stats(ps.times)["median"], single):
-                    ps.k = inner_count(single)
-                    ps.graph = self._capture(g, pack, ps.index, ps.k)
-                    self._replays(ps, 1)
-                    ps.times = self._replays(ps, n_coarse)
-                    r["retimed_inconsistent"] = True
-            except Exception as exc:  # noqa: BLE001
-                r["capture_error"] = _err(exc)
-                ps.graph = None
-                self._check_cuda()
-                try:
-                    ps.times = self._eager(g, pack, ps.index, ps.k, n_coarse)
-                    r["timing_method"] = "eager"
-                except Exception as exc2:  # noqa: BLE001
-                    r["exec_error"] = _err(exc2)
-                    r["exec_ok"] = False
-                    self._check_cuda()
-                    continue
-            r["inner_k"] = ps.k
-            st = timing_stats(ps.times)
-            r.update(coarse_ms=st["median"], coarse_n=st["n"] * ps.k)
+            self._coarse_replays(g, pack, ps, single, n_coarse)
         timed = [ps for ps in built if ps.rec.get("coarse_ms") is not None]
         valid = [ps for ps in timed if ps.rec["correct"]]
         rec["n_valid"] = len(valid)
-        rec["t_coarse_s"] = time.perf_counter() - t_time
-        t_phase = time.perf_counter()
-        # 5. PyTorch's choice
+        return valid
+
+    def _first_run(self, p, g, pack, ps, out, ref, ref_norm, e_tf32) -> bool:
+        """Run the plan once into ``out`` poisoned with NaN and compare it with the float64 reference
+        (rel_err, correct, precision and first_exec_ms into its record); False when it did not run."""
+        t = self.torch
+        r = ps.rec
+        tol = TOLERANCE[p["dtype"]]
+        try:
+            out.fill_(float("nan"))
+            s_ev, e_ev = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            with t.cuda.stream(self.stream):
+                s_ev.record()
+                self._run(g, pack, ps.index)
+                e_ev.record()
+            self.stream.synchronize()
+            first_ms = s_ev.elapsed_time(e_ev)
+            r["exec_ok"] = True
+        except Exception as exc:  # noqa: BLE001
+            r["exec_error"] = _err(exc)
+            self._check_cuda()
+            return False
+        err = float((out.double() - ref).norm()) / ref_norm if ref_norm > 0 else float((out.double() - ref).norm())
+        r["rel_err"] = err if math.isfinite(err) else None
+        r["correct"] = bool(math.isfinite(err) and err <= tol)
+        if p["dtype"] == "FP32":
+            r["precision"] = ("fp32" if (e_tf32 and math.isfinite(err) and err < FP32_PRECISE_FRACTION * e_tf32)
+                              else "reduced")
+        # The first execution may load the plan's kernels (CUDA lazy loading) or wait for
+        # the host: it is recorded, but every decision below uses a second execution.
+        r["first_exec_ms"] = first_ms
+        return True
+
+    def _coarse_replays(self, g, pack, ps, single, n_coarse) -> None:
+        """Coarse time of a plan from ``n_coarse`` replays of a captured graph of k executions (k from
+        its warm execution ``single``), eager launches where capture fails; into ``ps`` and its record."""
+        r = ps.rec
+        try:
+            ps.k = inner_count(single)
+            ps.graph = self._capture(g, pack, ps.index, ps.k)
+            r["timing_method"] = "graph"
+            self._replays(ps, 1)  # the graph's first launch uploads it: never timed
+            ps.times = self._replays(ps, n_coarse)
+            replay_ms = timing_stats(ps.times)["median"] * ps.k
+            if replay_ms < COARSE_TARGET_MS / 2 and ps.k < MAX_INNER:
+                # a replay shorter than the host's launch cost is not a measurement
+                # (launch_bound_mask): capture again with k from the replay and re-time
+                ps.k = inner_count(replay_ms / ps.k)
+                ps.graph = self._capture(g, pack, ps.index, ps.k)
+                self._replays(ps, 1)
+                ps.times = self._replays(ps, n_coarse)
+                r["recaptured"] = True
+            if inconsistent_with_warm(timing_stats(ps.times)["median"], single):
+                ps.k = inner_count(single)
+                ps.graph = self._capture(g, pack, ps.index, ps.k)
+                self._replays(ps, 1)
+                ps.times = self._replays(ps, n_coarse)
+                r["retimed_inconsistent"] = True
+        except Exception as exc:  # noqa: BLE001
+            r["capture_error"] = _err(exc)
+            ps.graph = None
+            self._check_cuda()
+            try:
+                ps.times = self._eager(g, pack, ps.index, ps.k, n_coarse)
+                r["timing_method"] = "eager"
+            except Exception as exc2:  # noqa: BLE001
+                r["exec_error"] = _err(exc2)
+                r["exec_ok"] = False
+                self._check_cuda()
+                return
+        r["inner_k"] = ps.k
+        st = timing_stats(ps.times)
+        r.update(coarse_ms=st["median"], coarse_n=st["n"] * ps.k)
+
+    def _torch_plans(self, p, rec, x, w, y, g, pack, plans, valid, names) -> list[str]:
+        """What PyTorch runs for the convolution (into ``rec``; its kernels into the plans' records):
+        the names of the plans it matches."""
         by_name = {ps.rec["plan"]: ps for ps in plans}
         torch_plans: list[str] = []
         if self.opt.torch_choice:
@@ -934,38 +992,27 @@ class CudnnCollector:
             except Exception as exc:  # noqa: BLE001
                 rec.update(torch_status="error", torch_error=_err(exc))
                 self._check_cuda()
-        rec["t_torch_s"] = time.perf_counter() - t_phase
-        t_phase = time.perf_counter()
-        # 6. precise re-timing
-        if self.opt.precise and valid:
-            chosen = self._precise_candidates(p, valid, rec, torch_plans)
-            rounds = self._interleaved_rounds(g, pack, chosen)
-            for ps in chosen:
-                st = timing_stats(rounds[ps.index])
-                ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
-                              precise_q3_ms=st["q3"], precise_n=st["n"] * ps.k)
-            best = min(chosen, key=lambda q: q.rec["precise_ms"])
-            n_rep = PRECISE_ROUNDS * replays_per_round(best.rec["coarse_ms"] * best.k)
-            if best.graph is not None:
-                reps = self._replays(best, n_rep)
-            elif best.rec["timing_method"] == "single":
-                reps = [self._single_ms(g, pack, best.index) for _ in range(n_rep)]
-            else:
-                reps = self._eager(g, pack, best.index, best.k, n_rep)
-            best.rec["repeat_ms"] = timing_stats(reps)["median"]
-            rec["n_precise"] = len(chosen)
-        rec["t_precise_s"] = time.perf_counter() - t_phase
-        t_phase = time.perf_counter()
-        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
-        if self.opt.verify and valid:
-            self._verify(p, rec, g, pack, valid)
-        rec["t_verify_s"] = time.perf_counter() - t_phase
-        rec["t_time_s"] = time.perf_counter() - t_time
-        for ps in plans:
-            ps.graph = None
-        if self.notes_reliable is None and flags is not None:
-            self.notes_reliable = True
-        return [ps.rec for ps in plans]
+        return torch_plans
+
+    def _precise_retiming(self, p, rec, g, pack, valid, torch_plans) -> None:
+        """Precise interleaved rounds over the candidates (:meth:`_precise_candidates`), then the best
+        plan once more (``repeat_ms``, the noise check); into the plans' records and ``rec``."""
+        chosen = self._precise_candidates(p, valid, rec, torch_plans)
+        rounds = self._interleaved_rounds(g, pack, chosen)
+        for ps in chosen:
+            st = timing_stats(rounds[ps.index])
+            ps.rec.update(precise_ms=st["median"], precise_min_ms=st["min"], precise_q1_ms=st["q1"],
+                          precise_q3_ms=st["q3"], precise_n=st["n"] * ps.k)
+        best = min(chosen, key=lambda q: q.rec["precise_ms"])
+        n_rep = PRECISE_ROUNDS * replays_per_round(best.rec["coarse_ms"] * best.k)
+        if best.graph is not None:
+            reps = self._replays(best, n_rep)
+        elif best.rec["timing_method"] == "single":
+            reps = [self._single_ms(g, pack, best.index) for _ in range(n_rep)]
+        else:
+            reps = self._eager(g, pack, best.index, best.k, n_rep)
+        best.rec["repeat_ms"] = timing_stats(reps)["median"]
+        rec["n_precise"] = len(chosen)
 
     def _interleaved_rounds(self, g, pack, states) -> dict[int, list]:
         """PRECISE_ROUNDS rounds over ``states`` in the given order: {plan index: per-execution times}."""
@@ -1103,6 +1150,18 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_
         summary["notes"] = notes
     if not len(pending):
         return summary
+    fatal = _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
+                             make_collector)
+    if fatal:
+        summary["fatal"] = fatal
+    return summary
+
+
+def _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
+                     make_collector) -> str | None:
+    """Measure the pending problems in order until done, stopped by a signal, out of time or a fatal
+    CUDA error; every record saved, the environment written at start and end, ``summary``'s counts
+    and rate updated. Returns the fatal error's text (None when there was none)."""
     stop = {"flag": False}
 
     def _stop(signum, frame):  # finish the current problem, save, exit
@@ -1149,9 +1208,7 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_
             end_env = {"env_error": _err(exc)}
         writer.write_env("end", {**end_env, "measured": summary["measured"],
                                  "elapsed_s": elapsed, "fatal": fatal})
-    if fatal:
-        summary["fatal"] = fatal
-    return summary
+    return fatal
 
 
 def _py(v):
