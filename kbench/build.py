@@ -59,7 +59,7 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         raw = repo / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         return package([raw], name, out_dir, mituna=Path(raw_root) / "mituna", card=out_dir / "card.md",
-                       repeats=repeats or None, labels=label_files(raw) or None)
+                       repeats=repeats or None, labels=label_files(raw) or None, version=spec.version)
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

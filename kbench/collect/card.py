@@ -228,8 +228,8 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
             "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
             "build phase used the engines the first run had compiled; compare the other phases):\n\n"
             f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
-            "Every shipped run used the old protocol: the Labels section counts its labels that were never\n"
-            "re-timed. " + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
+            "Every shipped run used the old protocol; the Labels section says how its labels were re-timed\n"
+            "since (`kbench collect verify-labels`). " + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
     return "(no issue-16 validation files found)"
 
 

@@ -244,7 +244,8 @@ def label_summary(checks: pd.DataFrame, verified_problems: pd.DataFrame, files) 
 
 
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
-            variant: str = "default", card: str | Path | None = None, repeats=None, labels=None) -> dict:
+            variant: str = "default", card: str | Path | None = None, repeats=None, labels=None,
+            version: str | None = None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
@@ -270,7 +271,7 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     start = env[env.get("phase") == "start"].iloc[0].to_dict() if "phase" in env else {}
     spec = SPEC.get(name, {})
     info = {
-        "name": name, "aliases": [], "version": DATASET_VERSION,
+        "name": name, "aliases": [], "version": version or DATASET_VERSION,
         "device": spec.get("device", gpu), "arch": spec.get("arch", ""), "vendor": "NVIDIA",
         "library": f"cuDNN {start.get('cudnn_backend', '')} (frontend {start.get('cudnn_frontend', '')})",
         "task": "kernel-selection", "license": "MIT",
