@@ -15,6 +15,14 @@ tuning) and compares each metric with the record's figures for that file's seed;
 nothing (``--dump`` saves every re-scored metric, to compare two kbench versions). It prints
 the number of entries checked and the largest absolute difference, and exits 1 on a mismatch.
 
+    python bench/rescore_entries.py --relabel DATASET [--methods M ...] [--leaderboard leaderboard]
+
+re-scores entries recorded on an earlier version of DATASET (new labels, same problems) from
+their committed predictions file, the seed-0 predictions: the record keeps that one seed (the
+other seeds' predictions are not stored), its ``extra.relabel`` names the earlier dataset and
+seeds, and the old and new seed-0 figures are printed side by side. For entries whose models
+are too costly to train again at once; re-run them with ``kbench run`` to get every seed back.
+
     python bench/rescore_entries.py --lean [--extra-root DIR]
 
 rewrites every entry's ranking predictions file with each ranking cut to its first 30 applicable
@@ -51,6 +59,41 @@ def rescore(entry: Path, results: Path) -> EvaluationResult:
     new.predictions, new.extra, new.date = old.predictions, old.extra, old.date
     (entry / "result.json").write_text(record_json(new))
     return new
+
+
+def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
+    """Re-score the committed seed-0 predictions of entries recorded on another version of ``dataset``."""
+    from kbench.dataset import load
+    from kbench.evaluate import read_predictions
+    ds = load(dataset)
+    done, evaluators = 0, {}
+    for result in sorted(Path(root, dataset).glob("*/*/result.json")):
+        old = EvaluationResult.model_validate_json(result.read_text())
+        if old.dataset.checksum == ds.checksum or (methods and old.method not in methods):
+            continue
+        key = (old.split, old.part)
+        if key not in evaluators:
+            evaluators[key] = Evaluator(dataset, split=old.split, part=old.part)
+        frame, _ = read_predictions(result.parent / "preds.csv.gz")
+        new = evaluators[key](frame, method=old.method, allow_partial=old.counts.coverage < 1)
+        seed0 = old.seeds.seeds[0] if old.seeds else 0
+        new = aggregate_seeds([new], [seed0])
+        before = old.seeds.per_seed[0] if old.seeds else old.overall
+        new.predictions, new.date = old.predictions, old.date
+        new.extra = {**(old.extra or {}), "relabel": {
+            "from_dataset": old.dataset.model_dump(mode="json"), "seeds_before": old.seeds.seeds if old.seeds else [0],
+            "seed0_before": {k: before.get(k) for k in ("top1", "speedup_geomean", "slowdown_geomean", "lop_mean")},
+            "note": f"re-scored from the committed seed-{seed0} predictions (models trained on "
+                    f"{old.dataset.name} {old.dataset.version}) on {ds.name} {ds.version}; the other seeds' "
+                    "predictions are not stored: re-run the entry with kbench run to get them back"}}
+        result.write_text(record_json(new))
+        after = new.overall
+        print(f"{result.parent.relative_to(root)}: seed {seed0} "
+              + ", ".join(f"{k} {before.get(k):.4f} -> {after.get(k):.4f}" for k in
+                          ("top1", "speedup_geomean", "slowdown_geomean") if before.get(k) is not None))
+        done += 1
+    print(f"{done} entries re-scored on {ds.name} {ds.version}")
+    return 0
 
 
 def _numbers(d: dict) -> dict:
@@ -151,7 +194,12 @@ def main() -> None:
     ap.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
     ap.add_argument("--lean", action="store_true",
                     help="rewrite every entry's ranking predictions file lean, updating its record's sha256")
+    ap.add_argument("--relabel", default=None, metavar="DATASET",
+                    help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
+    ap.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
     args = ap.parse_args()
+    if args.relabel:
+        raise SystemExit(relabel(Path(args.leaderboard), args.relabel, args.methods))
     if args.lean:
         raise SystemExit(lean([Path(args.leaderboard)] + [Path(r) for r in args.extra_root]))
     if args.check:

@@ -58,8 +58,15 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         from kbench.collect.labels import label_files
         raw = repo / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
+        align = None
+        if spec.align_with:
+            other = Path(out_root) / spec.align_with / "runtimes.parquet"
+            if not other.exists():
+                raise KbenchInputError(f"{other}: not found; build {spec.align_with} before {name} "
+                                       f"(its card checks the alignment with {spec.align_with}).")
+            align = (spec.align_with, pd.read_parquet(other, columns=["problem_id", "kernel", "time_ms"]))
         return package([raw], name, out_dir, mituna=Path(raw_root) / "mituna", card=out_dir / "card.md",
-                       repeats=repeats or None, labels=label_files(raw) or None, version=spec.version)
+                       repeats=repeats or None, labels=label_files(raw) or None, version=spec.version, align=align)
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

@@ -42,6 +42,7 @@ class DatasetSpec:
     citation: str = ""
     default_split: str = "random"
     version: str | None = None  # the dataset's own version where it differs from the format's (labels re-measured)
+    align_with: str | None = None  # a dataset of another GPU on the same corpus: the card checks the alignment
 
 
 def _amd(name, alias, device, arch):
@@ -100,6 +101,11 @@ register(DatasetSpec(
     source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
     # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`
     version="1.1.0",
+))
+register(DatasetSpec(
+    name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
+    library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
+    source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
 ))
 
 

@@ -242,8 +242,34 @@ def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS)
             "measured; the collection is being continued.")
 
 
+def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other: pd.DataFrame) -> str:
+    """The card's check that two GPUs' datasets align (same problem ids, same plan names): shared
+    problems and plans, how often the fastest plan is the same, and the best-time ratio."""
+    a = runtimes.astype({"problem_id": str, "kernel": str})
+    b = other.astype({"problem_id": str, "kernel": str})
+    shared = sorted(set(a["problem_id"]) & set(b["problem_id"]))
+    if not shared:
+        return f"## Alignment with {other_name}\n\nNo problem id in common with `{other_name}`.\n"
+    n_here = a["problem_id"].nunique()
+    a, b = a[a["problem_id"].isin(shared)], b[b["problem_id"].isin(shared)]
+    pairs_a, pairs_b = set(zip(a["problem_id"], a["kernel"])), set(zip(b["problem_id"], b["kernel"]))
+    best = lambda t: t.sort_values(["problem_id", "time_ms", "kernel"]).drop_duplicates("problem_id").set_index(  # noqa: E731
+        "problem_id")
+    ba, bb = best(a), best(b).reindex(best(a).index)
+    ratio = (ba["time_ms"] / bb["time_ms"]).to_numpy(dtype=float)  # here / other
+    q = np.quantile(ratio, [0.1, 0.5, 0.9])
+    return (f"## Alignment with {other_name}\n\n"
+            f"`kbench.load('{name}').align('{other_name}')` pairs {len(shared):,} problem-directions (of "
+            f"{n_here:,} here): the same problem ids, measured by the same collector and corpus "
+            f"order. Plans of those problems (problem, plan name): {len(pairs_a):,} here, {len(pairs_b):,} on {other_name}, "
+            f"{len(pairs_a & pairs_b):,} in both. The fastest plan is the same in "
+            f"{int((ba['kernel'] == bb['kernel']).sum()):,} of {len(shared):,} "
+            f"({(ba['kernel'] == bb['kernel']).mean():.1%}); fastest time here / on {other_name}: geomean "
+            f"{float(np.exp(np.log(ratio).mean())):.3f}, p10 {q[0]:.3f}, median {q[1]:.3f}, p90 {q[2]:.3f}.\n")
+
+
 def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
-           raws) -> str:
+           raws, align: tuple[str, pd.DataFrame] | None = None) -> str:
     start = env[env["phase"] == "start"]
     end = env[env["phase"] == "end"]
     first = start.iloc[0]
@@ -460,4 +486,6 @@ PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN
 `random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network layers
 (batch size ignored), as in the AMD datasets. Sizes: {json.dumps({c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'})}.
 """]
+    if align is not None:
+        sections.append(alignment_section(name, tables["runtimes"], *align))
     return "\n".join(sections)

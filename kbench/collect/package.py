@@ -245,14 +245,15 @@ def label_summary(checks: pd.DataFrame, verified_problems: pd.DataFrame, files) 
 
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
             variant: str = "default", card: str | Path | None = None, repeats=None, labels=None,
-            version: str | None = None) -> dict:
+            version: str | None = None, align: tuple[str, pd.DataFrame] | None = None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
     runs: adds the ``repeats`` table (:func:`repeats_table`). ``labels``:
     label-verification files (``kbench collect verify-labels``, raw.jsonl[.gz]):
     their verified times become the re-timed plans' times, as if the
-    collector's own verification pass had run.
+    collector's own verification pass had run. ``align``: (name, runtimes) of another
+    GPU's dataset of the same corpus, for the card's alignment check.
     """
     from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws)
@@ -291,5 +292,5 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     manifest = write_dataset(out_dir, tables, info)
     if card:
         from kbench.collect.card import render
-        Path(card).write_text(render(name, problems, plans, env, tables, raws))
+        Path(card).write_text(render(name, problems, plans, env, tables, raws, align=align))
     return manifest

@@ -202,3 +202,30 @@ def test_apply_labels_refuses_plans_the_collector_verified_already():
     other = pd.DataFrame([{"key": "K1", "plan": "q", **_check(0.0318, 0.0320, None, "agree", 0.0319)}])
     out = apply_labels(plans, other).set_index("plan")
     assert out.loc["p", "verified_ms"] == 0.031 and out.loc["q", "verified_ms"] == 0.0319
+
+
+# ---------------------------------------------------------------- alignment of two GPUs' datasets
+def test_alignment_section_hand_worked():
+    from kbench.collect.card import alignment_section
+    here = pd.DataFrame({"problem_id": ["P1", "P1", "P2", "P9"], "kernel": ["k1", "k2", "k1", "k1"],
+                         "time_ms": [1.0, 2.0, 1.5, 1.0]})
+    other = pd.DataFrame({"problem_id": ["P1", "P1", "P2", "P3"], "kernel": ["k1", "k2", "k1", "k1"],
+                          "time_ms": [2.0, 1.0, 3.0, 1.0]})
+    text = alignment_section("h200", here, "h100", other)
+    # shared P1, P2; plans here 3 (P1 k1, k2; P2 k1), there 3, all in both
+    assert "pairs 2 problem-directions (of 3 here)" in text
+    assert "3 here, 3 on h100, 3 in both" in text
+    # fastest: P1 k1 here, k2 there (differ); P2 k1 both -> 1 of 2
+    assert "same in 1 of 2 (50.0%)" in text
+    # here / there: P1 1.0 / 1.0 = 1, P2 1.5 / 3.0 = 0.5 -> geomean sqrt(0.5) = 0.707
+    assert "geomean 0.707" in text
+
+
+def test_shipped_h200_aligns_with_h100():
+    import kbench
+    h100, h200 = kbench.load("h100"), kbench.load("h200")
+    a, b = h100.align(h200)
+    assert len(b.problems) == len(h200.problems)  # every h200 problem-direction is an h100 one
+    assert set(a.problems["problem_id"].astype(str)) == set(h200.problems["problem_id"].astype(str))
+    # the h200 collection follows h100's corpus order: a prefix of it (by corpus order)
+    assert h200.info["source"]["gpu"] == "NVIDIA H200" and h100.info["source"]["gpu"].startswith("NVIDIA H100")
