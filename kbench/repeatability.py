@@ -58,6 +58,15 @@ def plan_repeatability(pairs: pd.DataFrame) -> dict:
     return _quantiles(np.abs(np.log(pairs["t_b"] / pairs["t_a"])))
 
 
+def plan_repeatability_by(pairs: pd.DataFrame, labels: pd.DataFrame, column: str = "timing") -> pd.DataFrame:
+    """:func:`plan_repeatability` per value of ``labels[column]`` (``labels`` has ``problem_id, kernel`` and
+    the column, e.g. the first run's ``runtimes.timing``): one row per value with n, median, p90, p99."""
+    lab = labels[["problem_id", "kernel", column]].astype({"problem_id": str, "kernel": str})
+    m = pairs.merge(lab, on=["problem_id", "kernel"], how="inner")
+    rows = [{column: str(k), **plan_repeatability(g)} for k, g in m.groupby(column, sort=True, observed=True)]
+    return pd.DataFrame(rows, columns=[column, "n", "median", "p90", "p99"])
+
+
 def winners(pairs: pd.DataFrame, column: str) -> pd.Series:
     """Per problem, the fastest kernel by ``column`` (ties: the smallest kernel name)."""
     w = pairs.sort_values(["problem_id", column, "kernel"], kind="stable").drop_duplicates("problem_id")

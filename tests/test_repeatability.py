@@ -1,6 +1,8 @@
 """Test-retest statistics (kbench.repeatability) on a hand-worked 3-problem example."""
 import math
 
+import numpy as np
+
 import pandas as pd
 import pytest
 
@@ -55,3 +57,15 @@ def test_summary_and_bad_tables():
         R.run_pairs(REPEATS.drop(columns="run_id"))
     with pytest.raises(KbenchInputError, match="run 2 has no rows"):
         R.run_pairs(REPEATS, 0, 2)
+
+
+def test_plan_repeatability_by_first_run_timing_hand_worked():
+    from kbench.repeatability import plan_repeatability_by
+    pairs = pd.DataFrame({"problem_id": ["P", "P", "Q"], "kernel": ["a", "b", "a"],
+                          "t_a": [1.0, 1.0, 2.0], "t_b": [1.0, np.e, 2.0 * np.e ** 2]})
+    labels = pd.DataFrame({"problem_id": ["P", "P", "Q", "R"], "kernel": ["a", "b", "a", "a"],
+                           "timing": ["verified", "coarse", "coarse", "verified"]})
+    per = plan_repeatability_by(pairs, labels).set_index("timing")
+    # coarse: |log| = 1 (P b) and 2 (Q a): median 1.5; verified: P a only, 0 (R is not in the pairs)
+    assert per.loc["coarse", "n"] == 2 and per.loc["coarse", "median"] == pytest.approx(1.5)
+    assert per.loc["verified", "n"] == 1 and per.loc["verified", "p99"] == pytest.approx(0.0)

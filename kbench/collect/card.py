@@ -139,8 +139,16 @@ def repeats_section(tables: dict) -> str:
         rows.append((f"{hg['heuristic']} time / fastest (geomean), first run and repeat ({hg['n']} problems)",
                      f"{_fmt(hg['run_a'], 4)}, {_fmt(hg['run_b'], 4)}"))
     tab = pd.DataFrame(rows, columns=["statistic", "value"])
+    by = ""
+    if "timing" in tables.get("runtimes", pd.DataFrame()):
+        per = R.plan_repeatability_by(R.run_pairs(rep), tables["runtimes"], "timing")
+        for c in ("median", "p90", "p99"):
+            per[c] = per[c].map(lambda v: _fmt(v, 4))
+        by = ("\n\nPer-plan |log(t_repeat / t_first)| by how the first run's time was taken (`runtimes.timing`: "
+              "`verified` = re-timed by the verification pass, `precise` / `coarse` = the first sitting's "
+              "precise or coarse median, `single` = single executions of a slow plan):\n\n" + _table(per))
     return (f"{s['problems']} problem-directions were measured again in another run (`repeats` table, run 0 = "
-            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}\n\nThe noise ceiling is what a selector that "
+            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}{by}\n\nThe noise ceiling is what a selector that "
             "always picks the first run's fastest plan scores when judged by the repeat: differences between "
             "selectors smaller than its distance from 1 are within measurement noise.")
 
