@@ -43,7 +43,7 @@ TRANSFER_SPLIT = "random"
 #: target parts whose geometries the source training data must not contain
 HELD_OUT_PARTS = ("valid", "test")
 #: the pairs of the track; ``kbench transfer run`` without --source/--target runs these
-PAIRS = (("mi100", "mi210"), ("mi210", "mi250x"), ("mi100", "mi300x"), ("mi210", "gfx1030"))
+PAIRS = (("mi100", "mi210"), ("mi210", "mi250x"), ("mi100", "mi300x"), ("mi210", "gfx1030"), ("h100", "h200"))
 
 
 def _held_out(target: Dataset, split: str) -> tuple[pd.Index, pd.Index]:
