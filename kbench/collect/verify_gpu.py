@@ -96,16 +96,23 @@ def _time_problem(col, C, item: dict, replays: int) -> list[dict]:
     return rows
 
 
-def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
-               progress_every: int = 50) -> dict:
-    """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
+def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, work, time_budget_s: float | None = None,
+                  progress_every: int = 50, label: str = "verify") -> dict:
+    """Run ``work(col, item) -> (rows, fields)`` on every problem of ``problems`` that has no
+    ``problem`` line in ``OUT/raw.jsonl`` yet, appending as it goes (resumable).
+
+    ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
+    ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
+    (:class:`kbench.collect.cudnn.FatalCudaError`, raised for the caller to restart and resume).
+    Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
+    """
     from kbench.collect import cudnn as C
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw_path = out_dir / RAW_NAME
     done = done_problems(raw_path)
-    todo = [item for item in plan["problems"] if item["problem_id"] not in done]
-    col = C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"]))
+    todo = [item for item in problems if item["problem_id"] not in done]
+    col = make_collector()
     t0 = time.perf_counter()
     col.warm_up()
     n_ok = n_failed = 0
@@ -117,21 +124,31 @@ def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
                 break
             ts = time.perf_counter()
             try:
-                rows, status, error = _time_problem(col, C, item, plan["replays"]), "ok", ""
+                (rows, fields), status, error = work(col, item), "ok", ""
                 n_ok += 1
             except C.FatalCudaError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one problem's failure is recorded, the run goes on
                 col._check_cuda()
-                rows, status, error = [], "failed", C._err(exc)
+                rows, fields, status, error = [], {}, "failed", C._err(exc)
                 n_failed += 1
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
             fh.write(json.dumps({"kind": "problem", "problem_id": item["problem_id"], "status": status,
-                                 "error": error, "seconds": round(time.perf_counter() - ts, 4)}) + "\n")
+                                 "error": error, "seconds": round(time.perf_counter() - ts, 4), **fields}) + "\n")
             fh.flush()
             if progress_every and (n + 1) % progress_every == 0:
-                print(f"verify: {n + 1}/{len(todo)} problems, {time.perf_counter() - t0:.0f} s", flush=True)
+                print(f"{label}: {n + 1}/{len(todo)} problems, {time.perf_counter() - t0:.0f} s", flush=True)
         wall = time.perf_counter() - t0
         fh.write(json.dumps({"kind": "run_end", "seconds": round(wall, 2), "ok": n_ok, "failed": n_failed}) + "\n")
     return {"ok": n_ok, "failed": n_failed, "left": len(todo) - n_ok - n_failed, "seconds": round(wall, 1)}
+
+
+def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
+               progress_every: int = 50) -> dict:
+    """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
+    from kbench.collect import cudnn as C
+    return run_resumable(
+        plan["problems"], out_dir,
+        lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
+        lambda col, item: (_time_problem(col, C, item, plan["replays"]), {}), time_budget_s, progress_every)

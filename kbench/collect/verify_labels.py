@@ -34,7 +34,6 @@ timing every plan again:
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from pathlib import Path
 
@@ -184,37 +183,8 @@ def run_labels(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
     """Verify every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
     from kbench.collect import cudnn as C
     from kbench.collect import verify as V
-    from kbench.collect.verify_gpu import done_problems
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    raw_path = out_dir / RAW_NAME
-    done = done_problems(raw_path)
-    todo = [item for item in plan["problems"] if item["problem_id"] not in done]
-    col = C.CudnnCollector(C.Options(notes=False, torch_choice=False, seed=plan["seed"]))
-    t0 = time.perf_counter()
-    col.warm_up()
-    n_ok = n_failed = 0
-    with raw_path.open("a") as fh:
-        fh.write(json.dumps({"kind": "run", "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "env": col.env(), "todo": len(todo), "done_before": len(done)}) + "\n")
-        for n, item in enumerate(todo):
-            if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
-                break
-            ts = time.perf_counter()
-            try:
-                row, status, error = _verify_one(col, C, V, item, plan["seed"]), "ok", ""
-                n_ok += 1
-            except C.FatalCudaError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one problem's failure is recorded, the run goes on
-                col._check_cuda()
-                row, status, error = {}, "failed", C._err(exc)
-                n_failed += 1
-            fh.write(json.dumps({"kind": "problem", "problem_id": item["problem_id"], "status": status,
-                                 "error": error, "seconds": round(time.perf_counter() - ts, 4), **row}) + "\n")
-            fh.flush()
-            if progress_every and (n + 1) % progress_every == 0:
-                print(f"verify-labels: {n + 1}/{len(todo)} problems, {time.perf_counter() - t0:.0f} s", flush=True)
-        wall = time.perf_counter() - t0
-        fh.write(json.dumps({"kind": "run_end", "seconds": round(wall, 2), "ok": n_ok, "failed": n_failed}) + "\n")
-    return {"ok": n_ok, "failed": n_failed, "left": len(todo) - n_ok - n_failed, "seconds": round(wall, 1)}
+    from kbench.collect.verify_gpu import run_resumable
+    return run_resumable(
+        plan["problems"], out_dir, lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, seed=plan["seed"])),
+        lambda col, item: ([], _verify_one(col, C, V, item, plan["seed"])), time_budget_s, progress_every,
+        "verify-labels")

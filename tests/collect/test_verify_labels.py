@@ -229,3 +229,56 @@ def test_shipped_h200_aligns_with_h100():
     assert set(a.problems["problem_id"].astype(str)) == set(h200.problems["problem_id"].astype(str))
     # the h200 collection follows h100's corpus order: a prefix of it (by corpus order)
     assert h200.info["source"]["gpu"] == "NVIDIA H200" and h100.info["source"]["gpu"].startswith("NVIDIA H100")
+
+
+# ---------------------------------------------------------------- the resumable GPU loop (shared with verify-on-gpu)
+class LoopCollector:
+    """The collector surface the loop touches: warm-up, environment, the CUDA check."""
+
+    def __init__(self):
+        self.checks = 0
+
+    def warm_up(self):
+        pass
+
+    def env(self):
+        return {"gpu": "fake"}
+
+    def _check_cuda(self):
+        self.checks += 1
+
+
+def test_run_resumable_records_failures_and_resumes(tmp_path):
+    from kbench.collect.verify_gpu import done_problems, run_resumable
+    items = [{"problem_id": p} for p in ("p1", "p2", "p3")]
+    calls = []
+
+    def work(col, item):
+        calls.append(item["problem_id"])
+        if item["problem_id"] == "p2":
+            raise RuntimeError("graph: no plan")
+        return [{"kind": "time", "problem_id": item["problem_id"], "ms": 1.0}], {"passes": 1}
+
+    col = LoopCollector()
+    assert run_resumable(items, tmp_path, lambda: col, work, progress_every=0) == {
+        "ok": 2, "failed": 1, "left": 0, "seconds": pytest.approx(0, abs=5)}
+    assert col.checks == 1  # the CUDA context is checked after a failed problem
+    lines = [json.loads(x) for x in (tmp_path / "raw.jsonl").read_text().splitlines()]
+    probs = {x["problem_id"]: x for x in lines if x["kind"] == "problem"}
+    assert probs["p1"]["passes"] == 1 and probs["p2"]["status"] == "failed" and "no plan" in probs["p2"]["error"]
+    assert [x["kind"] for x in lines][:3] == ["run", "time", "problem"]  # rows before their problem's line
+    # a second run finds every problem done: nothing is timed again
+    calls.clear()
+    assert run_resumable(items, tmp_path, lambda: col, work, progress_every=0)["ok"] == 0 and calls == []
+    assert done_problems(tmp_path / "raw.jsonl") == {"p1", "p2", "p3"}
+
+
+def test_run_resumable_stops_on_a_lost_cuda_context(tmp_path):
+    from kbench.collect.verify_gpu import run_resumable
+
+    def work(col, item):
+        raise C.FatalCudaError("CUDA context unusable")
+
+    with pytest.raises(C.FatalCudaError):
+        run_resumable([{"problem_id": "p1"}], tmp_path, LoopCollector, work, progress_every=0)
+    assert '"kind": "problem"' not in (tmp_path / "raw.jsonl").read_text()  # p1 is not marked done
