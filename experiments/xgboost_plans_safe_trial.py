@@ -49,30 +49,12 @@ sys.path.insert(0, str(ROOT))
 from baselines import get_baseline  # noqa: E402
 from baselines.base import predictions_frame  # noqa: E402
 from baselines.features import problem_features  # noqa: E402
-from baselines.xgb_plans import XGBoostPlans, heuristic_features, rank_rows  # noqa: E402
+from baselines.xgb_plans import XGBoostPlans, heuristic_features, rank_rows, safe_scores  # noqa: E402
 
 OUT = ROOT / "experiments" / "results" / "xgboost_plans_safe_trial.json"
 CACHE = Path("/tmp/xgb_plans_safe_cache")
 MARGINS_LOG = [0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2]
 MARGINS_RANK = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0]
-
-
-def safe_scores(rows: pd.DataFrame, score: np.ndarray, margin: float) -> np.ndarray:
-    """Scores with the "safe" rule applied: in every problem whose best-scored plan beats cuDNN mode A's
-    first plan (``rank_cudnn_mode_a == 0``) by at most ``margin`` score units, mode A's first plan is moved
-    to the top (the other plans keep the model's order). Problems without a mode-A row are left as they are.
-
-    Why: the metric is the geomean of t(mode A's first) / t(chosen), so a predicted small gain that turns
-    out to be a big loss costs more than the small gain brings; keeping mode A's answer scores exactly 1.
-    """
-    score = np.asarray(score, dtype=np.float64).copy()
-    pos = rows["pos"].to_numpy()
-    is_a = (rows["rank_cudnn_mode_a"] == 0).to_numpy()
-    best = pd.Series(score).groupby(pos).transform("max").to_numpy()
-    a_score = pd.Series(np.where(is_a, score, np.nan)).groupby(pos).transform("max").to_numpy()
-    keep_a = is_a & (best - a_score <= margin)
-    score[keep_a] = best[keep_a] + 1.0
-    return score
 
 
 class WeightedPlans(XGBoostPlans):
