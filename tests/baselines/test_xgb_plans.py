@@ -7,7 +7,7 @@ import pytest
 from baselines import get_baseline
 from baselines.base import Baseline
 from baselines.features import KNOB_ABSENT
-from baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows
+from baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows, safe_scores
 from kbench.errors import KbenchInputError
 
 P1, P2 = "p1", "p2"
@@ -51,6 +51,20 @@ def test_rank_rows_orders_by_score_ties_in_heuristic_order_and_truncates():
     assert rank_rows(rows, score, 2, 2).tolist() == ["eng3;eng1", "eng3;eng1"]
 
 
+def test_safe_scores_hand_worked():
+    rows = plan_candidates(HEUR, pd.Index([P1, P2]))
+    # mode A's first plan: p1 eng1 (score 1), p2 eng2_k3=0 (score 0); best: p1 eng3 (5, gain 4), p2 eng3 (2, gain 2)
+    score = np.array([1.0, 1.0, 5.0, 0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(safe_scores(rows, score, 1.0), score)  # both gains exceed the margin
+    # margin 3: p2's gain 2 is too small, so its mode-A plan goes on top (best 2 + 1); p1 keeps the model's pick
+    assert safe_scores(rows, score, 3.0).tolist() == [1.0, 1.0, 5.0, 3.0, 1.0, 2.0]
+    assert rank_rows(rows, safe_scores(rows, score, 3.0), 2, 30).tolist() == [
+        "eng3;eng1;eng2_k3=1", "eng2_k3=0;eng3;eng1"]
+    # margin 4: p1's gain 4 is not more than 4, so mode A's eng1 leads, then the model's order
+    assert rank_rows(rows, safe_scores(rows, score, 4.0), 2, 30).tolist() == [
+        "eng1;eng3;eng2_k3=1", "eng2_k3=0;eng3;eng1"]
+
+
 class _Toy:
     """2 problems (real h100 problem rows for the features) x 3 plans with the times above."""
 
@@ -91,7 +105,21 @@ def test_fits_a_hand_worked_case_exactly(h100, objective):
     assert preds["ranking"].tolist() == ["eng3;eng2_k3=1;eng1", "eng2_k3=0;eng1;eng3"]
 
 
+@pytest.mark.parametrize("margin, p1", [(1.0, "eng3;eng2_k3=1;eng1"), (1.5, "eng1;eng3;eng2_k3=1")])
+def test_safe_entry_keeps_mode_a_unless_the_predicted_gain_exceeds_the_margin(h100, margin, p1):
+    """Fitted exactly, p1's predicted gain of eng3 over mode A's eng1 is log(4) = 1.386: kept at margin 1.0,
+    overruled at 1.5. In p2 mode A's plan is the fastest, so it leads either way."""
+    toy = _Toy(h100)
+    model = get_baseline("xgboost-plans-safe", safe_margin=margin, max_rounds=60, learning_rate=0.5,
+                         subsample=1.0, colsample_bytree=1.0, min_child_weight=0.0, reg_lambda=0.0, n_jobs=1)
+    preds = model.fit(toy, [P1, P2], None, seed=0).predict(toy, [P1, P2])
+    assert preds["ranking"].tolist() == [p1, "eng2_k3=0;eng1;eng3"]
+
+
 def test_rejects_bad_parameters():
+    for bad in (-0.1, float("nan"), "0.01"):
+        with pytest.raises(KbenchInputError, match="safe_margin"):
+            get_baseline("xgboost-plans-safe", safe_margin=bad)
     with pytest.raises(KbenchInputError, match="objective"):
         get_baseline("xgboost-plans", objective="softmax")
     with pytest.raises(KbenchInputError, match="top_k"):
@@ -106,7 +134,7 @@ def test_supports_cudnn_sets_only(h100):
     assert not get_baseline("xgboost-rerank-a").supports(kbench.load("mi100"))
 
 
-@pytest.mark.parametrize("name", ["xgboost-plans", "xgboost-rerank-a"])
+@pytest.mark.parametrize("name", ["xgboost-plans", "xgboost-rerank-a", "xgboost-plans-safe"])
 def test_save_load_round_trip(h100, name, tmp_path):
     parts = h100.split("random")
     model = get_baseline(name, max_rounds=15).fit(h100, parts["train"][:300], parts["valid"][:60], seed=1)
