@@ -82,7 +82,7 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
         new.predictions, new.date = old.predictions, old.date
         new.extra = {**(old.extra or {}), "relabel": {
             "from_dataset": old.dataset.model_dump(mode="json"), "seeds_before": old.seeds.seeds if old.seeds else [0],
-            "seed0_before": {k: before.get(k) for k in ("top1", "speedup_geomean", "slowdown_geomean", "lop_mean")},
+            "seed0_before": {k: before.get(k) for k in ("top1", "speedup_geomean", "geomean_slowdown", "lop_mean")},
             "note": f"re-scored from the committed seed-{seed0} predictions (models trained on "
                     f"{old.dataset.name} {old.dataset.version}) on {ds.name} {ds.version}; the other seeds' "
                     "predictions are not stored: re-run the entry with kbench run to get them back"}}
@@ -90,7 +90,7 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
         after = new.overall
         print(f"{result.parent.relative_to(root)}: seed {seed0} "
               + ", ".join(f"{k} {before.get(k):.4f} -> {after.get(k):.4f}" for k in
-                          ("top1", "speedup_geomean", "slowdown_geomean") if before.get(k) is not None))
+                          ("top1", "speedup_geomean", "geomean_slowdown") if before.get(k) is not None))
         done += 1
     print(f"{done} entries re-scored on {ds.name} {ds.version}")
     return 0
