@@ -87,6 +87,10 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
                     f"{old.dataset.name} {old.dataset.version}) on {ds.name} {ds.version}; the other seeds' "
                     "predictions are not stored: re-run the entry with kbench run to get them back"}}
         result.write_text(record_json(new))
+        meta_path = result.parent / "meta.json"  # the entry's metadata names the dataset it is scored on
+        meta = json.loads(meta_path.read_text())
+        meta["dataset"] = new.dataset.model_dump(mode="json")
+        meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
         after = new.overall
         print(f"{result.parent.relative_to(root)}: seed {seed0} "
               + ", ".join(f"{k} {before.get(k):.4f} -> {after.get(k):.4f}" for k in

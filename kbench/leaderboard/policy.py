@@ -14,6 +14,8 @@ PRIMARY_TEXT = ("geometric-mean slowdown of the chosen kernel against the fastes
                 "exp(mean(log(t_choice / t_best))) over the test problems (1 = always the fastest; lower is better)")
 #: the rules: at least this many seeds per entry
 MIN_SEEDS = 5
+#: ``extra`` key of a record re-scored on a dataset's corrected labels from its stored predictions (rule 7)
+RELABEL_KEY = "relabel"
 #: entry roles: ranked entries, and the floors / ceiling shown as reference rows
 ROLES = ("entry", "floor", "ceiling")
 #: default roles of well-known reference baselines (a baseline class may set ``leaderboard_role`` instead)
@@ -30,6 +32,12 @@ RULES_MD = """\
 6. Submit with `kbench submit result.json --meta meta.json`: the record is re-scored from its
    predictions file, its kbench and dataset versions and checksums are checked, and it is added
    under `leaderboard/<dataset>/<split>/<method>/`.
+7. **Corrected labels**: when a dataset's labels are corrected (a new version of the same
+   problems), its entries are re-scored from their stored predictions files
+   (`python bench/rescore_entries.py --relabel DATASET`). Only the first seed's predictions are
+   stored, so an entry that is not re-run keeps that one seed, marked `extra.relabel` (the
+   earlier dataset version, its seeds, its seed-0 figures), until it is re-run with all seeds.
 """
 
-__all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "ROLES", "DEFAULT_ROLES", "RULES_MD"]
+__all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "RELABEL_KEY", "ROLES", "DEFAULT_ROLES",
+           "RULES_MD"]

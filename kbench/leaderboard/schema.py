@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.policy import MIN_SEEDS, ROLES
+from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.records import DatasetRef, EvaluationResult, TuningResult
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
@@ -180,7 +180,19 @@ def record_problems(record: EvaluationResult | TuningResult, meta: SubmissionMet
         out.append(f"method {record.method!r} is missing or not a valid id ({METHOD_PATTERN})")
     seeds = record.seeds
     n_seeds = len(seeds.seeds) if seeds else 1
-    if n_seeds < min_seeds:
+    relabel = (record.extra or {}).get(RELABEL_KEY) if isinstance(record, EvaluationResult) else None
+    if relabel is not None:  # rule 7: re-scored on corrected labels from the stored seed's predictions
+        before = relabel.get("seeds_before") if isinstance(relabel, dict) else None
+        from_ds = relabel.get("from_dataset") if isinstance(relabel, dict) else None
+        if not isinstance(before, list) or len(before) < min_seeds:
+            out.append(f"extra.{RELABEL_KEY}.seeds_before must list the {min_seeds}+ seeds the entry had before "
+                       "it was re-scored on corrected labels")
+        elif not isinstance(from_ds, dict) or from_ds.get("name") != record.dataset.name or \
+                from_ds.get("checksum") == record.dataset.checksum:
+            out.append(f"extra.{RELABEL_KEY}.from_dataset must name an earlier version of {record.dataset.name}")
+        elif n_seeds < 1 or (seeds and seeds.seeds[0] != before[0]):
+            out.append(f"an entry re-scored on corrected labels keeps its first seed ({before[0]})")
+    elif n_seeds < min_seeds:
         out.append(f"{n_seeds} seed(s); the rules ask for at least {min_seeds} "
                    "(aggregate them with kbench.records.aggregate_seeds)")
     if seeds and len(seeds.per_seed) != len(seeds.seeds):
