@@ -137,7 +137,9 @@ def test_without_repeats_the_card_says_the_study_is_not_run(tmp_path):
     from kbench.collect.card import repeats_section
     assert "has not been run yet" in repeats_section({})
     from kbench.dataset import load
-    assert load("h100").repeats is None
+    # h200 is a draft without a test-retest study; h100 ships one since 1.1.0
+    assert load("h200").repeats is None
+    assert load("h100").repeats is not None
 
 
 def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
