@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines import get_baseline  # noqa: E402
-from baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
+from baselines.base import as_id_index, predictions_frame  # noqa: E402
 from baselines.features import DISTANCE_FEATURES, Standardizer, features_for  # noqa: E402
 from baselines.nearest_neighbour import CATEGORICAL  # noqa: E402
 from baselines.xgb_plans import rank_rows  # noqa: E402
