@@ -66,9 +66,10 @@ def problem_order(all_ids, parts: list, seed: int = 0) -> list[str]:
 
 def make_plan(dataset, seed: int = 0, limit: int | None = None) -> dict:
     """The verification plan of a packaged kernel-selection dataset (name, folder or Dataset)."""
-    from kbench.collect.verify_plan import collector_problems
+    from kbench.collect.verify_plan import collector_problems, require_cudnn_collected
     from kbench.dataset import load
     ds = load(dataset) if isinstance(dataset, (str, Path)) else dataset
+    require_cudnn_collected(ds, "verify-labels")
     if ds.runtimes is None or "kernel" not in ds.runtimes:
         raise KbenchInputError(f"dataset {ds.name!r} is not a kernel-selection dataset with runtimes.")
     parts = [ds.split(name)[part] for name, part in FIRST_PARTS if name in ds.split_names]

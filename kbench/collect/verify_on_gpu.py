@@ -31,7 +31,7 @@ RECORD_NAME = "verification.json"
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
-    from kbench.collect.verify_plan import build_plan, role_plans
+    from kbench.collect.verify_plan import build_plan, require_cudnn_collected, role_plans
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
@@ -39,6 +39,7 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     if isinstance(predictions, (str, Path)):
         path = str(predictions)
         predictions, sha = read_predictions(predictions)
+    require_cudnn_collected(ds, "verify-on-gpu")
     if ds.heuristics is None:
         raise KbenchInputError(f"dataset {ds.name!r} has no recorded cuDNN heuristic (heuristics table); "
                                "verify-on-gpu re-times against cuDNN mode A")

@@ -32,6 +32,23 @@ PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
 
 
+#: ``source.collector`` of a dataset measured by kbench's own cuDNN collector
+CUDNN_COLLECTOR = "kbench collect cudnn"
+
+
+def require_cudnn_collected(dataset, command: str) -> None:
+    """Refuse a dataset that ``kbench collect cudnn`` did not measure: re-timing needs its plans and problems
+    in the collector's terms (a MIOpen find-db has no cuDNN plan to run)."""
+    source = (getattr(dataset, "info", None) or {}).get("source") or {}
+    if source.get("collector") != CUDNN_COLLECTOR:
+        from kbench.registry import DATASETS
+        ok = sorted(n for n, s in DATASETS.items() if s.collected)
+        library = (dataset.info or {}).get("library") or "another library"
+        raise KbenchInputError(f"{command}: dataset {dataset.name!r} was not measured by '{CUDNN_COLLECTOR}' "
+                               f"({library}); it re-times cuDNN plans on an NVIDIA GPU, so it takes a dataset "
+                               f"that collector measured: {', '.join(ok)}.")
+
+
 def problem_rng(seed: int, problem_id: str) -> np.random.Generator:
     """A generator that depends on the run's seed and the problem id only."""
     return np.random.default_rng([int(seed), zlib.crc32(str(problem_id).encode())])

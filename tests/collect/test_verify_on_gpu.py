@@ -278,3 +278,22 @@ def test_run_timing_resumes_from_finished_problems(tmp_path):
                                         '{"kind": "time", "problem_id": "p2", "plan": "a", "ms": 1}\n'
                                         '{"kind": "problem", "problem_id": "p3", "status": "failed"}\n{"kin')
     assert done_problems(tmp_path / "raw.jsonl") == {"p1", "p3"}  # p2 was cut short: timed again
+
+
+@pytest.mark.parametrize("command", ["verify-on-gpu", "verify-labels"])
+def test_gpu_re_timing_refuses_a_dataset_the_cudnn_collector_did_not_measure(command, tmp_path, capsys):
+    """mi100 is a MIOpen find-db (it has a heuristics table: the rules' choices): there is no cuDNN plan
+    to re-time, so both commands stop with exit 2, one message naming the dataset, and write nothing."""
+    from kbench.cli import main
+    out = tmp_path / "run"
+    if command == "verify-on-gpu":
+        preds = tmp_path / "p.csv"
+        preds.write_text("problem_id,ranking\n")
+        argv = ["verify-on-gpu", str(preds), "--dataset", "mi100", "--out", str(out), "--plan-only"]
+    else:
+        argv = ["collect", "verify-labels", "--dataset", "mi100", "--out", str(out), "--plan-only"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "dataset 'mi100' was not measured by 'kbench collect cudnn' (MIOpen)" in err
+    assert "h100" in err and "Traceback" not in err
+    assert not out.exists()
