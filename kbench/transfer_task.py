@@ -111,6 +111,13 @@ class Transfer:
             if ds.runtimes is None:
                 raise KbenchInputError(f"transfer: {ds.name!r} has no measured runtimes (task {ds.task!r}); "
                                        "the transfer track needs two kernel-selection datasets.")
+        if self.source.kernels is not None and self.target.kernels is not None and not (
+                set(self.source.kernels["kernel"]) & set(self.target.kernels["kernel"])):
+            lib = {ds.name: (ds.info or {}).get("library") or "?" for ds in (self.source, self.target)}
+            raise KbenchInputError(
+                f"transfer: {self.source.name!r} ({lib[self.source.name]}) and {self.target.name!r} "
+                f"({lib[self.target.name]}) share no kernel, so no choice on one can be run on the other; "
+                "name two devices of one library (e.g. mi100 -> mi210, h100 -> h200).")
         self._order = draw_shot_order(self.target.split(self.split)["train"], self.seed)
         if self.k > len(self._order):
             raise KbenchInputError(f"transfer: k={self.k} but {self.target.name!r} has only "

@@ -55,6 +55,12 @@ def test_k_outside_the_budgets_is_an_input_error(mi100, mi300x):
         Transfer(mi300x, mi300x, k=0)
 
 
+def test_a_pair_across_libraries_is_refused(mi100):
+    """h100's cuDNN plans and mi100's MIOpen solvers share no kernel: no choice transfers."""
+    with pytest.raises(KbenchInputError, match=r"'h100' \(cuDNN .*\) and 'mi100' \(MIOpen\) share no kernel"):
+        Transfer(kbench.load("h100"), mi100, k=0)
+
+
 def test_the_target_inputs_hold_the_times_of_the_k_shots_only(mi100, mi300x):
     task = Transfer(mi100, mi300x, k=1000, seed=0)
     seen = task.target_inputs()
