@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from kbench.errors import KbenchInputError
 from kbench.evaluate import Evaluator
 from kbench.leaderboard.store import record_json
 from kbench.records import EvaluationResult, aggregate_seeds
@@ -66,8 +68,13 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
     ds = load(dataset)
+    results = sorted(Path(root, ds.name).glob("*/*/result.json"))
+    unknown = sorted(set(methods or ()) - {r.parent.name for r in results})
+    if unknown:
+        raise KbenchInputError(f"--methods: no {ds.name} entry named {', '.join(unknown)} under {root}; "
+                               f"its entries are {', '.join(sorted({r.parent.name for r in results}))}.")
     done, evaluators = 0, {}
-    for result in sorted(Path(root, dataset).glob("*/*/result.json")):
+    for result in results:
         old = EvaluationResult.model_validate_json(result.read_text())
         if old.dataset.checksum == ds.checksum or (methods and old.method not in methods):
             continue
@@ -202,12 +209,20 @@ def main() -> None:
                     help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
     ap.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
     args = ap.parse_args()
+    try:
+        raise SystemExit(_run(args))
+    except KbenchInputError as exc:  # bad input: one message, exit 2, no traceback
+        print(f"rescore_entries: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _run(args) -> int:
     if args.relabel:
-        raise SystemExit(relabel(Path(args.leaderboard), args.relabel, args.methods))
+        return relabel(Path(args.leaderboard), args.relabel, args.methods)
     if args.lean:
-        raise SystemExit(lean([Path(args.leaderboard)] + [Path(r) for r in args.extra_root]))
+        return lean([Path(args.leaderboard)] + [Path(r) for r in args.extra_root])
     if args.check:
-        raise SystemExit(check([Path(args.leaderboard)] + [Path(r) for r in args.extra_root], args.dump))
+        return check([Path(args.leaderboard)] + [Path(r) for r in args.extra_root], args.dump)
     for ds in args.datasets:
         for entry in sorted(Path(args.leaderboard, ds).glob("*/*")):
             if (entry / "result.json").exists():
@@ -215,6 +230,7 @@ def main() -> None:
                 o = new.metrics["overall"]
                 print(f"{entry}: reference {new.reference}, speed-up {o.get('speedup_geomean')}, "
                       f"LoP@30 {o.get('lop_at_30'):.4f}")
+    return 0
 
 
 if __name__ == "__main__":

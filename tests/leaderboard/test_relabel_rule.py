@@ -37,3 +37,25 @@ def test_relabel_mark_must_name_a_valid_earlier_entry():
     same = json.loads((ROOT / "result.json").read_text())["dataset"]
     assert any("earlier version" in p for p in record_problems(_record(from_dataset=same)))
     assert any("keeps its first seed" in p for p in record_problems(_record(seeds_before=[3, 0, 1, 2, 4])))
+
+
+def test_relabel_script_refuses_unknown_names_without_writing(tmp_path):
+    """bench/rescore_entries.py --relabel: an unknown dataset or method is one message and exit 2, and the
+    entries are left as they are (a typo in --methods must not silently re-score nothing)."""
+    import shutil
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    board = tmp_path / "leaderboard"
+    shutil.copytree(root / "leaderboard" / "h100" / "networks" / "oracle", board / "h100" / "networks" / "oracle")
+    before = {p: p.read_bytes() for p in board.rglob("*") if p.is_file()}
+    script = str(root / "bench" / "rescore_entries.py")
+    for args, message in ((["--relabel", "nope"], "unknown dataset 'nope'"),
+                          (["--relabel", "h100", "--methods", "orcale"],
+                           "--methods: no h100 entry named orcale under")):
+        run = subprocess.run([sys.executable, script, *args, "--leaderboard", str(board)], capture_output=True,
+                             text=True, cwd=tmp_path)
+        assert run.returncode == 2, run.stderr
+        assert message in run.stderr and "Traceback" not in run.stderr
+        assert "its entries are oracle." in run.stderr or "nope" in args
+    assert {p: p.read_bytes() for p in board.rglob("*") if p.is_file()} == before
