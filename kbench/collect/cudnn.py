@@ -479,7 +479,13 @@ class CudnnCollector:
 
     def __init__(self, options: Options | None = None):
         import torch
-        import cudnn  # nvidia-cudnn-frontend
+        try:
+            import cudnn  # nvidia-cudnn-frontend
+        except ImportError as exc:
+            raise KbenchInputError(
+                f"timing cuDNN plans needs nvidia-cudnn-frontend and PyTorch with CUDA on an NVIDIA GPU ({exc}). "
+                "Make plans on this machine (--plan-only where the command has it) and time them on the GPU "
+                "machine: bash kbench/collect/run_on_device.sh (docs/collect_scale_out.md).") from None
         self.torch, self.cudnn = torch, cudnn
         self.opt = options or Options()
         if not torch.cuda.is_available():

@@ -103,8 +103,13 @@ def read_plan(out_dir: str | Path) -> dict:
         raise KbenchInputError(f"{path}: not found; make it first with 'kbench collect verify-labels "
                                f"--dataset NAME --out {out_dir} --plan-only'.")
     plan = read_json_object(path)
-    if plan.get("format") != PLAN_FORMAT or not isinstance(plan.get("problems"), list):
-        raise KbenchInputError(f"{path}: not a label-verification plan (format {PLAN_FORMAT}).")
+    problems = plan.get("problems")
+    if plan.get("format") != PLAN_FORMAT or not isinstance(problems, list) or "predictions" in plan or any(
+            not isinstance(item, dict) or "first" not in item for item in problems):
+        hint = (" It is a verify-on-gpu plan (it names a predictions file): time it with 'kbench verify-on-gpu "
+                f"--out {out_dir} --time-only'.") if "predictions" in plan else ""
+        raise KbenchInputError(f"{path}: not a label-verification plan (format {PLAN_FORMAT}, every problem "
+                               f"with its first times).{hint}")
     return plan
 
 

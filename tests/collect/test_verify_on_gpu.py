@@ -297,3 +297,43 @@ def test_gpu_re_timing_refuses_a_dataset_the_cudnn_collector_did_not_measure(com
     assert "dataset 'mi100' was not measured by 'kbench collect cudnn' (MIOpen)" in err
     assert "h100" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_each_timing_command_refuses_the_other_ones_plan(tmp_path, capsys):
+    """A verify-labels plan given to verify-on-gpu (or the reverse) is one message naming the right command,
+    not a KeyError half-way through."""
+    import kbench
+    from kbench.cli import main
+    from kbench.collect import verify_labels as VL
+    labels = tmp_path / "labels"
+    VL.write_plan(VL.make_plan(kbench.load("h200"), limit=2), labels)
+    assert main(["verify-on-gpu", "--out", str(labels), "--score-only"]) == 2
+    assert "It is a label-verification plan: time it with 'kbench collect verify-labels" in capsys.readouterr().err
+    ds = kbench.load("h100")
+    test = ds.split("random")["test"]
+    h = ds.heuristics
+    h = h[(h["heuristic"] == "cudnn_mode_a") & h["problem_id"].isin(test)].sort_values(["problem_id", "rank"])
+    h.groupby("problem_id")["kernel"].agg(";".join).rename("ranking").reset_index().to_csv(
+        tmp_path / "p.csv", index=False)
+    gpu = tmp_path / "gpu"
+    assert main(["verify-on-gpu", str(tmp_path / "p.csv"), "--dataset", "h100", "--out", str(gpu),
+                 "--plan-only"]) == 0
+    with pytest.raises(KbenchInputError, match=r"not a label-verification plan.*It is a verify-on-gpu plan"):
+        VL.read_plan(gpu)
+
+
+def test_the_collector_without_cudnn_frontend_says_where_to_run(monkeypatch):
+    """Without nvidia-cudnn-frontend (CI, a laptop) the GPU timing step is an input error that says how to
+    split the work, not an internal error."""
+    import builtins
+    from kbench.collect.cudnn import CudnnCollector
+    real_import = builtins.__import__
+
+    def no_cudnn(name, *args, **kwargs):
+        if name == "cudnn":
+            raise ModuleNotFoundError("No module named 'cudnn'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_cudnn)
+    with pytest.raises(KbenchInputError, match=r"needs nvidia-cudnn-frontend .*run_on_device.sh"):
+        CudnnCollector()
