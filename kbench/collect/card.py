@@ -241,6 +241,35 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
     return "(no issue-16 validation files found)"
 
 
+#: the transfer track's largest k-shot budget (``kbench.transfer_task.K_BUDGETS``, a higher layer: a test keeps
+#: the two equal): a train part smaller than this cannot give a transfer task that many target problems
+LARGEST_SHOT_BUDGET = 1000
+
+
+def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) -> str:
+    """How many plans are a training label in each split, and which train parts are under the transfer
+    track's largest k-shot budget."""
+    n_plans = runtimes["kernel"].nunique()
+    fastest = runtimes.loc[runtimes.groupby("problem_id")["time_ms"].idxmin(), ["problem_id", "kernel"]]
+    labels, small = [], []
+    for split in [c for c in splits.columns if c != "problem_id"]:
+        train = splits.loc[splits[split] == "train", "problem_id"]
+        winners = fastest.loc[fastest["problem_id"].isin(train), "kernel"].nunique()
+        labels.append(f"`{split}` {winners:,} (over {len(train):,} problems)")
+        if len(train) < LARGEST_SHOT_BUDGET:
+            small.append(f"`{split}` ({len(train):,})")
+    text = (f"Plans that are the fastest on a train problem, of the {n_plans:,} measured: " + ", ".join(labels)
+            + ". A classifier over plans never sees the others as a label; models that score (problem, plan) "
+            "rows share what they learn across plans.")
+    if small:
+        parts = "part of" if len(small) == 1 else "parts of"
+        verb = "is" if len(small) == 1 else "are"
+        text += (f"\n\n**Small parts.** The train {parts} {' and '.join(small)} {verb} under the transfer track's "
+                 f"largest k-shot budget ({LARGEST_SHOT_BUDGET:,}), so that budget is refused with {name} as the "
+                 "target.")
+    return text
+
+
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
     """The card's release status: a draft until ``target`` problem-directions are measured."""
     if n_measured >= target:
@@ -493,6 +522,8 @@ PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN
 
 `random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network layers
 (batch size ignored), as in the AMD datasets. Sizes: {json.dumps({c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'})}.
+
+{small_parts_line(tables['splits'], tables['runtimes'], name)}
 """]
     if align is not None:
         sections.append(alignment_section(name, tables["runtimes"], *align))

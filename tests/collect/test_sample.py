@@ -169,3 +169,19 @@ def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):
     assert main(["collect", "compare", str(raw_sample), str(raw2), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "same fastest plan: 2 of 2 (100.0%)" in out and "noise ceiling (run a's winner under run b): geomean 1.0000" in out
+
+
+def test_small_parts_line_hand_worked():
+    """3 problems, 3 plans: p1 and p2 are train in split `a` (fastest x and y), p3 is test. Two plans are a
+    training label; the train part (2) is under the largest k-shot budget, which the transfer track uses."""
+    import pandas as pd
+    from kbench.collect.card import LARGEST_SHOT_BUDGET, small_parts_line
+    from kbench.transfer_task import K_BUDGETS
+    assert LARGEST_SHOT_BUDGET == max(K_BUDGETS)
+    rt = pd.DataFrame({"problem_id": ["p1", "p1", "p2", "p2", "p3"], "kernel": ["x", "y", "x", "y", "z"],
+                       "time_ms": [1.0, 2.0, 3.0, 0.5, 1.0]})
+    splits = pd.DataFrame({"problem_id": ["p1", "p2", "p3"], "a": ["train", "train", "test"]})
+    text = small_parts_line(splits, rt, "toy")
+    assert text.startswith("Plans that are the fastest on a train problem, of the 3 measured: `a` 2 (over 2 problems).")
+    assert text.endswith("**Small parts.** The train part of `a` (2) is under the transfer track's largest k-shot "
+                         "budget (1,000), so that budget is refused with toy as the target.")
