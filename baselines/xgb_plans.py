@@ -335,7 +335,6 @@ class XGBoostRerankModeA(XGBoostPlans):
     DEFAULTS = {**XGBoostPlans.DEFAULTS, "candidates": "mode_a_top_k", "top_k": 16}
 
 
-
 class XGBoostPlansSafe(XGBoostPlans):
     name = "xgboost-plans-safe"
     description = ("xgboost-plans (2,500 rounds) with a safe decision rule: keeps cuDNN mode A's first plan unless "

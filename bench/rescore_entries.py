@@ -80,7 +80,7 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
             continue
         key = (old.split, old.part)
         if key not in evaluators:
-            evaluators[key] = Evaluator(dataset, split=old.split, part=old.part)
+            evaluators[key] = Evaluator(ds, split=old.split, part=old.part)
         frame, _ = read_predictions(result.parent / "preds.csv.gz")
         new = evaluators[key](frame, method=old.method, allow_partial=old.counts.coverage < 1)
         seed0 = old.seeds.seeds[0] if old.seeds else 0

@@ -207,16 +207,19 @@ def cmd_verify_labels(args) -> int:
     from kbench.errors import KbenchInputError
     _check_positive(args.limit, "--limit")
     _check_positive(args.time_budget, "--time-budget")
-    if not args.time_only:
+    if args.time_only:
+        plan = VL.read_plan(args.out)
+    else:
         if args.dataset is None:
             raise KbenchInputError("--dataset is needed to make a plan (or give --time-only to time OUT/plan.json)")
-        path = VL.write_plan(VL.make_plan(args.dataset, seed=args.seed, limit=args.limit), args.out)
-        print(f"verify-labels: plan of {len(VL.read_plan(args.out)['problems']):,} problems -> {path}")
+        plan = VL.make_plan(args.dataset, seed=args.seed, limit=args.limit)
+        path = VL.write_plan(plan, args.out)
+        print(f"verify-labels: plan of {len(plan['problems']):,} problems -> {path}")
         if args.plan_only:
             return 0
     from kbench.collect.cudnn import FatalCudaError
     try:
-        print(json.dumps(VL.run_labels(VL.read_plan(args.out), args.out, time_budget_s=args.time_budget)))
+        print(json.dumps(VL.run_labels(plan, args.out, time_budget_s=args.time_budget)))
     except FatalCudaError as exc:  # the CUDA context is gone: exit 3 so that the caller restarts and resumes
         print(f"verify-labels: {exc}")
         return 3

@@ -249,12 +249,13 @@ LARGEST_SHOT_BUDGET = 1000
 def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) -> str:
     """How many plans are a training label in each split, and which train parts are under the transfer
     track's largest k-shot budget."""
+    from kbench import repeatability as R
     n_plans = runtimes["kernel"].nunique()
-    fastest = runtimes.loc[runtimes.groupby("problem_id")["time_ms"].idxmin(), ["problem_id", "kernel"]]
+    fastest = R.winners(runtimes, "time_ms")
     labels, small = [], []
     for split in [c for c in splits.columns if c != "problem_id"]:
         train = splits.loc[splits[split] == "train", "problem_id"]
-        winners = fastest.loc[fastest["problem_id"].isin(train), "kernel"].nunique()
+        winners = fastest[fastest.index.isin(train)].nunique()
         labels.append(f"`{split}` {winners:,} (over {len(train):,} problems)")
         if len(train) < LARGEST_SHOT_BUDGET:
             small.append(f"`{split}` ({len(train):,})")
@@ -292,7 +293,8 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
     pairs_a, pairs_b = set(zip(a["problem_id"], a["kernel"])), set(zip(b["problem_id"], b["kernel"]))
     best = lambda t: t.sort_values(["problem_id", "time_ms", "kernel"]).drop_duplicates("problem_id").set_index(  # noqa: E731
         "problem_id")
-    ba, bb = best(a), best(b).reindex(best(a).index)
+    ba = best(a)
+    bb = best(b).reindex(ba.index)
     ratio = (ba["time_ms"] / bb["time_ms"]).to_numpy(dtype=float)  # here / other
     q = np.quantile(ratio, [0.1, 0.5, 0.9])
     return (f"## Alignment with {other_name}\n\n"

@@ -25,7 +25,7 @@ PLAN_FIELDS = ("first_ms", "verify_ms", "verify2_ms", "verified", "verified_ms")
 def _lines(path: Path):
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
-        for n, line in enumerate(fh, start=1):
+        for line in fh:
             try:
                 yield json.loads(line)
             except json.JSONDecodeError:  # a line cut by a kill: that problem was not finished

@@ -102,14 +102,11 @@ def read_plan(out_dir: str | Path) -> dict:
     if not path.exists():
         raise KbenchInputError(f"{path}: not found; make it first with 'kbench collect verify-labels "
                                f"--dataset NAME --out {out_dir} --plan-only'.")
+    from kbench.collect.verify_plan import require_plan_kind
     plan = read_json_object(path)
-    problems = plan.get("problems")
-    if plan.get("format") != PLAN_FORMAT or not isinstance(problems, list) or "predictions" in plan or any(
-            not isinstance(item, dict) or "first" not in item for item in problems):
-        hint = (" It is a verify-on-gpu plan (it names a predictions file): time it with 'kbench verify-on-gpu "
-                f"--out {out_dir} --time-only'.") if "predictions" in plan else ""
-        raise KbenchInputError(f"{path}: not a label-verification plan (format {PLAN_FORMAT}, every problem "
-                               f"with its first times).{hint}")
+    require_plan_kind(plan, "first", path)
+    if plan.get("format") != PLAN_FORMAT:
+        raise KbenchInputError(f"{path}: plan format {plan.get('format')!r}; this kbench reads format {PLAN_FORMAT}.")
     return plan
 
 

@@ -118,13 +118,9 @@ def run(args) -> int:
         if not plan_path.exists():
             raise KbenchInputError(f"{plan_path}: no run plan; write one first with "
                                    f"'kbench verify-on-gpu PREDS --out {out} --plan-only'")
+        from kbench.collect.verify_plan import require_plan_kind
         plan = read_json_object(plan_path)
-        items = plan.get("problems")
-        if not isinstance(items, list) or any(not isinstance(i, dict) or "roles" not in i for i in items):
-            hint = (" It is a label-verification plan: time it with 'kbench collect verify-labels --out "
-                    f"{out} --time-only'.") if isinstance(items, list) and items and "first" in items[0] else ""
-            raise KbenchInputError(f"{plan_path}: not a verify-on-gpu run plan (every problem names the plans of "
-                                   f"its roles: choice, mode A, oracle).{hint}")
+        require_plan_kind(plan, "roles", plan_path)
     else:
         if not args.predictions:
             raise KbenchInputError("verify-on-gpu: give the predictions file (or --time-only / --score-only "

@@ -19,6 +19,7 @@ problem id (:func:`problem_rng`), never on the other problems in the run.
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -47,6 +48,24 @@ def require_cudnn_collected(dataset, command: str) -> None:
         raise KbenchInputError(f"{command}: dataset {dataset.name!r} was not measured by '{CUDNN_COLLECTOR}' "
                                f"({library}); it re-times cuDNN plans on an NVIDIA GPU, so it takes a dataset "
                                f"that collector measured: {', '.join(ok)}.")
+
+
+#: each GPU re-timing command's run plan, by what every one of its problems holds: (what it is, command)
+PLAN_KINDS = {"roles": ("verify-on-gpu plan", "kbench verify-on-gpu"),
+              "first": ("label-verification plan", "kbench collect verify-labels")}
+
+
+def require_plan_kind(plan: dict, field: str, path) -> None:
+    """Refuse a run plan whose problems lack ``field`` (a :data:`PLAN_KINDS` key), naming the command
+    whose plan it is when it is the other command's."""
+    items = plan.get("problems")
+    ok = isinstance(items, list) and all(isinstance(i, dict) for i in items)
+    if ok and all(field in i for i in items):
+        return
+    other = next((f for f in PLAN_KINDS if f != field and ok and items and all(f in i for i in items)), None)
+    hint = (f" It is a {PLAN_KINDS[other][0]}: time it with '{PLAN_KINDS[other][1]} --out {Path(path).parent} "
+            "--time-only'." if other else "")
+    raise KbenchInputError(f"{path}: not a {PLAN_KINDS[field][0]} (every problem with its '{field}').{hint}")
 
 
 def problem_rng(seed: int, problem_id: str) -> np.random.Generator:
