@@ -279,6 +279,11 @@ def verification_problems(path: Path, record, dataset: str, split: str, method: 
         out.append(f"verification.json method {v.method!r} is not the folder's {method!r}")
     if v.dataset.checksum != record.dataset.checksum:
         out.append("verification.json was made on another version of the dataset than result.json")
+    # a re-run entry gets new predictions: the old re-timing then measured choices the entry no longer makes
+    mine, timed = record.predictions.sha256, v.predictions.sha256
+    if mine and timed and mine != timed:
+        out.append(f"verification.json re-timed other predictions (sha256 {timed[:12]}…) than result.json's "
+                   f"({mine[:12]}…): run kbench verify-on-gpu on this entry's preds.csv.gz again, or remove it")
     return out
 
 

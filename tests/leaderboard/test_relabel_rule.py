@@ -1,7 +1,8 @@
 """Rule 7 (corrected labels): an entry re-scored from its stored seed-0 predictions keeps one seed.
 
-Uses the committed h100 entries: xgboost-plans was re-scored on h100 1.1.0 with
-``bench/rescore_entries.py --relabel h100``.
+Uses a real relabelled record: the h100 random xgboost-plans entry as
+``bench/rescore_entries.py --relabel h100`` wrote it when h100 1.1.0 came out (session 6), kept in
+``data/relabelled-result.json`` after the entry itself was re-run with 5 seeds (session 8).
 """
 import json
 from pathlib import Path
@@ -9,11 +10,11 @@ from pathlib import Path
 from kbench.leaderboard.schema import record_problems
 from kbench.records import EvaluationResult
 
-ROOT = Path(__file__).resolve().parents[2] / "leaderboard" / "h100" / "random" / "xgboost-plans"
+RECORD = Path(__file__).resolve().parent / "data" / "relabelled-result.json"
 
 
 def _record(**relabel_changes):
-    rec = EvaluationResult.model_validate_json((ROOT / "result.json").read_text())
+    rec = EvaluationResult.model_validate_json(RECORD.read_text())
     if relabel_changes:
         rec.extra = {**rec.extra, "relabel": {**rec.extra["relabel"], **relabel_changes}}
     return rec
@@ -34,7 +35,7 @@ def test_one_seed_without_the_relabel_mark_breaks_the_seed_rule():
 
 def test_relabel_mark_must_name_a_valid_earlier_entry():
     assert any("seeds_before" in p for p in record_problems(_record(seeds_before=[0])))
-    same = json.loads((ROOT / "result.json").read_text())["dataset"]
+    same = json.loads(RECORD.read_text())["dataset"]
     assert any("earlier version" in p for p in record_problems(_record(from_dataset=same)))
     assert any("keeps its first seed" in p for p in record_problems(_record(seeds_before=[3, 0, 1, 2, 4])))
 
