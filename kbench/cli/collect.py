@@ -42,6 +42,9 @@ def register_cli(subparsers) -> None:
                         "pending ones, split across all shards)")
     c.add_argument("--batch-size", type=int, default=10, help="problem-directions per saved batch")
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
+    c.add_argument("--no-notes-cache", action="store_true",
+                   help="probe the numerical notes on every problem instead of taking them from what earlier "
+                        "probes said of the same engine (kbench.collect.notes_cache)")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
@@ -146,8 +149,9 @@ def cmd_cudnn(args) -> int:
     directions = C.parse_list(args.directions, C.DIRECTIONS, "directions")
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
-    opts = C.Options(notes=not args.no_notes, torch_choice=not args.no_torch_choice,
-                     precise=not args.no_precise, verify=args.verify, seed=args.seed)
+    opts = C.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
+                     torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
+                     seed=args.seed)
     if args.verify_band is not None:
         if not 0 <= args.verify_band < 1:
             from kbench.errors import KbenchInputError

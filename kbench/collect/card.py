@@ -271,6 +271,25 @@ def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) ->
     return text
 
 
+def notes_line(problems: pd.DataFrame, plans: pd.DataFrame) -> str:
+    """Whether the numerical notes are a function of the engine in this data, and how they were read
+    (filter probes, or the notes cache of kbench.collect.notes_cache)."""
+    from kbench.collect.notes_cache import notes_table
+    t = notes_table(problems, plans)
+    line = (f"* Numerical notes per (direction, dtype, layout, engine): {len(t):,} keys over "
+            f"{int(t['records'].sum()):,} plan records whose notes were read, "
+            f"{int((t['note_sets'] > 1).sum())} with more than one note set.")
+    source = problems["notes_source"].fillna("") if "notes_source" in problems else pd.Series("", index=problems.index)
+    if not source.isin(["cache", "check"]).any():
+        return line + " Every problem's notes were read by the filter probes."
+    probed = int(source.isin(["probe", "check"]).sum())
+    differ = int(pd.to_numeric(problems["notes_cache_diff"], errors="coerce").fillna(0).sum())
+    return (line + f" Notes read by the filter probes in {probed:,} problem-directions "
+            f"({int((source == 'check').sum()):,} of them checks of the notes cache), taken from the cache "
+            f"(`kbench.collect.notes_cache`) in {int((source == 'cache').sum()):,}; plans whose checked notes "
+            f"differed from the cache's: {differ}.")
+
+
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
     """The card's release status: a draft until ``target`` problem-directions are measured."""
     if n_measured >= target:
@@ -490,6 +509,7 @@ the work.
 
 * FP16, BF16: every plan that computes the right answer, except plans with cuDNN's
   REDUCED_PRECISION_REDUCTION note ({n_rpr} of the {n_noted} plan records whose notes were read carry it).
+{notes_line(problems, plans)}
 * FP32 (default variant): full-FP32 plans only (`precision = fp32`, no tensor-core or down-convert
   note). TF32 / down-converting plans are the opt-in `tf32` variant
   (`kbench collect package --variant tf32`). Of {len(fp32)} FP32 plan runs, {int((fp32['precision'] == 'fp32').sum())} are `fp32` and

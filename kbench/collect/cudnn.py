@@ -11,7 +11,10 @@ collector
    engine configurations, named like ``eng67_k2=5_k13=0``);
 2. finds each plan's numerical notes (tensor cores, down-converted inputs,
    reduced-precision reduction, FFT, Winograd, non-determinism) with the
-   frontend's note filters, and its behaviour notes;
+   frontend's note filters, or from what those filters said of the same engine
+   before (:mod:`kbench.collect.notes_cache`, checked by a probe every
+   :data:`~kbench.collect.notes_cache.CHECK_EVERY`-th problem; ``--no-notes-cache``
+   probes every problem), and its behaviour notes;
 3. builds every plan, runs it once on random data (never zeros) into an output
    poisoned with NaN, and compares it with PyTorch's convolution computed in
    float64 from the same inputs: ``rel_err = |out - ref|_2 / |ref|_2``. A plan
@@ -462,6 +465,7 @@ class Options:
     verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
     verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
     verify_max_passes: int = 3
+    notes_cache: bool = True  # numerical notes from kbench.collect.notes_cache where every plan's engine is known
     seed: int = 0
 
 
@@ -499,6 +503,8 @@ class CudnnCollector:
         self.gen.manual_seed(self.opt.seed)
         self.workspace = torch.empty(1, dtype=torch.uint8, device="cuda")
         self.notes_reliable = None  # decided on the first problem (see _note_probe_check)
+        from kbench.collect.notes_cache import NotesCache
+        self.notes_cache = NotesCache() if self.opt.notes and self.opt.notes_cache else None
         cd = cudnn.data_type
         self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
         self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
@@ -770,13 +776,7 @@ class CudnnCollector:
         rec["t_heur_s"] = time.perf_counter() - t_phase
         t_phase = time.perf_counter()
         # 2. notes
-        flags, notes_err = None, ""
-        if self.opt.notes and self.notes_reliable is not False:
-            try:
-                flags = self._note_flags(p, x, w, y, names, all_modes)
-            except Exception as exc:  # noqa: BLE001
-                notes_err = _err(exc)
-        rec["notes_error"] = notes_err
+        flags = self._numeric_notes(p, rec, x, w, y, names, all_modes)
         rec["t_notes_s"] = time.perf_counter() - t_phase
         t_build = time.perf_counter()
         plans = [self._plan_state(g, i, name, flags, ranks) for i, name in enumerate(names)]
@@ -823,6 +823,32 @@ class CudnnCollector:
             rec.update(status="no_plans", error=err or "cuDNN proposed no plan")
             return None, None, []
         return g, pack, names
+
+    def _numeric_notes(self, p, rec, x, w, y, names, all_modes) -> dict[str, set] | None:
+        """{plan name: numerical notes}: from the notes cache when it knows every plan's engine, else (and
+        on the cache's periodic checks) from the filter probes, which the cache then learns. Into ``rec``:
+        ``notes_error``, ``notes_source`` (probe, cache, check or '') and ``notes_cache_diff`` (plans
+        whose probed notes differ from the cache's, on a check)."""
+        rec.update(notes_error="", notes_source="", notes_cache_diff=None)
+        if not self.opt.notes or self.notes_reliable is False:
+            return None
+        cache = getattr(self, "notes_cache", None)
+        cached, check = cache.lookup(p, names) if cache is not None else (None, False)
+        # the first problem of a process is probed all the same: it decides notes_reliable for this process
+        if cached is not None and not check and self.notes_reliable:
+            rec["notes_source"] = "cache"
+            return cached
+        try:
+            flags = self._note_flags(p, x, w, y, names, all_modes)
+        except Exception as exc:  # noqa: BLE001
+            rec["notes_error"] = _err(exc)
+            return None
+        rec["notes_source"] = "check" if cached is not None else "probe"
+        if cache is not None:
+            differ = cache.learn(p, flags)
+            if cached is not None:
+                rec["notes_cache_diff"] = differ
+        return flags
 
     def _plan_state(self, g, i, name, flags, ranks) -> PlanState:
         """Plan ``i``'s record (engine, knobs, notes, ranks in cuDNN's lists), after building it."""
@@ -1156,18 +1182,20 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_
         summary["notes"] = notes
     if not len(pending):
         return summary
+    seen = [root] if shard is None else [root, out_dir]  # earlier records: they seed the notes cache
     fatal = _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
-                             make_collector)
+                             make_collector, seen)
     if fatal:
         summary["fatal"] = fatal
     return summary
 
 
 def _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
-                     make_collector) -> str | None:
+                     make_collector, seen=()) -> str | None:
     """Measure the pending problems in order until done, stopped by a signal, out of time or a fatal
     CUDA error; every record saved, the environment written at start and end, ``summary``'s counts
-    and rate updated. Returns the fatal error's text (None when there was none)."""
+    and rate updated. ``seen``: raw folders whose records seed the collector's notes cache. Returns the
+    fatal error's text (None when there was none)."""
     stop = {"flag": False}
 
     def _stop(signum, frame):  # finish the current problem, save, exit
@@ -1175,6 +1203,7 @@ def _measure_pending(pending, writer, summary, time_budget_s, options, progress,
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     col = make_collector(options)
+    summary["notes_cache_keys"] = seed_notes_cache(getattr(col, "notes_cache", None), seen)
     col.warm_up()
     writer.write_env("start", {**col.env(), **launch_info, **({"shard": str(shard)} if shard is not None else {})})
     t_start = time.monotonic()
@@ -1215,6 +1244,21 @@ def _measure_pending(pending, writer, summary, time_budget_s, options, progress,
         writer.write_env("end", {**end_env, "measured": summary["measured"],
                                  "elapsed_s": elapsed, "fatal": fatal})
     return fatal
+
+
+def seed_notes_cache(cache, folders) -> int | None:
+    """Teach ``cache`` (a NotesCache, or None) the notes recorded in the raw ``folders``; the keys it knows."""
+    if cache is None:
+        return None
+    from kbench.collect.writer import load_records
+    for folder in folders:
+        if not Path(folder).is_dir():
+            continue
+        problems = load_records(folder, "problems", ["key", "direction", "dtype", "layout"])
+        plans = load_records(folder, "plans", ["key", "plan", "numeric_notes"])
+        if len(problems) and len(plans) and "numeric_notes" in plans:
+            cache.seed(problems, plans)
+    return len(cache.known)
 
 
 def _py(v):
