@@ -383,9 +383,16 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
               .astype(int).reset_index())
     kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
     pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
-    t_tab = pd.DataFrame({"": ["per problem-direction, s", "building plans, s", "checking + timing, s"],
-                          "median": [ok["t_total_s"].median(), ok["t_build_s"].median(), ok["t_time_s"].median()],
-                          "mean": [ok["t_total_s"].mean(), ok["t_build_s"].mean(), ok["t_time_s"].mean()]})
+    # every phase the collector times (kbench.collect.cudnn._measure_plans), in its order
+    phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
+              ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
+              ("checking + coarse timing, s", "t_coarse_s"), ("PyTorch's choice, s", "t_torch_s"),
+              ("precise re-timing, s", "t_precise_s"), ("verification pass, s", "t_verify_s"),
+              ("checking + timing (all), s", "t_time_s")]
+    phases = [(label, col) for label, col in phases if col in ok]
+    t_tab = pd.DataFrame({"": [label for label, _ in phases],
+                          "median": [ok[col].median() for _, col in phases],
+                          "mean": [ok[col].mean() for _, col in phases]})
     sections = [f"""# {name}: cuDNN engine configurations on an {first['gpu']}
 
 Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each

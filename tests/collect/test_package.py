@@ -89,6 +89,14 @@ def test_package_writes_a_loadable_dataset(tmp_path):
     assert "cuDNN's heuristic against the fastest plan" in text and "| cudnn_mode_a |" in text
     # the small recorded sample is far below the first version's size: its card is a draft
     assert "**Draft**" in text and "Version 1" not in text
+    # the phase table: each phase the sample recorded, its median and mean over the ok problems; the
+    # sample predates the per-phase times of notes, coarse timing etc., so those rows are left out
+    from kbench.collect.writer import load_records
+    ok = load_records(RAW_SAMPLE, "problems").query("status == 'ok'")
+    assert "t_notes_s" not in ok and "numerical notes, s" not in text
+    for label, col in (("per problem-direction, s", "t_total_s"), ("building plans, s", "t_build_s"),
+                       ("checking + timing (all), s", "t_time_s")):
+        assert f"| {label} | {ok[col].median():.3f} | {ok[col].mean():.3f} |" in text
 
 
 def test_status_line_turns_from_draft_to_version_1_at_the_target():
