@@ -113,7 +113,7 @@ def main(argv=None) -> None:
                                       "max": int(max(len(x) for x in mats))},
            "fit_s": round(fit_s, 1), "fit_info": model.fit_info,
            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
-           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.processor()}}
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.processor() or platform.machine()}}
     preds = ROOT / "leaderboard" / "h100" / args.split / args.baseline / "preds.csv.gz"
     if preds.exists():
         saved = mean_saved_ms(ds, args.split, preds)

@@ -42,6 +42,16 @@ def rows() -> list[str]:
             b1 = inf[key]["batch1"]
             out.append(f"| Reformer CPU inference, one problem, 1 thread, {label} (p50 / p99) | "
                        f"{b1['p50_us']:.1f} / {b1['p99_us']:.1f} µs | {target} | {mach(d)} |")
+    for path in sorted(res.glob("selector_latency_*.json")):
+        d = json.loads(path.read_text())
+        m = d.get("machine", {})
+        where = ", ".join(filter(None, [f"{m.get('cpus')} cores", m.get("processor"), f"Python {m.get('python')}",
+                                        f"load average {d['loadavg_before'][0]:.1f}"]))
+        lat, save = d["latency_ms"], d["table_saving"]
+        out.append(f"| `{d['baseline']}` selector CPU latency, one {d['dataset']} problem, batch 1, 1 thread "
+                   f"(features + booster + ranking; p50 / p99); break-even: calls of the convolution whose mean "
+                   f"saving over cuDNN mode A ({save['mean_saved_ms'] * 1e3:.1f} µs, table) pay for one prediction "
+                   f"| {lat['p50']:.1f} / {lat['p99']:.1f} ms; {d['break_even_calls']:,.0f} calls | | {where} |")
     if (res / "default_run.json").exists():
         d = json.loads((res / "default_run.json").read_text())
         fits = ", ".join(f"{m} {v:.0f} s" for m, v in sorted(d["fit_s_per_seed"].items(), key=lambda kv: -(kv[1] or 0))
