@@ -832,7 +832,7 @@ class CudnnCollector:
         rec.update(notes_error="", notes_source="", notes_cache_diff=None)
         if not self.opt.notes or self.notes_reliable is False:
             return None
-        cache = getattr(self, "notes_cache", None)
+        cache = self.notes_cache
         cached, check = cache.lookup(p, names) if cache is not None else (None, False)
         # the first problem of a process is probed all the same: it decides notes_reliable for this process
         if cached is not None and not check and self.notes_reliable:

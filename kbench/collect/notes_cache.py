@@ -104,7 +104,7 @@ def notes_table(problems: pd.DataFrame, plans: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     df = read[["key", "plan", "numeric_notes"]].merge(
         problems[["key", "direction", "dtype", "layout"]].drop_duplicates("key"), on="key")
-    df["engine"] = df["plan"].str.extract(r"^eng(\d+)(?:_|$)", expand=False)
+    df["engine"] = df["plan"].str.extract(_ENGINE.pattern, expand=False)
     df = df[df["engine"].notna()].astype({"engine": int})
     # the same notes in another order are the same set (mapped once per distinct string, not per row)
     canonical = {v: ";".join(sorted(_notes_set(v))) for v in df["numeric_notes"].unique()}
