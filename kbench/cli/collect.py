@@ -45,6 +45,10 @@ def register_cli(subparsers) -> None:
     c.add_argument("--no-notes-cache", action="store_true",
                    help="probe the numerical notes on every problem instead of taking them from what earlier "
                         "probes said of the same engine (kbench.collect.notes_cache)")
+    c.add_argument("--kernel-cache", action="store_true",
+                   help="experimental: dynamic-shape graphs sharing cuDNN's kernel cache (fewer runtime "
+                        "compilations; kbench.collect.kernel_cache_check compares it with the default before "
+                        "a dataset may use it; recorded in env.jsonl)")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
@@ -151,7 +155,7 @@ def cmd_cudnn(args) -> int:
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
                      torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
-                     seed=args.seed)
+                     kernel_cache=args.kernel_cache, seed=args.seed)
     if args.verify_band is not None:
         if not 0 <= args.verify_band < 1:
             from kbench.errors import KbenchInputError

@@ -466,6 +466,11 @@ class Options:
     verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
     verify_max_passes: int = 3
     notes_cache: bool = True  # numerical notes from kbench.collect.notes_cache where every plan's engine is known
+    # cuDNN's kernel cache: every graph becomes a dynamic-shape graph sharing one cache, so a
+    # runtime-compiled kernel is compiled once per process instead of once per problem. Off: dynamic
+    # shapes may change the plans offered and the kernels run, which kbench.collect.kernel_cache_check
+    # measures on the GPU before any dataset may use it.
+    kernel_cache: bool = False
     seed: int = 0
 
 
@@ -505,6 +510,7 @@ class CudnnCollector:
         self.notes_reliable = None  # decided on the first problem (see _note_probe_check)
         from kbench.collect.notes_cache import NotesCache
         self.notes_cache = NotesCache() if self.opt.notes and self.opt.notes_cache else None
+        self.kernel_cache = cudnn.create_kernel_cache() if self.opt.kernel_cache else None
         cd = cudnn.data_type
         self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
         self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
@@ -571,8 +577,10 @@ class CudnnCollector:
     # -- graphs -----------------------------------------------------------------------
     def _graph(self, p, x, w, y):
         cudnn = self.cudnn
+        # kernel_cache also turns on dynamic shapes (the frontend's pygraph does both)
+        cache = {"kernel_cache": self.kernel_cache} if self.kernel_cache is not None else {}
         g = cudnn.pygraph(io_data_type=self.cdt[p["dtype"]], intermediate_data_type=cudnn.data_type.FLOAT,
-                          compute_data_type=cudnn.data_type.FLOAT, handle=self.handle)
+                          compute_data_type=cudnn.data_type.FLOAT, handle=self.handle, **cache)
         kw = dict(padding=[p["pad_h"], p["pad_w"]], stride=[p["stride_h"], p["stride_w"]],
                   dilation=[p["dil_h"], p["dil_w"]], compute_data_type=cudnn.data_type.FLOAT)
         d = p["direction"]
@@ -1205,7 +1213,8 @@ def _measure_pending(pending, writer, summary, time_budget_s, options, progress,
     col = make_collector(options)
     summary["notes_cache_keys"] = seed_notes_cache(getattr(col, "notes_cache", None), seen)
     col.warm_up()
-    writer.write_env("start", {**col.env(), **launch_info, **({"shard": str(shard)} if shard is not None else {})})
+    writer.write_env("start", {**col.env(), **launch_info, **({"shard": str(shard)} if shard is not None else {}),
+                               **({"kernel_cache": True} if getattr(options, "kernel_cache", False) else {})})
     t_start = time.monotonic()
     bar = None
     if progress:

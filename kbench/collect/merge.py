@@ -7,7 +7,8 @@ merge checks, and refuses with one message that lists every finding (exit 2):
 
 * **versions**: every input ran on the same GPU model, driver, cuDNN and cuDNN
   frontend (:data:`VERSION_FIELDS`, from each folder's ``env.jsonl``); the
-  message names the folder, the field and both values;
+  message names the folder, the field and both values; and all built their graphs
+  the same way (static, or ``--kernel-cache``'s dynamic-shape graphs);
 * **duplicates**: no problem-direction was measured in two inputs;
 * **writers**: no input is still being written by a collector (its lock);
 * **gaps** (refused unless ``--allow-gaps``): every shard ``0..N-1`` of a
@@ -41,7 +42,8 @@ import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
-from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, load_env, load_records, read_parts
+from kbench.collect.writer import (ENV, JOURNAL, PARTS, fsync_write, graph_modes, load_env, load_records,
+                                   read_parts)
 from kbench.errors import KbenchInputError
 
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
@@ -116,6 +118,14 @@ def version_findings(sources: list[Source]) -> list[str]:
             elif values[0] != ref[col][0]:
                 findings.append(f"{src.label}: {what} {values[0]!r} differs from {ref[col][0]!r} in "
                                 f"{ref[col][1]} ({col}).")
+        modes = graph_modes(starts)
+        if len(modes) > 1:
+            findings.append(f"{src.label}: runs with and without --kernel-cache inside one folder.")
+        elif modes and "graphs" not in ref:
+            ref["graphs"] = (modes.pop(), src.label)
+        elif modes and (mode := modes.pop()) != ref["graphs"][0]:
+            findings.append(f"{src.label}: graphs built {mode!r}, {ref['graphs'][1]} {ref['graphs'][0]!r} "
+                            "(--kernel-cache); measure a dataset one way.")
     return findings
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 
 from kbench.collect.cudnn import default_set
 from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
-from kbench.collect.writer import dedupe, load_env, load_records
+from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.errors import KbenchInputError
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
@@ -60,6 +60,9 @@ def load_raw(raws) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     gpus = set(env["gpu"].dropna()) if "gpu" in env else set()
     if len(gpus) > 1:
         raise KbenchInputError(f"raw folders mix GPUs ({', '.join(sorted(gpus))}); one dataset per GPU.")
+    if len(modes := graph_modes(env)) > 1:
+        raise KbenchInputError(f"{', '.join(map(str, raws))}: runs with and without --kernel-cache "
+                               f"({', '.join(sorted(modes))}); a dataset is measured one way (package them apart).")
     problems, plan_df = dedupe(problems, plan_df)
     return problems, plan_df, env
 

@@ -8,6 +8,8 @@
 #   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
 #   bash kbench/collect/run_on_device.sh verify   RUN_DIR  BUDGET_S [MARGIN_S]  # re-time RUN_DIR/plan.json's plans
 #   bash kbench/collect/run_on_device.sh labels   RUN_DIR  BUDGET_S [MARGIN_S]  # verification pass on shipped labels
+#   bash kbench/collect/run_on_device.sh shards2  PROBLEMS BUDGET_S [MARGIN_S]  # two-shard test fixture, GPU 0
+#   bash kbench/collect/run_on_device.sh kcache   PROBLEMS BUDGET_S [MARGIN_S]  # kernel cache off vs on, GPU 0
 #
 # verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
 # raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{plan.json,
@@ -106,6 +108,39 @@ if [ "$MODE" = labels ]; then
   rm -f "$VOUT/plan.json"   # it came with the call; only the timings go back
   gzip -f "$VOUT/raw.jsonl"
   ls -la "$VOUT"
+  exit 0
+fi
+
+if [ "$MODE" = shards2 ]; then
+  # The packaging tests' two-shard fixture: shards 0/2 and 1/2 of the corpus's first N_FIX
+  # problem-directions, run one after the other on GPU 0 into a fresh root (no base), packed into
+  # $OUT/two_shards.tgz (unpacked into tests/collect/fixtures/two_shards).
+  N_FIX=${N_FIX:-6}
+  for k in 0 1; do
+    L=$(left); [ $L -lt 30 ] && break
+    timeout -k 15 $((L - 10)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/fx \
+        --shard $k/2 --limit $N_FIX --time-budget $((L - MARGIN)) 2>&1 | tee -a $OUT/shards2.log | tail -4
+    echo "shard $k/2 rc=${PIPESTATUS[0]}"
+  done
+  tar czf $OUT/two_shards.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/fx .
+  exit 0
+fi
+
+if [ "$MODE" = kcache ]; then
+  # kbench.collect.kernel_cache_check: the corpus's first N_KC problem-directions without and with
+  # --kernel-cache (fresh roots, no base, half the budget each), then the comparison into
+  # $OUT/kernel_cache.json; both raw folders come back in $OUT/kcache_raw.tgz.
+  N_KC=${N_KC:-60}
+  HALF=$(( ($(left) - 20) / 2 ))
+  for mode in off on; do
+    flag=""; [ $mode = on ] && flag="--kernel-cache"
+    timeout -k 15 $((HALF - 5)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/kc/$mode \
+        --limit $N_KC --time-budget $((HALF - MARGIN)) $flag > $OUT/kcache_$mode.log 2>&1
+    echo "kernel cache $mode rc=$?"; tail -12 $OUT/kcache_$mode.log
+  done
+  python3 -m kbench.collect.kernel_cache_check /tmp/kc/off /tmp/kc/on > $OUT/kernel_cache.json
+  cat $OUT/kernel_cache.json | head -80
+  tar czf $OUT/kcache_raw.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/kc off on
   exit 0
 fi
 

@@ -98,21 +98,25 @@ def agreement(raw_a, raw_b) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def print_json(fn, *args) -> int:
+    """Print ``fn(*args)`` as JSON; a KbenchError becomes its one-line message and exit code."""
     from kbench.errors import KbenchError
-    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if len(argv) >= 2 and argv[0] == "throughput":
-            print(json.dumps(throughput(argv[1:]), indent=1))
-        elif len(argv) == 3 and argv[0] == "agreement":
-            print(json.dumps(agreement(argv[1], argv[2]), indent=1))
-        else:
-            print(__doc__.split("\n\n")[1], file=sys.stderr)
-            return 2
+        print(json.dumps(fn(*args), indent=1))
     except KbenchError as exc:
         print(f"kbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) >= 2 and argv[0] == "throughput":
+        return print_json(throughput, argv[1:])
+    if len(argv) == 3 and argv[0] == "agreement":
+        return print_json(agreement, argv[1], argv[2])
+    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -262,6 +262,17 @@ def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = Non
     return pd.concat(frames, ignore_index=True)
 
 
+def graph_modes(env: pd.DataFrame) -> set[str]:
+    """How the runs recorded in ``env`` built their graphs: 'static' (the default) or
+    'kernel-cache' (``--kernel-cache``: dynamic-shape graphs sharing cuDNN's kernel cache)."""
+    if not len(env):
+        return set()
+    starts = env[env["phase"] == "start"] if "phase" in env else env
+    cached = starts["kernel_cache"].fillna(False).astype(bool) if "kernel_cache" in starts else \
+        pd.Series(False, index=starts.index)
+    return set(cached.map({True: "kernel-cache", False: "static"}))
+
+
 def load_env(out_dir: str | Path) -> pd.DataFrame:
     path = Path(out_dir) / ENV
     if not path.exists():

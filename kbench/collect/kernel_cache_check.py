@@ -1,0 +1,102 @@
+"""May the collector use cuDNN's kernel cache? Compare a run with it against one without (no GPU needed).
+
+cuDNN compiles the kernels of its runtime-compiled engines (70, 78, 19, 16, 71 on the H100/H200)
+for every plan build, and those builds are the collector's largest phase after timing. The
+frontend's kernel cache re-uses a compiled kernel across graphs of the same topology, but only for
+dynamic-shape graphs, and a dynamic-shape graph may be offered other plans, or run other kernels,
+than the static graph a framework builds. So ``kbench collect cudnn --kernel-cache`` stays off until
+this check, on the GPU, shows that it changes nothing but the build time::
+
+    kbench collect cudnn --problems raw/h100/corpus.csv.gz --out KC/off --limit 60
+    kbench collect cudnn --problems raw/h100/corpus.csv.gz --out KC/on  --limit 60 --kernel-cache
+    python -m kbench.collect.kernel_cache_check KC/off KC/on > kernel_cache.json
+
+(``bash kbench/collect/run_on_device.sh kcache raw/h100/corpus.csv.gz BUDGET`` runs all three.)
+It compares, over the problem-directions measured in both folders:
+
+* **plan lists**: per heuristic mode (A, B, fallback), the problems whose ordered list of plan names
+  is the same, and those whose set is the same;
+* **time per phase** (mean seconds per problem-direction, from the problems' ``t_*_s`` columns) and
+  each run's problem-directions per minute (from its ``env.jsonl`` end record);
+* **timings**: the same (problem, plan) timed in both runs, against the single-run repeatability of
+  the same folders (:func:`kbench.collect.scaling.agreement`), and whether the fastest plan is the same.
+
+``usable`` is true when every mode's lists are the same for every problem and the timings agree
+within repeatability.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from kbench.collect.scaling import agreement, print_json, throughput
+from kbench.collect.writer import dedupe, load_records
+from kbench.errors import KbenchInputError
+
+MODES = {"a": "rank_a", "b": "rank_b", "fallback": "rank_fallback"}
+
+
+def plan_lists(plans: pd.DataFrame, column: str) -> pd.Series:
+    """Per problem-direction, the tuple of plan names in the order of ``column`` (plans absent: rank < 0)."""
+    listed = plans[pd.to_numeric(plans[column], errors="coerce").fillna(-1) >= 0]
+    listed = listed.sort_values(["key", column], kind="stable")
+    return listed.groupby("key")["plan"].agg(tuple)
+
+
+def compare_lists(off: pd.DataFrame, on: pd.DataFrame, keys) -> dict:
+    """For each mode: problems compared, same ordered list, same set, and up to 5 keys that differ."""
+    out = {}
+    for mode, column in MODES.items():
+        a = plan_lists(off, column).reindex(keys)
+        b = plan_lists(on, column).reindex(keys)
+        a = a.where(a.notna(), pd.Series([()] * len(keys), index=keys))
+        b = b.where(b.notna(), pd.Series([()] * len(keys), index=keys))
+        same = np.array([x == y for x, y in zip(a, b)], dtype=bool)
+        same_set = np.array([set(x) == set(y) for x, y in zip(a, b)], dtype=bool)
+        out[mode] = {"problems": int(len(keys)), "same_list": int(same.sum()), "same_set": int(same_set.sum()),
+                     "differ": [str(k) for k in np.asarray(keys)[~same][:5]]}
+    return out
+
+
+def phase_means(problems: pd.DataFrame, keys) -> dict:
+    cols = [c for c in problems.columns if c.startswith("t_") and c.endswith("_s")]
+    sel = problems.set_index("key").loc[list(keys), cols].apply(pd.to_numeric, errors="coerce")
+    return {c: float(sel[c].mean()) for c in cols}
+
+
+def compare(off, on) -> dict:
+    """The check of the module text, for the raw folders ``off`` (default run) and ``on`` (--kernel-cache)."""
+    runs = {}
+    for label, folder in (("off", off), ("on", on)):
+        problems, plans = dedupe(load_records(folder, "problems"), load_records(folder, "plans"))
+        if not len(problems) or "status" not in problems:
+            raise KbenchInputError(f"{folder}: no problem records; give a folder `kbench collect cudnn` wrote.")
+        runs[label] = (problems[problems["status"] == "ok"], plans)
+    keys = sorted(set(runs["off"][0]["key"]) & set(runs["on"][0]["key"]))
+    if not keys:
+        raise KbenchInputError(f"{off} and {on} share no measured problem-direction; run both on the same "
+                               "problems (the same --problems file and --limit).")
+    lists = compare_lists(runs["off"][1], runs["on"][1], keys)
+    timing = agreement(off, on)
+    phases = {label: phase_means(runs[label][0], keys) for label in runs}
+    out = {"problem_directions": len(keys), "plan_lists": lists, "phase_means_s": phases,
+           "per_minute": {label: throughput([folder])["per_minute"] for label, folder in (("off", off), ("on", on))},
+           "timing": timing}
+    same_lists = all(v["same_list"] == v["problems"] for v in lists.values())
+    out["usable"] = bool(same_lists and timing["within_repeatability"])
+    return out
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2:
+        print("usage: python -m kbench.collect.kernel_cache_check RAW_OFF RAW_ON", file=sys.stderr)
+        return 2
+    return print_json(compare, *argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
