@@ -106,8 +106,8 @@ register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
-    # 1.1.0: 3,229 problem-directions (1.0.0 had the first 1,024 of h100's corpus order)
-    version="1.1.0",
+    # 1.2.0: 5,589 problem-directions (1.1.0 had the first 3,229 of h100's corpus order, 1.0.0 1,024)
+    version="1.2.0",
 ))
 
 

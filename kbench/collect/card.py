@@ -333,6 +333,9 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     first = start.iloc[0]
     ok = problems[problems["status"] == "ok"]
     n_pd = len(problems)
+    # an aligned dataset is collected from its partner's corpus file, so both follow one order
+    corpus = (f"`raw/{align[0]}/corpus.csv.gz` (shared with {align[0]}: one order for both)" if align is not None
+              else f"`raw/{name}/corpus.csv.gz`")
     gaps = heuristic_gaps(tables)
     nz = noise(plans)
     runs = []
@@ -440,7 +443,7 @@ max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum
 
 {_table(kinds)}
 
-Corpus: `raw/{name}/corpus.csv.gz` from `kbench collect corpus` (MITuna network layers at their batch
+Corpus: {corpus} from `kbench collect corpus` (MITuna network layers at their batch
 sizes, torchvision layers at batch 1/16/64/256, random geometries), in a seeded order in which the
 three kinds take turns; the collector measures it from the top and resumes where it stopped.
 
