@@ -50,13 +50,11 @@ def compare_lists(off: pd.DataFrame, on: pd.DataFrame, keys) -> dict:
     """For each mode: problems compared, same ordered list, same set, and up to 5 keys that differ."""
     out = {}
     for mode, column in MODES.items():
-        a = plan_lists(off, column).reindex(keys)
-        b = plan_lists(on, column).reindex(keys)
-        a = a.where(a.notna(), pd.Series([()] * len(keys), index=keys))
-        b = b.where(b.notna(), pd.Series([()] * len(keys), index=keys))
-        same = np.array([x == y for x, y in zip(a, b)], dtype=bool)
-        same_set = np.array([set(x) == set(y) for x, y in zip(a, b)], dtype=bool)
-        out[mode] = {"problems": int(len(keys)), "same_list": int(same.sum()), "same_set": int(same_set.sum()),
+        a, b = plan_lists(off, column), plan_lists(on, column)
+        pairs = [(a.get(k, ()), b.get(k, ())) for k in keys]  # a problem without the mode's list: ()
+        same = np.array([x == y for x, y in pairs], dtype=bool)
+        same_set = np.array([set(x) == set(y) for x, y in pairs], dtype=bool)
+        out[mode] = {"problems": len(keys), "same_list": int(same.sum()), "same_set": int(same_set.sum()),
                      "differ": [str(k) for k in np.asarray(keys)[~same][:5]]}
     return out
 

@@ -42,12 +42,13 @@ import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
-from kbench.collect.writer import (ENV, JOURNAL, PARTS, fsync_write, graph_modes, load_env, load_records,
+from kbench.collect.writer import (ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records,
                                    read_parts)
 from kbench.errors import KbenchInputError
 
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
-                  "cudnn_frontend": "cuDNN frontend"}
+                  "cudnn_frontend": "cuDNN frontend",
+                  "graphs": "graph building (static, or --kernel-cache)"}  # derived: writer.graph_mode
 EXAMPLES = 3  # findings of one kind named in full; the rest counted
 CHUNK = 1000  # problem-directions per output file pair
 
@@ -103,6 +104,7 @@ def version_findings(sources: list[Source]) -> list[str]:
         if not len(src.problems):
             continue  # nothing of it is merged
         starts = src.env[src.env["phase"] == "start"] if "phase" in src.env else src.env
+        starts = starts.assign(graphs=graph_mode(starts))
         if not len(starts):
             findings.append(f"{src.label}: no environment record (env.jsonl), so its GPU, driver and cuDNN "
                             "cannot be checked; it was not written by 'kbench collect cudnn'.")
@@ -118,14 +120,6 @@ def version_findings(sources: list[Source]) -> list[str]:
             elif values[0] != ref[col][0]:
                 findings.append(f"{src.label}: {what} {values[0]!r} differs from {ref[col][0]!r} in "
                                 f"{ref[col][1]} ({col}).")
-        modes = graph_modes(starts)
-        if len(modes) > 1:
-            findings.append(f"{src.label}: runs with and without --kernel-cache inside one folder.")
-        elif modes and "graphs" not in ref:
-            ref["graphs"] = (modes.pop(), src.label)
-        elif modes and (mode := modes.pop()) != ref["graphs"][0]:
-            findings.append(f"{src.label}: graphs built {mode!r}, {ref['graphs'][1]} {ref['graphs'][0]!r} "
-                            "(--kernel-cache); measure a dataset one way.")
     return findings
 
 

@@ -2,6 +2,7 @@
 
     python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
     python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
+    python -m kbench.collect.scaling phases RAW                     # time per phase, notes cache or not
 
 **Throughput** comes from each run's ``end`` record in ``env.jsonl`` (problem-
 directions measured and seconds elapsed, written by the collector itself).
@@ -16,6 +17,14 @@ single-GPU repeatability of the same folders: ``|ln(repeat_ms / precise_ms)|``
 of each problem's best plan (the collector re-times the best plan at the end
 of every problem). The GPUs agree when the cross-GPU median and 90th
 percentile are no larger than the repeatability's.
+
+**Phases** groups a raw folder's runs by whether they took numerical notes from
+the notes cache (:mod:`kbench.collect.notes_cache`; a run whose problems have
+``notes_source`` cache or check) or probed every problem, and gives per group
+the mean seconds of each collector phase (the problems' ``t_*_s`` columns), the
+problem-directions per minute (``end`` records) and the seconds per second the
+shard cost model expects (:func:`kbench.collect.shard.expected_seconds`), which
+corrects for the groups' different problem mixes.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.shard import shard_folders
+from kbench.collect.shard import expected_seconds, shard_folders
 from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
 
@@ -98,6 +107,31 @@ def agreement(raw_a, raw_b) -> dict:
     return out
 
 
+def phases(raw) -> dict:
+    """Time per phase for the runs with and without the notes cache (see the module text)."""
+    problems = load_records(raw, "problems")
+    if "t_total_s" not in problems:
+        raise KbenchInputError(f"{raw}: no problem records with phase times; give a folder `kbench collect cudnn` wrote.")
+    ok = problems[problems["status"] == "ok"].copy()
+    source = ok["notes_source"] if "notes_source" in ok else pd.Series("", index=ok.index)
+    cached_runs = set(ok.loc[source.isin(["cache", "check"]), "run_id"])
+    ok["group"] = np.where(ok["run_id"].isin(cached_runs), "notes cache", "probes only")
+    ok["expected_s"] = expected_seconds(ok)
+    end = load_env(raw)
+    end = end[end["phase"] == "end"] if "phase" in end else end
+    cols = [c for c in ok.columns if c.startswith("t_") and c.endswith("_s")]
+    out = {}
+    for group, part in ok.groupby("group"):
+        runs = end[end["run_id"].isin(set(part["run_id"]))]
+        out[group] = {"runs": int(part["run_id"].nunique()), "problem_directions": int(len(part)),
+                      "per_minute": (60.0 * float(runs["measured"].sum()) / float(runs["elapsed_s"].sum())
+                                     if len(runs) else None),
+                      "seconds_per_expected_second": float(part["t_total_s"].sum() / part["expected_s"].sum()),
+                      "mean_s": {c: float(part[c].mean()) for c in cols},
+                      "median_s": {c: float(part[c].median()) for c in cols}}
+    return out
+
+
 def print_json(fn, *args) -> int:
     """Print ``fn(*args)`` as JSON; a KbenchError becomes its one-line message and exit code."""
     from kbench.errors import KbenchError
@@ -115,6 +149,8 @@ def main(argv=None) -> int:
         return print_json(throughput, argv[1:])
     if len(argv) == 3 and argv[0] == "agreement":
         return print_json(agreement, argv[1], argv[2])
+    if len(argv) == 2 and argv[0] == "phases":
+        return print_json(phases, argv[1])
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2
 

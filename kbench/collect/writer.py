@@ -262,15 +262,17 @@ def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = Non
     return pd.concat(frames, ignore_index=True)
 
 
-def graph_modes(env: pd.DataFrame) -> set[str]:
-    """How the runs recorded in ``env`` built their graphs: 'static' (the default) or
+def graph_mode(env: pd.DataFrame) -> pd.Series:
+    """Per run start record of ``env``: how it built its graphs, 'static' (the default) or
     'kernel-cache' (``--kernel-cache``: dynamic-shape graphs sharing cuDNN's kernel cache)."""
-    if not len(env):
-        return set()
     starts = env[env["phase"] == "start"] if "phase" in env else env
-    cached = starts["kernel_cache"].fillna(False).astype(bool) if "kernel_cache" in starts else \
-        pd.Series(False, index=starts.index)
-    return set(cached.map({True: "kernel-cache", False: "static"}))
+    cached = starts["kernel_cache"].eq(True) if "kernel_cache" in starts else pd.Series(False, index=starts.index)
+    return cached.map({True: "kernel-cache", False: "static"}).astype(object)
+
+
+def graph_modes(env: pd.DataFrame) -> set[str]:
+    """The distinct :func:`graph_mode` values of the runs in ``env``."""
+    return set(graph_mode(env))
 
 
 def load_env(out_dir: str | Path) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from kbench.collect import scaling
@@ -57,3 +58,29 @@ def test_cli_usage_and_errors(tmp_path, capsys):
     assert scaling.main([]) == 2
     assert scaling.main(["throughput", str(tmp_path / "none")]) == 2
     assert "no env.jsonl" in capsys.readouterr().err
+
+
+def test_phases_hand_worked(tmp_path):
+    """Two runs: one probed every problem, one took notes from the cache (a check counts as cache use)."""
+    from kbench.collect.shard import expected_seconds
+    geo = dict(status="ok", flop=1e9, direction="F", dtype="FP16", layout="NCHW", groups=1)
+    rows = [("probe-run", "probe", 2.0, 0.5), ("probe-run", "probe", 4.0, 0.3),
+            ("cache-run", "cache", 1.0, 0.0), ("cache-run", "check", 3.0, 0.4)]
+    folder = tmp_path / "raw"
+    for run in ("probe-run", "cache-run"):
+        w = W.RawWriter(folder, run_id=run, batch_size=100)
+        for i, (r, source, total, notes) in enumerate(rows):
+            if r == run:
+                w.add({"key": f"{run}-{i}", **geo, "notes_source": source, "t_total_s": total, "t_notes_s": notes}, [])
+        w.close()
+    ends = [{"run_id": "probe-run", "phase": "end", "measured": 2, "elapsed_s": 6.0},
+            {"run_id": "cache-run", "phase": "end", "measured": 2, "elapsed_s": 4.0}]
+    (folder / W.ENV).write_text("".join(json.dumps(x) + "\n" for x in ends))
+    out = scaling.phases(folder)
+    one = float(expected_seconds(pd.DataFrame([geo]))[0])  # every row has the same geometry
+    assert out["probes only"]["mean_s"] == {"t_total_s": 3.0, "t_notes_s": 0.4}
+    assert out["notes cache"]["mean_s"]["t_total_s"] == 2.0 and out["notes cache"]["median_s"]["t_notes_s"] == 0.2
+    assert out["probes only"]["per_minute"] == 20.0 and out["notes cache"]["per_minute"] == 30.0
+    assert out["notes cache"]["seconds_per_expected_second"] == pytest.approx(4.0 / (2 * one))
+    assert (out["notes cache"]["runs"], out["notes cache"]["problem_directions"]) == (1, 2)
+    assert scaling.main(["phases", str(tmp_path / "none")]) == 2
