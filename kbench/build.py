@@ -66,7 +66,8 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
                                        f"(its card checks the alignment with {spec.align_with}).")
             align = (spec.align_with, pd.read_parquet(other, columns=["problem_id", "kernel", "time_ms"]))
         return package([raw], name, out_dir, mituna=Path(raw_root) / "mituna", card=out_dir / "card.md",
-                       repeats=repeats or None, labels=label_files(raw) or None, version=spec.version, align=align)
+                       repeats=repeats or None, labels=label_files(raw) or None, version=spec.version, align=align,
+                       through_run=spec.collected_through)
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

@@ -43,6 +43,9 @@ class DatasetSpec:
     default_split: str = "random"
     version: str | None = None  # the dataset's own version where it differs from the format's (labels re-measured)
     align_with: str | None = None  # a dataset of another GPU on the same corpus: the card checks the alignment
+    # the id of the last collector run this version holds: a raw folder grows run by run between
+    # versions, and the runs after this one wait for the next version (run ids start with their UTC time)
+    collected_through: str | None = None
 
 
 def _amd(name, alias, device, arch):
@@ -99,8 +102,10 @@ register(DatasetSpec(
     name="h100", device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h100",
     source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
-    # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`
-    version="1.1.0",
+    # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`;
+    # its 5,523 problem-directions are the first 15 runs of raw/h100 (the runs after them are the growth
+    # towards 10,000, packaged with the next version)
+    version="1.1.0", collected_through="20261121T172728-b202f7",
 ))
 register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",

@@ -48,7 +48,8 @@ def register_cli(subparsers) -> None:
     c.add_argument("--kernel-cache", action="store_true",
                    help="experimental: dynamic-shape graphs sharing cuDNN's kernel cache (fewer runtime "
                         "compilations; kbench.collect.kernel_cache_check compares it with the default before "
-                        "a dataset may use it; recorded in env.jsonl)")
+                        "a dataset may use it; recorded in env.jsonl). Not usable on the H100 with cuDNN 9.19: "
+                        "most backward problems get no plan (docs/collect_scale_out.md)")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,

@@ -267,6 +267,18 @@ def spin_cycles(n_launches: int) -> int:
     return int((SPIN_BASE_US + SPIN_PER_LAUNCH_US * max(1, n_launches)) * SPIN_CYCLES_PER_US)
 
 
+def kernel_cache_topology(p: dict) -> tuple:
+    """The graphs that may share one cuDNN kernel cache: same operation (direction), data type, layout
+    and grouped-or-not; the sizes, strides, pads and dilations may differ.
+
+    cuDNN re-uses a cached kernel only "on future same-topology operation graphs" (frontend docs,
+    Dynamic Shapes and Kernel Cache). One cache for every graph of a run crashed the collector on an
+    H100: a segmentation fault on the run's seventh problem-direction (forward, BF16, NHWC), after
+    the graphs of six others (forward, BF16, NCHW among them) had used the same cache. So each
+    topology gets its own."""
+    return (p["direction"], p["dtype"], p["layout"], int(p["groups"]) > 1)
+
+
 def launch_bound_mask(plans: pd.DataFrame) -> pd.Series:
     """Plans whose coarse time came from graph replays too short to hide the host.
 
@@ -466,10 +478,10 @@ class Options:
     verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
     verify_max_passes: int = 3
     notes_cache: bool = True  # numerical notes from kbench.collect.notes_cache where every plan's engine is known
-    # cuDNN's kernel cache: every graph becomes a dynamic-shape graph sharing one cache, so a
-    # runtime-compiled kernel is compiled once per process instead of once per problem. Off: dynamic
-    # shapes may change the plans offered and the kernels run, which kbench.collect.kernel_cache_check
-    # measures on the GPU before any dataset may use it.
+    # cuDNN's kernel cache: every graph becomes a dynamic-shape graph sharing the cache of its
+    # topology (kernel_cache_topology), so a runtime-compiled kernel is compiled once per process
+    # instead of once per problem. Off: dynamic shapes change the plans offered (on the H100 with
+    # cuDNN 9.19, none for most backward problems; kbench.collect.kernel_cache_check has the figures).
     kernel_cache: bool = False
     seed: int = 0
 
@@ -510,7 +522,7 @@ class CudnnCollector:
         self.notes_reliable = None  # decided on the first problem (see _note_probe_check)
         from kbench.collect.notes_cache import NotesCache
         self.notes_cache = NotesCache() if self.opt.notes and self.opt.notes_cache else None
-        self.kernel_cache = cudnn.create_kernel_cache() if self.opt.kernel_cache else None
+        self.kernel_caches: dict[tuple, object] = {}  # kernel_cache_topology -> cuDNN kernel cache
         cd = cudnn.data_type
         self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
         self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
@@ -578,7 +590,7 @@ class CudnnCollector:
     def _graph(self, p, x, w, y):
         cudnn = self.cudnn
         # kernel_cache also turns on dynamic shapes (the frontend's pygraph does both)
-        cache = {"kernel_cache": self.kernel_cache} if self.kernel_cache is not None else {}
+        cache = {"kernel_cache": self._kernel_cache(p)} if self.opt.kernel_cache else {}
         g = cudnn.pygraph(io_data_type=self.cdt[p["dtype"]], intermediate_data_type=cudnn.data_type.FLOAT,
                           compute_data_type=cudnn.data_type.FLOAT, handle=self.handle, **cache)
         kw = dict(padding=[p["pad_h"], p["pad_w"]], stride=[p["stride_h"], p["stride_w"]],
@@ -606,6 +618,12 @@ class CudnnCollector:
         g.validate()
         g.build_operation_graph()
         return g, pack
+
+    def _kernel_cache(self, p):
+        topology = kernel_cache_topology(p)
+        if topology not in self.kernel_caches:
+            self.kernel_caches[topology] = self.cudnn.create_kernel_cache()
+        return self.kernel_caches[topology]
 
     def _plan_list(self, p, x, w, y, modes, note=None):
         """(graph, pack, [plan names], error) for ``modes`` (list of heur_mode)."""

@@ -14,15 +14,32 @@ this check, on the GPU, shows that it changes nothing but the build time::
 (``bash kbench/collect/run_on_device.sh kcache raw/h100/corpus.csv.gz BUDGET`` runs all three.)
 It compares, over the problem-directions measured in both folders:
 
+* **outcomes**: each run's problem statuses (ok, no_plans, failed, crashed) and the mean number of
+  plans cuDNN offered, and each run's processes: started, ended, killed (started without an end
+  record: each run stops itself within its budget, so something killed it, a segmentation fault for
+  example) and ended by a fatal CUDA error;
 * **plan lists**: per heuristic mode (A, B, fallback), the problems whose ordered list of plan names
-  is the same, and those whose set is the same;
-* **time per phase** (mean seconds per problem-direction, from the problems' ``t_*_s`` columns) and
-  each run's problem-directions per minute (from its ``env.jsonl`` end record);
+  is the same, and those whose set is the same (a problem without plans has the empty list);
+* **time per phase** (mean seconds per problem-direction, from the problems' ``t_*_s`` columns, over
+  the problem-directions measured ``ok`` in both);
 * **timings**: the same (problem, plan) timed in both runs, against the single-run repeatability of
   the same folders (:func:`kbench.collect.scaling.agreement`), and whether the fastest plan is the same.
 
-``usable`` is true when every mode's lists are the same for every problem and the timings agree
-within repeatability.
+``usable`` is true when every problem measured in both runs is ``ok`` in both, every mode's lists are
+the same for every problem, no process crashed, and the timings agree within repeatability.
+
+Measured on an H100 (cuDNN 9.19, frontend 1.32; ``N_KC=40 bash kbench/collect/run_on_device.sh kcache
+raw/h100/corpus.csv.gz 230 25``): **not usable**. Of the 40 problem-directions both runs measured, the
+dynamic-shape graphs were offered no plan at all for 13 of 13 backward-data, 11 of 13 backward-filter
+and 1 of 14 forward problems. The other 15 were offered 1 to 4 plans (mean 2.9), all from engines 71
+and 16, where the static graphs of the same problems are offered 16 to 83 (mean 50.5); 24 of those
+43 plans are not in the static lists at all, and the fastest of them is never the static graphs'
+fastest plan and is 4.71x slower (geomean over the 15). The cached run needed three processes: two died without
+an end record (segmentation faults: the script restarts a run only after exit 3, which writes one,
+or 139) and the third stopped on an illegal memory access. A dataset built that way would
+measure another, much smaller selection problem than the one frameworks meet. The record and both
+raw folders are in ``raw/h100/kernel_cache/`` (re-score with
+``python -m kbench.collect.kernel_cache_check raw/h100/kernel_cache/off raw/h100/kernel_cache/on``).
 """
 
 from __future__ import annotations
@@ -32,8 +49,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from kbench.collect.scaling import agreement, print_json, throughput
-from kbench.collect.writer import dedupe, load_records
+from kbench.collect.scaling import agreement, print_json
+from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
 
 MODES = {"a": "rank_a", "b": "rank_b", "fallback": "rank_fallback"}
@@ -65,6 +82,21 @@ def phase_means(problems: pd.DataFrame, keys) -> dict:
     return {c: float(sel[c].mean()) for c in cols}
 
 
+def outcomes(folder, problems: pd.DataFrame, keys) -> dict:
+    """Statuses and plans offered over ``keys``, and the run's processes (from env.jsonl)."""
+    sel = problems.set_index("key").loc[list(keys)]
+    env = load_env(folder)
+    phase = env["phase"] if "phase" in env else pd.Series(dtype=object)
+    started, ended = env[phase == "start"], env[phase == "end"]
+    fatal = int(ended["fatal"].notna().sum()) if "fatal" in ended else 0
+    # each run stops itself within its time budget, so a run without an end record was killed
+    killed = sorted(set(started["run_id"]) - set(ended["run_id"])) if len(started) else []
+    return {"status": {str(k): int(v) for k, v in sel["status"].value_counts().sort_index().items()},
+            "plans_offered_mean": float(pd.to_numeric(sel["n_plans"], errors="coerce").fillna(0).mean()),
+            "processes": {"started": int(len(started)), "ended": int(len(ended)), "killed": len(killed),
+                          "fatal_cuda_error": fatal}}
+
+
 def compare(off, on) -> dict:
     """The check of the module text, for the raw folders ``off`` (default run) and ``on`` (--kernel-cache)."""
     runs = {}
@@ -72,19 +104,24 @@ def compare(off, on) -> dict:
         problems, plans = dedupe(load_records(folder, "problems"), load_records(folder, "plans"))
         if not len(problems) or "status" not in problems:
             raise KbenchInputError(f"{folder}: no problem records; give a folder `kbench collect cudnn` wrote.")
-        runs[label] = (problems[problems["status"] == "ok"], plans)
+        runs[label] = (problems, plans)
     keys = sorted(set(runs["off"][0]["key"]) & set(runs["on"][0]["key"]))
     if not keys:
         raise KbenchInputError(f"{off} and {on} share no measured problem-direction; run both on the same "
                                "problems (the same --problems file and --limit).")
+    results = {label: outcomes(folder, runs[label][0], keys) for label, folder in (("off", off), ("on", on))}
+    ok_both = sorted(set(keys)
+                     & set(runs["off"][0].loc[runs["off"][0]["status"] == "ok", "key"])
+                     & set(runs["on"][0].loc[runs["on"][0]["status"] == "ok", "key"]))
     lists = compare_lists(runs["off"][1], runs["on"][1], keys)
     timing = agreement(off, on)
-    phases = {label: phase_means(runs[label][0], keys) for label in runs}
-    out = {"problem_directions": len(keys), "plan_lists": lists, "phase_means_s": phases,
-           "per_minute": {label: throughput([folder])["per_minute"] for label, folder in (("off", off), ("on", on))},
-           "timing": timing}
+    phases = {label: phase_means(runs[label][0], ok_both) for label in runs}
+    out = {"problem_directions": len(keys), "ok_in_both": len(ok_both), "outcomes": results,
+           "plan_lists": lists, "phase_means_s": phases, "timing": timing}
+    all_ok = all(r["status"] == {"ok": len(keys)} for r in results.values())
+    no_crash = all(not r["processes"]["killed"] and not r["processes"]["fatal_cuda_error"] for r in results.values())
     same_lists = all(v["same_list"] == v["problems"] for v in lists.values())
-    out["usable"] = bool(same_lists and timing["within_repeatability"])
+    out["usable"] = bool(all_ok and no_crash and same_lists and timing["within_repeatability"])
     return out
 
 

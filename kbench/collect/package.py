@@ -39,8 +39,9 @@ SPEC = {
 }
 
 
-def load_raw(raws) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(problems, plans, env) of one or more raw folders, one measurement per key."""
+def load_raw(raws, through_run: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(problems, plans, env) of one or more raw folders, one measurement per key; with ``through_run``,
+    only the runs up to that run id (run ids start with their UTC start time, so they sort in time)."""
     raws = [raws] if isinstance(raws, (str, Path)) else list(raws)
     from kbench.collect.shard import shard_folders
     for raw in raws:
@@ -55,6 +56,13 @@ def load_raw(raws) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     problems = pd.concat([p for p in probs if len(p)], ignore_index=True) if any(len(p) for p in probs) else probs[0]
     plan_df = pd.concat([p for p in plans if len(p)], ignore_index=True) if any(len(p) for p in plans) else plans[0]
     env = pd.concat(envs, ignore_index=True)
+    if through_run is not None:
+        if "run_id" not in env or not env["run_id"].eq(through_run).any():
+            raise KbenchInputError(f"{', '.join(map(str, raws))}: no run {through_run!r} in env.jsonl; "
+                                   "collected_through must name one of the folder's runs.")
+        # the columns that only later runs brought (a newer collector's fields) go with them
+        problems, plan_df, env = (d[d["run_id"] <= through_run].dropna(axis=1, how="all") if "run_id" in d else d
+                                  for d in (problems, plan_df, env))
     if not len(problems):
         raise KbenchInputError(f"{', '.join(map(str, raws))}: no collected problems found.")
     gpus = set(env["gpu"].dropna()) if "gpu" in env else set()
@@ -248,7 +256,8 @@ def label_summary(checks: pd.DataFrame, verified_problems: pd.DataFrame, files) 
 
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
             variant: str = "default", card: str | Path | None = None, repeats=None, labels=None,
-            version: str | None = None, align: tuple[str, pd.DataFrame] | None = None) -> dict:
+            version: str | None = None, align: tuple[str, pd.DataFrame] | None = None,
+            through_run: str | None = None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
@@ -256,10 +265,11 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     label-verification files (``kbench collect verify-labels``, raw.jsonl[.gz]):
     their verified times become the re-timed plans' times, as if the
     collector's own verification pass had run. ``align``: (name, runtimes) of another
-    GPU's dataset of the same corpus, for the card's alignment check.
+    GPU's dataset of the same corpus, for the card's alignment check. ``through_run``: package
+    the runs up to this run id only (:func:`load_raw`).
     """
     from kbench.dataset_files import DATASET_VERSION, write_dataset
-    problems, plans, env = load_raw(raws)
+    problems, plans, env = load_raw(raws, through_run)
     label_info = None
     if labels:
         from kbench.collect.labels import apply_labels, read_labels

@@ -130,13 +130,21 @@ if [ "$MODE" = kcache ]; then
   # kbench.collect.kernel_cache_check: the corpus's first N_KC problem-directions without and with
   # --kernel-cache (fresh roots, no base, half the budget each), then the comparison into
   # $OUT/kernel_cache.json; both raw folders come back in $OUT/kcache_raw.tgz.
+  # A run that crashes (fatal CUDA error 3, or a segmentation fault 139) is restarted while its half
+  # lasts: it resumes, and a problem-direction that crashed it twice is recorded as crashed.
   N_KC=${N_KC:-60}
   HALF=$(( ($(left) - 20) / 2 ))
   for mode in off on; do
     flag=""; [ $mode = on ] && flag="--kernel-cache"
-    timeout -k 15 $((HALF - 5)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/kc/$mode \
-        --limit $N_KC --time-budget $((HALF - MARGIN)) $flag > $OUT/kcache_$mode.log 2>&1
-    echo "kernel cache $mode rc=$?"; tail -12 $OUT/kcache_$mode.log
+    END=$(( $(date +%s) + HALF ))
+    while :; do
+      L=$(( END - $(date +%s) )); [ $L -lt $((MARGIN + 15)) ] && break
+      timeout -k 15 $((L - 5)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/kc/$mode \
+          --limit $N_KC --time-budget $((L - MARGIN)) $flag >> $OUT/kcache_$mode.log 2>&1
+      rc=$?; echo "kernel cache $mode rc=$rc"
+      [ "$rc" = 3 ] || [ "$rc" = 139 ] || break
+    done
+    tail -12 $OUT/kcache_$mode.log
   done
   python3 -m kbench.collect.kernel_cache_check /tmp/kc/off /tmp/kc/on > $OUT/kernel_cache.json
   cat $OUT/kernel_cache.json | head -80

@@ -1,6 +1,6 @@
 """The kernel-cache check's comparison of two raw folders (kbench.collect.kernel_cache_check)."""
 
-import shutil
+import json
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +20,10 @@ def _folder(tmp_path, name, problems, plans):
     d.mkdir()
     problems.to_parquet(d / "problems-0000.parquet")
     plans.to_parquet(d / "plans-0000.parquet")
-    shutil.copy(RAW_SAMPLE / ENV, d / ENV)
+    # the sample's env.jsonl without its first run, which was cut short (a start, no end)
+    lines = (RAW_SAMPLE / ENV).read_text().splitlines()
+    ended = {json.loads(x)["run_id"] for x in lines if json.loads(x)["phase"] == "end"}
+    (d / ENV).write_text("".join(x + "\n" for x in lines if json.loads(x)["run_id"] in ended))
     return d
 
 
@@ -80,3 +83,42 @@ def test_folders_without_shared_problems_are_refused(records, tmp_path, capsys):
         K.compare(off, on)
     assert K.main([str(off), str(on)]) == 2
     assert "share no measured" in capsys.readouterr().err
+
+
+def test_kernel_cache_topology_separates_operation_type_and_layout_but_not_sizes():
+    from kbench.collect.cudnn import kernel_cache_topology
+    base = {"direction": "F", "dtype": "BF16", "layout": "NCHW", "groups": 1, "n": 64, "c": 192}
+    assert kernel_cache_topology(base) == ("F", "BF16", "NCHW", False)
+    # other sizes: the same cache (what the kernel cache is for)
+    assert kernel_cache_topology({**base, "n": 8, "c": 3}) == kernel_cache_topology(base)
+    # the crash on the H100 came when an NHWC forward graph met the cache an NCHW one had filled
+    assert kernel_cache_topology({**base, "layout": "NHWC"}) != kernel_cache_topology(base)
+    for change in ({"direction": "B"}, {"direction": "W"}, {"dtype": "FP32"}, {"groups": 2}):
+        assert kernel_cache_topology({**base, **change}) != kernel_cache_topology(base)
+    assert kernel_cache_topology({**base, "groups": 2}) == kernel_cache_topology({**base, "groups": 1152})
+
+
+def test_plans_missing_in_one_run_and_killed_processes_are_reported(records, tmp_path):
+    """What the H100 check met: the cached run offers no plan for some problems and one of its processes died."""
+    problems, plans = records
+    ok = problems.loc[problems["status"] == "ok", "key"].drop_duplicates()
+    gone = ok.iloc[0]
+    on_problems = problems.copy()
+    on_problems.loc[on_problems["key"] == gone, ["status", "n_plans"]] = ["no_plans", 0]
+    on_plans = plans[plans["key"] != gone]
+    off = _folder(tmp_path, "off", problems, plans)
+    on = _folder(tmp_path, "on", on_problems, on_plans)
+    with (on / ENV).open("a") as f:  # a process that started and never wrote its end record
+        f.write(json.dumps({"run_id": "20261125T030847-d0646c", "phase": "start"}) + "\n")
+    res = K.compare(off, on)
+    n = len(ok)
+    assert res["problem_directions"] == n and res["ok_in_both"] == n - 1
+    assert res["outcomes"]["off"]["status"] == {"ok": n}
+    assert res["outcomes"]["on"]["status"] == {"no_plans": 1, "ok": n - 1}
+    assert res["outcomes"]["off"]["processes"] == {"started": 1, "ended": 1, "killed": 0, "fatal_cuda_error": 0}
+    assert res["outcomes"]["on"]["processes"] == {"started": 2, "ended": 1, "killed": 1, "fatal_cuda_error": 0}
+    # the problem without plans has the empty list in every mode, so no mode's lists are all the same
+    assert all(v["same_list"] == n - 1 and v["differ"] == [gone] for v in res["plan_lists"].values())
+    n_off = problems.set_index("key").loc[list(ok), "n_plans"].astype(float)
+    assert res["outcomes"]["on"]["plans_offered_mean"] == pytest.approx((n_off.sum() - n_off[gone]) / n)
+    assert res["usable"] is False

@@ -134,3 +134,30 @@ def test_failure_paths(tmp_path, raw_sample):
     from kbench.cli import main
     assert main(["collect", "package", str(tmp_path / "nothing"), "--name", "h100",
                  "--out", str(tmp_path / "o")]) == 2
+
+
+def test_through_run_keeps_the_runs_up_to_it(raw_sample):
+    """The sample holds two runs: 9 problem-directions from 20261121T085311-a303ff, 3 from the later one."""
+    problems, plans, env = P.load_raw(raw_sample, through_run="20261121T085311-a303ff")
+    assert len(problems) == 9 and set(problems["run_id"]) == {"20261121T085311-a303ff"}
+    assert set(plans["run_id"]) == {"20261121T085311-a303ff"} and set(plans["key"]) <= set(problems["key"])
+    assert list(env["phase"]) == ["start"]
+    everything = P.load_raw(raw_sample)
+    assert len(everything[0]) == 12
+    # the last run's id keeps everything
+    assert len(P.load_raw(raw_sample, through_run="20261121T091245-f5793d")[0]) == 12
+    with pytest.raises(KbenchInputError, match="no run '20991231T000000-abcdef' in env.jsonl"):
+        P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
+
+
+def test_pinned_h100_version_is_its_first_15_runs():
+    """h100 1.1.0 ships raw/h100's first 15 runs; later runs there wait for the next version."""
+    import kbench
+    from kbench.collect.writer import load_records
+    from kbench.registry import DATASETS
+    through = DATASETS["h100"].collected_through
+    runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h100", "problems",
+                               ["key", "run_id"])["run_id"].unique())
+    assert runs.index(through) == 14
+    info = kbench.load("h100").info
+    assert info["version"] == "1.1.0" and info["cleaning"]["problem_directions_collected"] == 5523

@@ -229,13 +229,18 @@ def test_shipped_h200_aligns_with_h100():
     here = set(h200.problems["problem_id"].astype(str))
     paired = set(b.problems["problem_id"].astype(str))
     assert set(a.problems["problem_id"].astype(str)) == paired <= here
-    # both collections are prefixes of one corpus order: whatever h200 holds beyond h100's raw data
-    # comes later in that order than everything h100 measured, and h200 holds all that h100 measured
-    h100_raw = load_records("raw/h100", "problems", ["key", "order"])
-    h200_raw = load_records("raw/h200", "problems", ["key", "order"])
-    beyond = h200_raw[~h200_raw["key"].isin(h100_raw["key"])]
-    assert len(beyond) == 0 or beyond["order"].min() >= h100_raw["order"].max()
-    assert set(h100_raw["key"]) <= set(h200_raw["key"])
+    # both collections are prefixes of one corpus order: whatever the longer one holds beyond the
+    # shorter comes later in that order than everything the shorter measured, and the longer one
+    # holds all that the shorter measured (either GPU may be ahead: each grows run by run)
+    from kbench.registry import DATASETS
+    # each dataset's own runs (a raw folder may hold runs collected for its next version)
+    h100_raw, h200_raw = (load_records(f"raw/{n}", "problems", ["key", "order", "run_id"]) for n in ("h100", "h200"))
+    h100_raw, h200_raw = (r[r["run_id"] <= (DATASETS[n].collected_through or r["run_id"].max())]
+                          for r, n in ((h100_raw, "h100"), (h200_raw, "h200")))
+    short, long_ = sorted((h100_raw, h200_raw), key=lambda r: r["order"].max())
+    beyond = long_[~long_["key"].isin(short["key"])]
+    assert len(beyond) == 0 or beyond["order"].min() >= short["order"].max()
+    assert set(short["key"]) <= set(long_["key"])
     # one measured on both but left unpaired is one that h100's packager dropped: no plan of its
     # candidate set on the H100 (e.g. an FP32 problem with no full-FP32 plan there, while the H200 had some)
     cleaning = h100.info["cleaning"]
