@@ -30,8 +30,8 @@ Methods
     The same source model (one fit per seed, shared by every k), then
     :data:`FINETUNE_ROUNDS` more boosting rounds per direction on the k target
     shots (learning rate :data:`FINETUNE_LEARNING_RATE`, depth
-    :data:`FINETUNE_DEPTH`; fixed, not tuned: there is no target valid part in
-    the track). A shot whose fastest kernel is not one of the source model's
+    :data:`FINETUNE_DEPTH`, min_child_weight :data:`FINETUNE_MIN_CHILD_WEIGHT`;
+    fixed, not tuned: there is no target valid part in the track). A shot whose fastest kernel is not one of the source model's
     classes is not used (the booster's classes are fixed).
 ``kshot-single-best`` (k = 100, 1000)
     ``single-best`` fitted on the k target shots alone: what k measurements buy
@@ -56,6 +56,19 @@ MAX_CANDIDATES = 30
 FINETUNE_ROUNDS = 20
 FINETUNE_LEARNING_RATE = 0.1
 FINETUNE_DEPTH = 4
+#: xgboost gives a leaf no weight when its hessian sum is below min_child_weight, and the softmax
+#: hessians p(1 - p) of k shots over thousands of classes sum to far below the source model's 1.0:
+#: with it every fine-tuning tree on h100 -> h200 (3,000+ plans) was zero and the rankings stayed
+#: the source's. 0 lets the shots move the model; reg_lambda still bounds each leaf.
+FINETUNE_MIN_CHILD_WEIGHT = 0.0
+
+
+def finetune_params(source_params: dict, num_class: int) -> dict:
+    """The xgboost parameters of the fine-tuning rounds: the source model's, with the fine-tuning
+    learning rate, depth and min_child_weight."""
+    return dict(source_params, objective="multi:softprob", num_class=num_class,
+                learning_rate=FINETUNE_LEARNING_RATE, max_depth=FINETUNE_DEPTH,
+                min_child_weight=FINETUNE_MIN_CHILD_WEIGHT)
 
 TRANSFER_METHODS: dict[str, type] = {}
 
@@ -169,7 +182,8 @@ class SourceXGBoost(TransferMethod):
 class FinetunedXGBoost(SourceXGBoost):
     name = "xgboost-finetuned"
     description = (f"source xgboost + {FINETUNE_ROUNDS} boosting rounds per direction on the k target shots "
-                   f"(learning rate {FINETUNE_LEARNING_RATE}, depth {FINETUNE_DEPTH})")
+                   f"(learning rate {FINETUNE_LEARNING_RATE}, depth {FINETUNE_DEPTH}, "
+                   f"min_child_weight {FINETUNE_MIN_CHILD_WEIGHT:g})")
     budgets = (100, 1000)
 
     def fit(self, task, seed: int = 0):
@@ -193,8 +207,7 @@ class FinetunedXGBoost(SourceXGBoost):
             if booster is None or not ok.any():
                 continue
             dtrain = xgb.DMatrix(feats[rows][ok], label=label[ok].to_numpy(), feature_names=model.columns)
-            params = dict(model.xgb_params(seed), objective="multi:softprob", num_class=len(classes),
-                          learning_rate=FINETUNE_LEARNING_RATE, max_depth=FINETUNE_DEPTH)
+            params = finetune_params(model.xgb_params(seed), len(classes))
             model.boosters[d] = xgb.train(params, dtrain, FINETUNE_ROUNDS, xgb_model=booster.copy(),
                                           verbose_eval=False)
         self.model = model

@@ -229,3 +229,27 @@ def test_transfer_table_rows_are_methods_and_columns_are_k(mi300x):
     assert rows == [["zero", "reference", "12.50% / 3.0000×", "", "", ""],
                     ["tuned", "entry", "", "25.00% / 2.0000×", "50.00% / 1.2500×", ""],
                     ["ceil", "ceiling", "", "", "", "87.50% / 1.0000×"]]
+
+
+def test_finetuning_moves_a_many_class_model_towards_its_shots():
+    """20 rounds on 12 shots, all of one class, raise that class for them. Under the source's
+    min_child_weight (1.0) the softmax hessians of 400 classes sum below it, xgboost gives every
+    leaf weight 0 and nothing changes: what happened on h100 -> h200 before the fix."""
+    import numpy as np
+    import xgboost as xgb
+    from baselines.transfer import FINETUNE_ROUNDS, finetune_params
+    rng = np.random.default_rng(0)
+    n_class = 400
+    x, y = rng.normal(size=(2000, 4)).astype(np.float32), rng.integers(0, n_class, 2000)
+    source_params = {"tree_method": "hist", "max_depth": 3, "min_child_weight": 1.0, "nthread": 1, "seed": 0}
+    source = xgb.train(dict(source_params, objective="multi:softprob", num_class=n_class),
+                       xgb.DMatrix(x, label=y), 3)
+    shots = rng.normal(size=(12, 4)).astype(np.float32)
+    before = source.predict(xgb.DMatrix(shots))[:, 7]
+    params = finetune_params(source_params, n_class)
+    assert params["min_child_weight"] == 0.0 and params["num_class"] == n_class and params["seed"] == 0
+    tuned = xgb.train(params, xgb.DMatrix(shots, label=np.full(12, 7)), FINETUNE_ROUNDS, xgb_model=source.copy())
+    assert (tuned.predict(xgb.DMatrix(shots))[:, 7] > 2 * before).all()
+    stuck = xgb.train(dict(params, min_child_weight=1.0), xgb.DMatrix(shots, label=np.full(12, 7)),
+                      FINETUNE_ROUNDS, xgb_model=source.copy())
+    assert np.array_equal(stuck.predict(xgb.DMatrix(shots))[:, 7], before)
