@@ -31,8 +31,9 @@ Methods
     :data:`FINETUNE_ROUNDS` more boosting rounds per direction on the k target
     shots (learning rate :data:`FINETUNE_LEARNING_RATE`, depth
     :data:`FINETUNE_DEPTH`, min_child_weight :data:`FINETUNE_MIN_CHILD_WEIGHT`;
-    fixed, not tuned: there is no target valid part in the track). A shot whose fastest kernel is not one of the source model's
-    classes is not used (the booster's classes are fixed).
+    fixed, not tuned: there is no target valid part in the track). A shot
+    whose fastest kernel is not one of the source model's classes is not used
+    (the booster's classes are fixed).
 ``kshot-single-best`` (k = 100, 1000)
     ``single-best`` fitted on the k target shots alone: what k measurements buy
     without any source data.

@@ -34,10 +34,10 @@ dynamic-shape graphs were offered no plan at all for 13 of 13 backward-data, 11 
 and 1 of 14 forward problems. The other 15 were offered 1 to 4 plans (mean 2.9), all from engines 71
 and 16, where the static graphs of the same problems are offered 16 to 83 (mean 50.5); 24 of those
 43 plans are not in the static lists at all, and the fastest of them is never the static graphs'
-fastest plan and is 4.71x slower (geomean over the 15). The cached run needed three processes: two died without
-an end record (segmentation faults: the script restarts a run only after exit 3, which writes one,
-or 139) and the third stopped on an illegal memory access. A dataset built that way would
-measure another, much smaller selection problem than the one frameworks meet. The record and both
+fastest plan and is 4.71x slower (geomean over the 15). The cached run needed three processes: two
+died without an end record (segmentation faults: the script restarts a run only after exit 3, which
+writes one, or 139) and the third stopped on an illegal memory access. A dataset built that way
+would measure another, much smaller selection problem than the one frameworks meet. The record and both
 raw folders are in ``raw/h100/kernel_cache/`` (re-score with
 ``python -m kbench.collect.kernel_cache_check raw/h100/kernel_cache/off raw/h100/kernel_cache/on``).
 """
