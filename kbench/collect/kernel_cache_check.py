@@ -18,6 +18,9 @@ It compares, over the problem-directions measured in both folders:
   plans cuDNN offered, and each run's processes: started, ended, killed (started without an end
   record: each run stops itself within its budget, so something killed it, a segmentation fault for
   example) and ended by a fatal CUDA error;
+* **plans offered** where both runs found plans: per problem (min, mean, max) and by engine, how many
+  of the cached run's plans the default run was not offered, and the fastest plans (how often the
+  same, and the geomean ratio of their precise times);
 * **plan lists**: per heuristic mode (A, B, fallback), the problems whose ordered list of plan names
   is the same, and those whose set is the same (a problem without plans has the empty list);
 * **time per phase** (mean seconds per problem-direction, from the problems' ``t_*_s`` columns, over
@@ -97,6 +100,40 @@ def outcomes(folder, problems: pd.DataFrame, keys) -> dict:
                           "fatal_cuda_error": fatal}}
 
 
+def no_plans_by_direction(problems: pd.DataFrame, keys) -> dict:
+    """Per direction: problem-directions among ``keys``, and how many of them cuDNN offered no plan."""
+    sel = problems.set_index("key").loc[list(keys)]
+    return {str(d): {"problems": int(len(g)), "no_plans": int(g["status"].eq("no_plans").sum())}
+            for d, g in sel.groupby("direction")}
+
+
+def offered_plans(runs: dict, keys) -> dict:
+    """Over ``keys`` (the problem-directions ``ok`` in both runs): the plans each run was offered (min,
+    mean, max per problem, and the engines), how many of the cached run's plans the default run was
+    not offered, and the fastest plans: how often the same, and the geomean ratio of their precise times."""
+    out = {}
+    plans = {label: pl[pl["key"].isin(keys)] for label, (_, pl) in runs.items()}
+    for label, (problems, _) in runs.items():
+        n = pd.to_numeric(problems.set_index("key").loc[list(keys), "n_plans"], errors="coerce")
+        engines = pd.to_numeric(plans[label]["engine_id"], errors="coerce").dropna().astype(int)
+        out[label] = {"min": float(n.min()), "mean": float(n.mean()), "max": float(n.max()),
+                      "engines": sorted(set(engines.tolist()))}
+    pairs = plans["on"][["key", "plan"]].merge(plans["off"][["key", "plan"]], how="left", indicator=True)
+    out["on_plans"] = int(len(pairs))
+    out["on_plans_not_offered_off"] = int((pairs["_merge"] == "left_only").sum())
+    best = {}
+    for label, pl in plans.items():
+        timed = pl.dropna(subset=["precise_ms"])
+        timed = timed[timed["precise_ms"] > 0]
+        best[label] = timed.loc[timed.groupby("key")["precise_ms"].idxmin(), ["key", "plan", "precise_ms"]]
+    both = best["off"].merge(best["on"], on="key", suffixes=("_off", "_on"))
+    out["fastest"] = {"problems": int(len(both)),
+                      "same_plan": int((both["plan_off"] == both["plan_on"]).sum()),
+                      "geomean_on_over_off": (float(np.exp(np.log(both["precise_ms_on"] / both["precise_ms_off"]).mean()))
+                                              if len(both) else None)}
+    return out
+
+
 def compare(off, on) -> dict:
     """The check of the module text, for the raw folders ``off`` (default run) and ``on`` (--kernel-cache)."""
     runs = {}
@@ -116,8 +153,11 @@ def compare(off, on) -> dict:
     lists = compare_lists(runs["off"][1], runs["on"][1], keys)
     timing = agreement(off, on)
     phases = {label: phase_means(runs[label][0], ok_both) for label in runs}
+    for label in runs:
+        results[label]["by_direction"] = no_plans_by_direction(runs[label][0], keys)
     out = {"problem_directions": len(keys), "ok_in_both": len(ok_both), "outcomes": results,
-           "plan_lists": lists, "phase_means_s": phases, "timing": timing}
+           "offered_ok_in_both": offered_plans(runs, ok_both), "plan_lists": lists, "phase_means_s": phases,
+           "timing": timing}
     all_ok = all(r["status"] == {"ok": len(keys)} for r in results.values())
     no_crash = all(not r["processes"]["killed"] and not r["processes"]["fatal_cuda_error"] for r in results.values())
     same_lists = all(v["same_list"] == v["problems"] for v in lists.values())

@@ -122,3 +122,17 @@ def test_plans_missing_in_one_run_and_killed_processes_are_reported(records, tmp
     n_off = problems.set_index("key").loc[list(ok), "n_plans"].astype(float)
     assert res["outcomes"]["on"]["plans_offered_mean"] == pytest.approx((n_off.sum() - n_off[gone]) / n)
     assert res["usable"] is False
+
+
+def test_offered_plans_of_a_run_compared_with_itself(records, tmp_path):
+    """Identical runs: the same plans offered, none new, and the same fastest plan (ratio 1) everywhere."""
+    problems, plans = records
+    res = K.compare(_folder(tmp_path, "off", problems, plans), _folder(tmp_path, "on", problems, plans))
+    offered = res["offered_ok_in_both"]
+    assert offered["off"] == offered["on"] and offered["on_plans_not_offered_off"] == 0
+    assert offered["on_plans"] == int(plans["key"].isin(problems.loc[problems["status"] == "ok", "key"]).sum())
+    fastest = offered["fastest"]
+    assert fastest["same_plan"] == fastest["problems"] > 0 and fastest["geomean_on_over_off"] == pytest.approx(1.0)
+    n = problems.loc[problems["status"] == "ok", "key"].nunique()
+    by_dir = res["outcomes"]["on"]["by_direction"]
+    assert sum(v["problems"] for v in by_dir.values()) == n and all(v["no_plans"] == 0 for v in by_dir.values())

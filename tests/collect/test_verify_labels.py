@@ -224,7 +224,6 @@ def test_alignment_section_hand_worked():
 def test_shipped_h200_aligns_with_h100():
     import kbench
     h100, h200 = kbench.load("h100"), kbench.load("h200")
-    from kbench.collect.writer import load_records
     a, b = h100.align(h200)
     here = set(h200.problems["problem_id"].astype(str))
     paired = set(b.problems["problem_id"].astype(str))
@@ -232,11 +231,10 @@ def test_shipped_h200_aligns_with_h100():
     # both collections are prefixes of one corpus order: whatever the longer one holds beyond the
     # shorter comes later in that order than everything the shorter measured, and the longer one
     # holds all that the shorter measured (either GPU may be ahead: each grows run by run)
+    from kbench.collect.package import load_raw
     from kbench.registry import DATASETS
     # each dataset's own runs (a raw folder may hold runs collected for its next version)
-    h100_raw, h200_raw = (load_records(f"raw/{n}", "problems", ["key", "order", "run_id"]) for n in ("h100", "h200"))
-    h100_raw, h200_raw = (r[r["run_id"] <= (DATASETS[n].collected_through or r["run_id"].max())]
-                          for r, n in ((h100_raw, "h100"), (h200_raw, "h200")))
+    h100_raw, h200_raw = (load_raw(f"raw/{n}", DATASETS[n].collected_through)[0] for n in ("h100", "h200"))
     short, long_ = sorted((h100_raw, h200_raw), key=lambda r: r["order"].max())
     beyond = long_[~long_["key"].isin(short["key"])]
     assert len(beyond) == 0 or beyond["order"].min() >= short["order"].max()
