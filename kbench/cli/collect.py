@@ -62,6 +62,11 @@ def register_cli(subparsers) -> None:
                    help="measure only shard K (0..N-1) of the pending work, into OUT/shard-K-of-N/; default: "
                         "from torchrun (RANK/WORLD_SIZE) or a SLURM job array, else no sharding "
                         "(docs/collect_scale_out.md)")
+    c.add_argument("--ranks-per-gpu", type=int, default=1, metavar="R",
+                   help="ranks started per GPU by the launcher (torchrun --nproc-per-node=GPUS*R): rank "
+                        "LOCAL_RANK times GPU LOCAL_RANK // R, and the ranks of a GPU take turns at it, one "
+                        "building its next problem's plans while another times (kbench.collect.gpu_turn; "
+                        "default 1)")
     c.set_defaults(func=cmd_cudnn)
 
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
@@ -151,6 +156,7 @@ def cmd_cudnn(args) -> int:
     _check_positive(args.time_budget, "--time-budget")
     _check_positive(args.limit, "--limit")
     _check_positive(args.batch_size, "--batch-size")
+    _check_positive(args.ranks_per_gpu, "--ranks-per-gpu")
     directions = C.parse_list(args.directions, C.DIRECTIONS, "directions")
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
@@ -165,7 +171,12 @@ def cmd_cudnn(args) -> int:
     import os
     from kbench.collect.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
-    select_gpu(launch, os.environ)  # before anything initialises CUDA
+    device = select_gpu(launch, os.environ, ranks_per_gpu=args.ranks_per_gpu)  # before anything initialises CUDA
+    if args.ranks_per_gpu > 1:
+        from kbench.collect.gpu_turn import turn_path
+        os.makedirs(args.out, exist_ok=True)
+        opts.gpu_turn = str(turn_path(args.out, device or os.environ.get("CUDA_VISIBLE_DEVICES")))
+        launch.info["ranks_per_gpu"] = args.ranks_per_gpu
     summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
                         options=opts, shard=launch.shard, launch_info=launch.info)

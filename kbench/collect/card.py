@@ -338,25 +338,36 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
               else f"`raw/{name}/corpus.csv.gz`")
     gaps = heuristic_gaps(tables)
     nz = noise(plans)
+    from kbench.collect.scaling import gpu_seconds, run_starts
+    sharing = run_starts(env).set_index("run_id")
     runs = []
     for rid, s in start.set_index("run_id").iterrows():
         e = end[end["run_id"] == rid]
         measured = int((problems["run_id"] == rid).sum())
         el = float(e["elapsed_s"].iloc[0]) if len(e) and pd.notna(e["elapsed_s"].iloc[0]) else None
-        runs.append({"run": rid, "problem-directions": measured,
+        runs.append({"run": rid, "problem-directions": measured, "ranks per GPU": int(sharing.loc[rid, "ranks_per_gpu"]),
                      "elapsed s": el, "per minute": 60 * measured / el if el else None,
                      "SM MHz start": s.get("smi_clocks_sm"), "°C start": s.get("smi_temperature_gpu"),
                      "SM MHz end": e["smi_clocks_sm"].iloc[0] if len(e) else None,
                      "°C end": e["smi_temperature_gpu"].iloc[0] if len(e) else None})
     runs = pd.DataFrame(runs)
-    tot_el = float(np.nansum([r for r in runs["elapsed s"] if r is not None]))
+    shared_runs = bool((runs["ranks per GPU"] > 1).any())
+    if not shared_runs:
+        runs = runs.drop(columns="ranks per GPU")
+    # GPU-seconds: ranks that shared a GPU count once, over their longest elapsed time
+    timed = sharing.reset_index().assign(measured=lambda d: d["run_id"].map(problems["run_id"].value_counts()))
+
+    def gpu_s(run_ids) -> float:
+        return gpu_seconds(timed[timed["run_id"].isin(run_ids)])
+    with_end = set(runs.loc[runs["elapsed s"].notna(), "run"])
+    tot_el = gpu_s(with_end)
     tot_m = int(runs.loc[runs["elapsed s"].notna(), "problem-directions"].sum())
     # runs of the final protocol: their problem records carry the time-cap field
     capped = set(problems.loc[problems["truncated"].notna(), "run_id"]) if "truncated" in problems else set()
     # runs that record phase timers also time far-behind plans with one coarse replay
     phased = set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
     cap_runs = runs[runs["run"].isin(capped) & runs["elapsed s"].notna()]
-    cap_m, cap_el = int(cap_runs["problem-directions"].sum()), float(cap_runs["elapsed s"].sum())
+    cap_m, cap_el = int(cap_runs["problem-directions"].sum()), gpu_s(set(cap_runs["run"]))
     slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
     far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
                   f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
@@ -386,16 +397,21 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
               .astype(int).reset_index())
     kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
     pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
-    # every phase the collector times (kbench.collect.cudnn._measure_plans), in its order
+    # every phase the collector times (kbench.collect.cudnn.measure), in its order
     phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
               ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
               ("checking + coarse timing, s", "t_coarse_s"), ("PyTorch's choice, s", "t_torch_s"),
               ("precise re-timing, s", "t_precise_s"), ("verification pass, s", "t_verify_s"),
-              ("checking + timing (all), s", "t_time_s")]
+              ("checking + timing (all), s", "t_time_s"),
+              ("waiting for the GPU's turn (ranks sharing a GPU; not in the total), s", "t_wait_s")]
     phases = [(label, col) for label, col in phases if col in ok]
     t_tab = pd.DataFrame({"": [label for label, _ in phases],
                           "median": [ok[col].median() for _, col in phases],
                           "mean": [ok[col].mean() for _, col in phases]})
+    shared_note = ("; runs with 2 or more ranks per GPU shared it, taking turns (`kbench.collect.gpu_turn`): "
+                   "their per-minute column is per rank, and a launch's ranks count once in the GPU-seconds below"
+                   if shared_runs else "")
+    unit, per_gpu = ("GPU-seconds", " per GPU") if shared_runs else ("s", "")
     sections = [f"""# {name}: cuDNN engine configurations on an {first['gpu']}
 
 Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
@@ -420,12 +436,12 @@ raw data in `raw/{name}/` by `kbench/collect/card.py`.
 | TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
 
 Runs (environment recorded at start and end of each; the first run was stopped by its time limit
-before writing its end record):
+before writing its end record){shared_note}:
 
 {_table(runs)}
 
-Throughput with the precise method: {cap_m} problem-directions in {_fmt(cap_el, 0)} s = **{_fmt(60 * cap_m / cap_el if cap_el else float('nan'), 1)} per minute**
-in the runs with the final protocol (per-problem time cap); {tot_m} in {_fmt(tot_el, 0)} s =
+Throughput with the precise method: {cap_m} problem-directions in {_fmt(cap_el, 0)} {unit} = **{_fmt(60 * cap_m / cap_el if cap_el else float('nan'), 1)} per minute{per_gpu}**
+in the runs with the final protocol (per-problem time cap); {tot_m} in {_fmt(tot_el, 0)} {unit} =
 {_fmt(60 * tot_m / tot_el if tot_el else float('nan'), 1)} per minute over all runs with an end record (before the cap, one
 problem took {_fmt(float(slowest_uncapped), 0)} s).
 

@@ -52,6 +52,13 @@ collector
    driver, CUDA, cuDNN, frontend and PyTorch versions at start and end. It
    never changes clocks, power limits or any other card setting.
 
+Steps 1 and 2 and the building of step 3 launch nothing on the GPU (the input
+tensors are allocated but filled only afterwards, together with the float64
+reference); everything from filling the inputs on is the problem's GPU part.
+Ranks sharing a GPU (``--ranks-per-gpu``) hold the GPU's turn
+(:mod:`kbench.collect.gpu_turn`) for the GPU part only; ``t_wait_s`` records a
+problem's wait for it, which ``t_total_s`` leaves out.
+
 Every failure (a plan that does not build, run, capture or compute the right
 answer) is recorded with its error text and never stops the run. A CUDA error
 that poisons the process ends it with exit code 3 after saving what was done;
@@ -483,6 +490,9 @@ class Options:
     # instead of once per problem. Off: dynamic shapes change the plans offered (on the H100 with
     # cuDNN 9.19, none for most backward problems; kbench.collect.kernel_cache_check has the figures).
     kernel_cache: bool = False
+    # the GPU's turn-lock file when ranks share the GPU (--ranks-per-gpu; kbench.collect.gpu_turn):
+    # the GPU part of each problem runs holding it, the host-only part (lists, notes, builds) without
+    gpu_turn: str | None = None
     seed: int = 0
 
 
@@ -523,6 +533,8 @@ class CudnnCollector:
         from kbench.collect.notes_cache import NotesCache
         self.notes_cache = NotesCache() if self.opt.notes and self.opt.notes_cache else None
         self.kernel_caches: dict[tuple, object] = {}  # kernel_cache_topology -> cuDNN kernel cache
+        from kbench.collect.gpu_turn import GpuTurn
+        self.turn = GpuTurn(self.opt.gpu_turn)
         cd = cudnn.data_type
         self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
         self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
@@ -537,37 +549,43 @@ class CudnnCollector:
     def warm_up(self, seconds: float = 2.0) -> None:
         """Keep the GPU busy for a moment so that the first problems do not meet idle clocks."""
         t = self.torch
-        a = t.randn(4096, 4096, device="cuda", dtype=t.float16, generator=self.gen)
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for _ in range(20):
-                a = (a @ a).clamp_(-1, 1)
-            t.cuda.synchronize()
+        with self.turn.hold():
+            a = t.randn(4096, 4096, device="cuda", dtype=t.float16, generator=self.gen)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                for _ in range(20):
+                    a = (a @ a).clamp_(-1, 1)
+                t.cuda.synchronize()
+            del a
 
     # -- tensors ------------------------------------------------------------------
-    def _rand(self, shape, dtype, channels_last):
-        t = self.torch
-        x = t.empty(shape, dtype=t.float32, device="cuda").uniform_(-1, 1, generator=self.gen)
-        x = x.to(dtype)
-        return x.contiguous(memory_format=t.channels_last) if channels_last else x.contiguous()
-
     def _tensors(self, p):
+        """Uninitialised x, w, y (and which of them is the output): allocation only, no GPU work, so
+        that it may run while another rank holds the GPU's turn; :meth:`_fill_inputs` fills them."""
         t = self.torch
         cl = p["layout"] == "NHWC"
         dt = self.tdt[p["dtype"]]
-        xs = (p["n"], p["c"], p["x_h"], p["x_w"])
-        ws = (p["k"], p["c"] // p["groups"], p["fil_h"], p["fil_w"])
-        ys = (p["n"], p["k"], p["y_h"], p["y_w"])
-        d = p["direction"]
 
         def empty(shape):
-            e = t.empty(shape, dtype=dt, device="cuda")
-            return e.contiguous(memory_format=t.channels_last) if cl else e
-        x = self._rand(xs, dt, cl) if d in "FW" else empty(xs)
-        w = self._rand(ws, dt, cl) if d in "FB" else empty(ws)
-        y = self._rand(ys, dt, cl) if d in "BW" else empty(ys)
-        out = {"F": y, "B": x, "W": w}[d]
+            # the strides .contiguous(memory_format=channels_last) gives (an NCHW-contiguous tensor
+            # with C == 1 or H == W == 1 keeps its strides), worked out on the meta device
+            like = t.empty(shape, dtype=dt, device="meta")
+            like = like.contiguous(memory_format=t.channels_last) if cl else like
+            return t.empty_strided(shape, like.stride(), dtype=dt, device="cuda")
+        x = empty((p["n"], p["c"], p["x_h"], p["x_w"]))
+        w = empty((p["k"], p["c"] // p["groups"], p["fil_h"], p["fil_w"]))
+        y = empty((p["n"], p["k"], p["y_h"], p["y_w"]))
+        out = {"F": y, "B": x, "W": w}[p["direction"]]
         return x, w, y, out
+
+    def _fill_inputs(self, p, x, w, y) -> None:
+        """The direction's inputs from U(-1, 1) in float32, rounded to the data type, in the order x, w, y
+        (the seeded generator's draws are those of every earlier h100 run)."""
+        t = self.torch
+        d = p["direction"]
+        for v, is_input in ((x, d in "FW"), (w, d in "FB"), (y, d in "BW")):
+            if is_input:
+                v.copy_(t.empty(v.shape, dtype=t.float32, device="cuda").uniform_(-1, 1, generator=self.gen))
 
     def _reference(self, p, x, w, y):
         """float64 PyTorch result of the same convolution from the same inputs."""
@@ -769,34 +787,60 @@ class CudnnCollector:
                    flop=2.0 * p["n"] * p["k"] * (p["c"] // p["groups"]) * p["fil_h"] * p["fil_w"]
                    * p["y_h"] * p["y_w"], status="ok", error="")
         rec.update({f"{k}_start": v for k, v in self.nvml.sample().items()})
+        waited0 = self.turn.waited_s
         try:
             x, w, y, out = self._tensors(p)
-            ref = self._reference(p, x, w, y)
-            ref_norm = float(ref.norm())
-            e_tf32 = None
-            if p["dtype"] == "FP32":
-                tx, tw, ty = (_tf32_round(t, v) for v in (x, w, y))
-                rt = self._reference(p, tx, tw, ty)
-                e_tf32 = float((rt - ref).norm()) / ref_norm if ref_norm > 0 else None
-                del rt, tx, tw, ty
-            rec.update(ref_norm=ref_norm, e_tf32=e_tf32, t_setup_s=time.perf_counter() - t0)
         except Exception as exc:  # noqa: BLE001
-            self._check_cuda()
+            with self.turn.hold():
+                self._check_cuda()
             rec.update(status="failed", error="setup: " + _err(exc))
             return rec, []
-        plans = self._measure_plans(p, rec, x, w, y, out, ref, ref_norm, e_tf32)
-        rec.update({f"{k}_end": v for k, v in self.nvml.sample().items()})
-        rec["t_total_s"] = time.perf_counter() - t0
-        del x, w, y, out, ref
-        return rec, plans
+        # 1-2. the host-only part: cuDNN's lists, the notes, every plan built (no GPU work: while
+        # ranks share the GPU, one does this while another holds the GPU's turn)
+        host = self._host_part(p, rec, x, w, y)
+        plans = host["plans"] if host is not None else []
+        with self.turn.hold():  # from here on the GPU is used: ranks sharing it take turns
+            t_setup = time.perf_counter()
+            try:
+                self._fill_inputs(p, x, w, y)
+                ref = self._reference(p, x, w, y)
+                ref_norm = float(ref.norm())
+                e_tf32 = None
+                if p["dtype"] == "FP32":
+                    tx, tw, ty = (_tf32_round(t, v) for v in (x, w, y))
+                    rt = self._reference(p, tx, tw, ty)
+                    e_tf32 = float((rt - ref).norm()) / ref_norm if ref_norm > 0 else None
+                    del rt, tx, tw, ty
+                rec.update(ref_norm=ref_norm, e_tf32=e_tf32, t_setup_s=time.perf_counter() - t_setup)
+            except Exception as exc:  # noqa: BLE001
+                self._check_cuda()
+                rec.update(status="failed", error="setup: " + _err(exc))
+                host = None  # its graph goes while the turn is held
+                return rec, []
+            if host is not None:
+                self._gpu_part(p, rec, x, w, y, out, ref, ref_norm, e_tf32, **host)
+                del host  # the built plans' kernels are unloaded with the graph: GPU work as well
+            rec.update({f"{k}_end": v for k, v in self.nvml.sample().items()})
+            del x, w, y, out, ref
+            if self.turn.shared:
+                # hand the freed memory back to the GPU: a rank sharing it may need it for its next
+                # problem (two problem-directions measured this way in November 2026 failed their
+                # setup out of memory while the other rank's cache held 51 GiB)
+                t.cuda.empty_cache()
+        # seconds of work: the waits for the GPU's turn (ranks sharing a GPU) are t_wait_s
+        rec["t_wait_s"] = self.turn.waited_s - waited0
+        rec["t_total_s"] = time.perf_counter() - t0 - rec["t_wait_s"]
+        return rec, [ps.rec for ps in plans]
 
-    def _measure_plans(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32):
+    def _host_part(self, p, rec, x, w, y) -> dict | None:
+        """Steps 1 and 2: cuDNN's lists, the numerical notes and every plan built (into ``rec``);
+        the graph and its plans for :meth:`_gpu_part`, None when cuDNN offered no plan."""
         t_phase = time.perf_counter()
         # 1. cuDNN's lists, one graph per heuristic mode, then the union.
         all_modes = list(self.modes.values())
         g, pack, names = self._heuristic_lists(p, rec, x, w, y, all_modes)
         if g is None:
-            return []
+            return None
         ranks = {tag: {n: i for i, n in enumerate(rec[f"heur_{tag}"].split(";")) if n}
                  for tag in self.modes}
         rec["t_heur_s"] = time.perf_counter() - t_phase
@@ -809,6 +853,12 @@ class CudnnCollector:
         rec["t_build_s"] = time.perf_counter() - t_build
         built = [ps for ps in plans if ps.rec["build_ok"]]
         rec["n_built"] = len(built)
+        if self.notes_reliable is None and flags is not None:
+            self.notes_reliable = True
+        return {"g": g, "pack": pack, "plans": plans, "built": built, "names": names}
+
+    def _gpu_part(self, p, rec, x, w, y, out, ref, ref_norm, e_tf32, g, pack, plans, built, names) -> None:
+        """Steps 3 to 7: run, check and time the built plans (into ``rec`` and the plans' records)."""
         # 3. one workspace for all (captured graphs keep its address)
         self._ensure_workspace(built)
         # 4. run once, check, capture, coarse timing
@@ -832,9 +882,6 @@ class CudnnCollector:
         rec["t_time_s"] = time.perf_counter() - t_time
         for ps in plans:
             ps.graph = None
-        if self.notes_reliable is None and flags is not None:
-            self.notes_reliable = True
-        return [ps.rec for ps in plans]
 
     def _heuristic_lists(self, p, rec, x, w, y, all_modes):
         """cuDNN's plan list of each heuristic mode (into ``rec``), then the graph of their union:

@@ -20,6 +20,9 @@
 # For a new dataset point it at its own folder (BASE=raw/h200): never mix GPUs in one root.
 # LIMIT (torchrun mode) splits only the next LIMIT pending problem-directions across the GPUs, so a
 # run sized to its budget finishes its shards and merge finds no gaps.
+# RANKS_PER_GPU (torchrun mode, default 1) starts that many ranks per GPU: they take turns at their
+# GPU, one building plans while another times (kbench.collect.gpu_turn). RAW (default /tmp/raw) is
+# the output root of the collecting modes, so that one call can run two of them.
 #
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
@@ -41,7 +44,8 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 # starts the ranks and sets RANK/WORLD_SIZE/LOCAL_RANK), so NCCL is never initialised. NVLink
 # multicast stays off all the same, as the lent machines require for every program.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-RAW=/tmp/raw
+RAW=${RAW:-/tmp/raw}
+RPG=${RANKS_PER_GPU:-1}
 mkdir -p $RAW
 # resume from the raw batches already collected for this dataset (carried in $BASE), if any;
 # only the collecting modes use $RAW (a verify run before a collect run must not seed it)
@@ -157,11 +161,14 @@ if [ "$MODE" = live ]; then
 fi
 
 if [ "$MODE" = torchrun ]; then
-  # one rank per GPU: rank K times GPU K (LOCAL_RANK) and writes $RAW/shard-K-of-$NGPU/
+  # RANKS_PER_GPU ranks per GPU: rank K times GPU K // RANKS_PER_GPU (LOCAL_RANK) and writes
+  # $RAW/shard-K-of-N/, N = GPUs x RANKS_PER_GPU
+  NR=$((NGPU * RPG))
   while :; do
     L=$(left); [ $L -lt 60 ] && break
-    timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NGPU -m kbench.collect cudnn \
-        --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) ${LIMIT:+--limit $LIMIT} > /tmp/attempt.log 2>&1
+    timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NR -m kbench.collect cudnn \
+        --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) ${LIMIT:+--limit $LIMIT} \
+        --ranks-per-gpu $RPG > /tmp/attempt.log 2>&1
     rc=$?
     cat /tmp/attempt.log >> $OUT/collect.log; tail -40 /tmp/attempt.log
     echo "torchrun rc=$rc"
@@ -169,11 +176,12 @@ if [ "$MODE" = torchrun ]; then
     # Restart (every rank resumes its shard) only after a fatal CUDA error (collector exit 3).
     grep -Eq 'exitcode *: *3 ' /tmp/attempt.log || break
   done
-  for d in $RAW/shard-*-of-$NGPU; do python3 -m kbench.collect compact "$d" >/dev/null; done
-  python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NGPU > $OUT/throughput.json; cat $OUT/throughput.json
-  python3 -m kbench.collect merge $RAW/shard-*-of-$NGPU --out /tmp/merged --allow-gaps | head -40
-  (cd $RAW && tar czf $OUT/raw_shards.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NGPU)
-  [ -d /tmp/merged ] && tar czf $OUT/merged.tgz -C /tmp/merged .
+  for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
+  python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
+  rm -rf $RAW.merged
+  python3 -m kbench.collect merge $RAW/shard-*-of-$NR --out $RAW.merged --allow-gaps | head -40
+  (cd $RAW && tar czf $OUT/raw_shards.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
+  [ -d $RAW.merged ] && tar czf $OUT/merged.tgz -C $RAW.merged .
   ls -la $OUT
   exit 0
 fi

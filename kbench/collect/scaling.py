@@ -8,7 +8,8 @@
 directions measured and seconds elapsed, written by the collector itself).
 Ranks of one launch run side by side, so the launch's rate is the sum of the
 problem-directions over the longest rank's elapsed time; per GPU it is that
-divided by the number of ranks.
+divided by the number of GPUs (ranks that shared a GPU, ``--ranks-per-gpu``,
+count as one: the run's ``start`` record says how many shared).
 
 **Agreement** compares two raw folders that timed the same problem-directions
 on different GPUs of one host: for every (problem-direction, plan) timed
@@ -20,9 +21,16 @@ percentile are no larger than the repeatability's.
 
 **Phases** groups a raw folder's runs by whether they took numerical notes from
 the notes cache (:mod:`kbench.collect.notes_cache`; a run whose problems have
-``notes_source`` cache or check) or probed every problem, and gives per group
-the mean seconds of each collector phase (the problems' ``t_*_s`` columns), the
-problem-directions per minute (``end`` records) and the seconds per second the
+``notes_source`` cache or check) or probed every problem, and by whether ranks
+shared a GPU (``--ranks-per-gpu``, from the runs' ``start`` records), and gives
+per group the mean seconds of each collector phase (the problems' ``t_*_s``
+columns; ``t_wait_s`` is a shared rank's wait for the GPU's turn, which
+``t_total_s`` leaves out), the timings' within-run agreement (the best plan
+re-timed at its problem's end, the verification pass's second reading and how
+often a third was needed: ranks sharing a GPU must not widen them), the
+problem-directions per minute per GPU (``end``
+records: the ranks of one launch, started within a minute of each other,
+count once, over their longest elapsed time) and the seconds per second the
 shard cost model expects (:func:`kbench.collect.shard.expected_seconds`), which
 corrects for the groups' different problem mixes.
 """
@@ -60,14 +68,19 @@ def throughput(paths) -> dict:
         if not len(end):
             raise KbenchInputError(f"{folder}: no run has ended (no 'end' record in env.jsonl).")
         last = end.iloc[-1]
+        start = env[(env["phase"] == "start") & (env["run_id"] == last["run_id"])]
+        sharing = start["ranks_per_gpu"].dropna() if "ranks_per_gpu" in start else pd.Series(dtype=float)
         ranks.append({"folder": str(folder), "run_id": str(last["run_id"]), "measured": int(last["measured"]),
                       "elapsed_s": float(last["elapsed_s"]),
-                      "per_minute": 60.0 * float(last["measured"]) / float(last["elapsed_s"])})
+                      "per_minute": 60.0 * float(last["measured"]) / float(last["elapsed_s"]),
+                      "ranks_per_gpu": int(sharing.iloc[-1]) if len(sharing) else 1})
     measured = sum(r["measured"] for r in ranks)
     wall = max(r["elapsed_s"] for r in ranks)
     per_minute = 60.0 * measured / wall
-    return {"gpus": len(ranks), "measured": measured, "elapsed_s": wall, "per_minute": per_minute,
-            "per_minute_per_gpu": per_minute / len(ranks), "ranks": ranks}
+    gpus = sum(1.0 / r["ranks_per_gpu"] for r in ranks)  # R ranks sharing a GPU count as one GPU
+    gpus = int(round(gpus)) if abs(gpus - round(gpus)) < 1e-9 else gpus
+    return {"gpus": gpus, "measured": measured, "elapsed_s": wall, "per_minute": per_minute,
+            "per_minute_per_gpu": per_minute / gpus, "ranks": ranks}
 
 
 def _quantiles(values) -> dict:
@@ -107,29 +120,97 @@ def agreement(raw_a, raw_b) -> dict:
     return out
 
 
+def _launches(start: pd.DataFrame, gap_s: float = 60.0) -> pd.Series:
+    """A launch number per run (index ``run_id``): ranks that shared GPUs (``ranks_per_gpu`` > 1) started
+    together are one launch (start times within ``gap_s`` of each other); every other run is its own."""
+    start = start.sort_values("time")
+    shared = start["ranks_per_gpu"] > 1
+    new = ~shared | ~shared.shift(fill_value=False) | (start["time"].diff() > gap_s)
+    return pd.Series(new.cumsum().to_numpy(), index=start["run_id"].to_numpy())
+
+
+def gpu_seconds(runs: pd.DataFrame) -> float:
+    """GPU-seconds of ``runs`` (one row per run: ``run_id``, ``time`` of its start, ``elapsed_s``,
+    ``ranks_per_gpu``): each launch's longest rank times the GPUs its ranks held (R ranks sharing a GPU
+    hold 1/R of it each); a run without ``elapsed_s`` counts nothing."""
+    runs = runs.dropna(subset=["elapsed_s"])
+    if not len(runs):
+        return 0.0
+    launch = runs["run_id"].map(_launches(runs[["run_id", "time", "ranks_per_gpu"]]))
+    per = runs.assign(launch=launch.to_numpy(), gpus=1.0 / runs["ranks_per_gpu"]).groupby("launch").agg(
+        elapsed_s=("elapsed_s", "max"), gpus=("gpus", "sum"))
+    return float((per["elapsed_s"] * per["gpus"]).sum())
+
+
+def run_starts(env: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of ``env`` (env.jsonl records): ``run_id``, ``time`` (its start; 0 without a start
+    record), ``ranks_per_gpu`` (1 where the start record does not say), ``elapsed_s`` and ``measured``
+    (from its end record; NaN without one)."""
+    phase = env["phase"] if "phase" in env else pd.Series("end", index=env.index)
+    start = env[phase == "start"].drop_duplicates("run_id", keep="last").set_index("run_id")
+    end = env[phase == "end"].drop_duplicates("run_id", keep="last").set_index("run_id")
+    ids = pd.Index(pd.unique(env["run_id"])) if "run_id" in env else pd.Index([])
+
+    def column(frame, name, default):
+        return (frame[name].reindex(ids) if name in frame else pd.Series(default, index=ids, dtype=float)).to_numpy()
+    out = pd.DataFrame({"run_id": ids.to_numpy(), "time": column(start, "time", np.nan),
+                        "ranks_per_gpu": column(start, "ranks_per_gpu", np.nan),
+                        "elapsed_s": column(end, "elapsed_s", np.nan), "measured": column(end, "measured", np.nan)})
+    out["time"] = out["time"].fillna(0.0)
+    out["ranks_per_gpu"] = out["ranks_per_gpu"].fillna(1).astype(int)
+    return out
+
+
 def phases(raw) -> dict:
-    """Time per phase for the runs with and without the notes cache (see the module text)."""
+    """Time per phase for the runs with and without the notes cache, and with ranks sharing a GPU or not
+    (see the module text)."""
     problems = load_records(raw, "problems")
     if "t_total_s" not in problems:
         raise KbenchInputError(f"{raw}: no problem records with phase times; give a folder `kbench collect cudnn` wrote.")
     ok = problems[problems["status"] == "ok"].copy()
     source = ok["notes_source"] if "notes_source" in ok else pd.Series("", index=ok.index)
     cached_runs = set(ok.loc[source.isin(["cache", "check"]), "run_id"])
+    runs_all = run_starts(load_env(raw))
+    sharing = runs_all.set_index("run_id")["ranks_per_gpu"]
+    ok["ranks_per_gpu"] = ok["run_id"].map(sharing).fillna(1).astype(int)
     ok["group"] = np.where(ok["run_id"].isin(cached_runs), "notes cache", "probes only")
+    ok["group"] = ok["group"].where(ok["ranks_per_gpu"] == 1,
+                                    ok["group"] + ", " + ok["ranks_per_gpu"].astype(str) + " ranks per GPU")
     ok["expected_s"] = expected_seconds(ok)
-    end = load_env(raw)
-    end = end[end["phase"] == "end"] if "phase" in end else end
     cols = [c for c in ok.columns if c.startswith("t_") and c.endswith("_s")]
+    wanted = ["key", "repeat_ms", "precise_ms", "verify_ms", "first_ms", "verify2_ms"]
+    plans = load_records(raw, "plans")
+    plans = (plans[[c for c in wanted if c in plans]].merge(ok[["key", "group"]], on="key") if "key" in plans
+             else pd.DataFrame(columns=["key", "group"]))
     out = {}
     for group, part in ok.groupby("group"):
-        runs = end[end["run_id"].isin(set(part["run_id"]))]
+        runs = runs_all[runs_all["run_id"].isin(set(part["run_id"])) & runs_all["elapsed_s"].notna()]
+        gpu_s = gpu_seconds(runs)
+        measured = float(runs["measured"].sum())
         out[group] = {"runs": int(part["run_id"].nunique()), "problem_directions": int(len(part)),
-                      "per_minute": (60.0 * float(runs["measured"].sum()) / float(runs["elapsed_s"].sum())
-                                     if len(runs) else None),
+                      "per_minute": (60.0 * measured / gpu_s if gpu_s > 0 else None),
                       "seconds_per_expected_second": float(part["t_total_s"].sum() / part["expected_s"].sum()),
                       "mean_s": {c: float(part[c].mean()) for c in cols},
-                      "median_s": {c: float(part[c].median()) for c in cols}}
+                      "median_s": {c: float(part[c].median()) for c in cols},
+                      **_timing_repeatability(plans[plans["group"] == group])}
     return out
+
+
+def _timing_repeatability(plans: pd.DataFrame) -> dict:
+    """Within-run agreement of a group's timings, the check that ranks sharing a GPU do not disturb one
+    another: |ln(repeat / precise)| of each problem's best plan (re-timed at its problem's end),
+    |ln(verify / first)| of the plans the verification pass re-timed, and the share of problems where
+    the two disagreed enough for a third timing."""
+    def ratio(a, b):
+        if a not in plans or b not in plans:
+            return _quantiles([])
+        both = plans[(plans[a] > 0) & (plans[b] > 0)]
+        return _quantiles(np.abs(np.log(both[a] / both[b])))
+    verified = plans[plans["verify_ms"].notna()] if "verify_ms" in plans else plans.iloc[:0]
+    third = (float(verified["verify2_ms"].notna().groupby(verified["key"]).any().mean())
+             if "verify2_ms" in verified and len(verified) else None)
+    return {"repeat_abs_log_ratio": ratio("repeat_ms", "precise_ms"),
+            "verify_abs_log_ratio": ratio("verify_ms", "first_ms"), "third_timing_share": third}
 
 
 def print_json(fn, *args) -> int:

@@ -175,8 +175,11 @@ def resolve_launch(explicit: str | None, env) -> Launch:
     return Launch(shard, source, local_rank, info)
 
 
-def select_gpu(launch: Launch, env) -> str | None:
+def select_gpu(launch: Launch, env, ranks_per_gpu: int = 1) -> str | None:
     """Narrow ``CUDA_VISIBLE_DEVICES`` in ``env`` to LOCAL_RANK's GPU; returns the device chosen.
+
+    With ``ranks_per_gpu`` R the launcher started R ranks per GPU: LOCAL_RANK's GPU
+    is ``LOCAL_RANK // R`` (ranks 0..R-1 share the first GPU, and so on).
 
     Must run before CUDA is initialised (the collector imports torch later).
     An already narrowed list (a SLURM allocation, a user's choice) is indexed
@@ -187,16 +190,19 @@ def select_gpu(launch: Launch, env) -> str | None:
     """
     if launch.local_rank is None:
         return None
+    gpu = launch.local_rank // ranks_per_gpu
     visible = env.get("CUDA_VISIBLE_DEVICES")
     if visible not in (None, ""):
         devices = [d.strip() for d in visible.split(",") if d.strip()]
-        if launch.local_rank >= len(devices):
+        if gpu >= len(devices):
+            per = f" at {ranks_per_gpu} ranks per GPU" if ranks_per_gpu > 1 else ""
             raise KbenchInputError(f"LOCAL_RANK={launch.local_rank} but CUDA_VISIBLE_DEVICES={visible!r} "
-                                   f"lists {len(devices)} GPU(s): start at most that many ranks per host.")
-        chosen = devices[launch.local_rank]
+                                   f"lists {len(devices)} GPU(s): start at most {len(devices) * ranks_per_gpu} "
+                                   f"ranks per host{per}.")
+        chosen = devices[gpu]
     else:
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-        chosen = str(launch.local_rank)
+        chosen = str(gpu)
     env["CUDA_VISIBLE_DEVICES"] = chosen
     env["KBENCH_NVML_DEVICE"] = chosen
     launch.info["gpu_selected"] = chosen
@@ -323,6 +329,8 @@ def main(argv=None) -> int:
     problems = load_records(args.raw, "problems").sort_values("order", kind="stable")
     if args.first_runs is not None:  # run ids start with their UTC start time
         problems = problems[problems["run_id"].isin(sorted(problems["run_id"].unique())[:args.first_runs])]
+    # only problem-directions with recorded seconds (a setup failure records none)
+    problems = problems[(problems.get("status", "ok") == "ok") & problems["t_total_s"].notna()]
     model, r2 = fit_cost_model(problems)
     print(json.dumps({"model": model, "r2_log": round(r2, 4), "rows": int(len(problems))}))
     actual = problems["t_total_s"].to_numpy()

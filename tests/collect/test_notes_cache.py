@@ -117,7 +117,7 @@ def test_collector_probes_first_then_serves_from_the_cache_with_checks(monkeypat
         rec = {}
         flags = col._numeric_notes(P, rec, None, None, None, ["eng1", "eng2"], [])
         assert flags == {"eng1": {"TENSOR_CORE"}, "eng2": set()}
-        col.notes_reliable = True  # what _measure_plans sets after the first problem with notes
+        col.notes_reliable = True  # what measure sets after the first problem with notes
         recs.append(rec)
     # the process's first problem is probed (a 'check': the cache knew it), then every 2nd served one
     assert [r["notes_source"] for r in recs] == ["check", "check", "cache", "check", "cache"]

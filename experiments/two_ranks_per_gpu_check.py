@@ -1,0 +1,60 @@
+"""Issue 17: do two collector ranks sharing one H100 (``--ranks-per-gpu 2``, kbench.collect.gpu_turn) time
+plans as one rank alone does?
+
+Two yardsticks, both from raw folders in the repository:
+
+* *across runs*: the corpus's first 160 problem-directions timed again with two ranks sharing the GPU
+  (``raw/h100/two_ranks_check``, on a fresh lease, no base folder) against their first, single-rank
+  measurement in ``raw/h100``; next to it, the single-rank test-retest of issue 16 (500 problem-directions
+  of ``raw/h100`` against ``raw/h100/repeats/retest-20261124``, another lease): per-plan
+  ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
+  ``kbench collect compare``);
+* *within runs*: ``python -m kbench.collect.scaling phases raw/h100`` per group of runs: the best plan
+  re-timed at its problem's end, the verification pass's second reading, how often a third was needed.
+
+    python experiments/two_ranks_per_gpu_check.py    # -> experiments/results/two_ranks_per_gpu_check.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kbench import repeatability as R  # noqa: E402
+from kbench.collect import retest, scaling  # noqa: E402
+
+
+def across(raw_a: Path, raw_b: Path) -> dict:
+    m = retest.compare(raw_a, raw_b)
+    rep = m[["key", "plan", "t_a", "t_b"]]
+    cols = ["problem_id", "kernel", "time_ms"]
+    long = pd.concat([rep[["key", "plan", "t_a"]].set_axis(cols, axis=1).assign(run_id=0),
+                      rep[["key", "plan", "t_b"]].set_axis(cols, axis=1).assign(run_id=1)])
+    s = R.summary(long)
+    return {"a": str(raw_a.relative_to(ROOT)), "b": str(raw_b.relative_to(ROOT)), "problems": s["problems"],
+            "plans": s["plans"], "same_winner": s["same_winner"], "noise_ceiling": s["noise_ceiling"]}
+
+
+def main() -> int:
+    raw = ROOT / "raw" / "h100"
+    phases = scaling.phases(raw)
+    out = {"command": "python experiments/two_ranks_per_gpu_check.py",
+           "across_runs": {"two_ranks_vs_first": across(raw, raw / "two_ranks_check"),
+                           "single_rank_retest": across(raw, raw / "repeats" / "retest-20261124")},
+           "within_runs": {g: {k: v[k] for k in ("runs", "problem_directions", "per_minute", "repeat_abs_log_ratio",
+                                                 "verify_abs_log_ratio", "third_timing_share")}
+                           for g, v in phases.items()}}
+    path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
+    path.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    print(json.dumps(out, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
