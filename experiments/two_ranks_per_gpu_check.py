@@ -10,7 +10,11 @@ Two yardsticks, both from raw folders in the repository:
   ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
   ``kbench collect compare``);
 * *within runs*: ``python -m kbench.collect.scaling phases raw/h100`` per group of runs: the best plan
-  re-timed at its problem's end, the verification pass's second reading, how often a third was needed.
+  re-timed at its problem's end, the verification pass's second reading, how often a third was needed;
+* *throughput per launch* of the runs since the verification pass (runs 16 on), from the journal's
+  problem start times (so a launch stopped before its end record counts too): problem-directions per
+  minute between a launch's first and last start, and the shard cost model's expected seconds
+  (kbench.collect.shard.expected_seconds) done per wall second, which corrects for the problem mix.
 
     python experiments/two_ranks_per_gpu_check.py    # -> experiments/results/two_ranks_per_gpu_check.json
 """
@@ -28,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from kbench import repeatability as R  # noqa: E402
 from kbench.collect import retest, scaling  # noqa: E402
+from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.writer import load_env, load_records, read_journal  # noqa: E402
 
 
 def across(raw_a: Path, raw_b: Path) -> dict:
@@ -41,6 +47,34 @@ def across(raw_a: Path, raw_b: Path) -> dict:
             "plans": s["plans"], "same_winner": s["same_winner"], "noise_ceiling": s["noise_ceiling"]}
 
 
+def launch_rates(raw: Path, first_run: int = 15) -> list[dict]:
+    """Per launch (ranks started together count once): problems per minute and expected seconds per
+    second between its first and last problem start (the last problem of each rank left out)."""
+    problems = load_records(raw, "problems")
+    runs = sorted(problems["run_id"].unique())[first_run:]
+    ok = problems[problems["run_id"].isin(runs) & (problems["status"] == "ok")].copy()
+    ok["expected_s"] = expected_seconds(ok)
+    journal = read_journal(raw)
+    starts = journal[journal["event"] == "start"].astype({"time": float})
+    ok["t"] = ok.set_index(["key", "run_id"]).index.map(
+        starts.groupby(["key", "run_id"])["time"].max().to_dict().get)
+    info = scaling.run_starts(load_env(raw))
+    info = info[info["run_id"].isin(runs)]
+    launch = scaling._launches(info)
+    ok["launch"] = ok["run_id"].map(launch)
+    sharing = info.set_index("run_id")["ranks_per_gpu"]
+    out = []
+    for _, part in ok.groupby("launch"):
+        last = part.groupby("run_id")["t"].transform("max")
+        span = float(part["t"].max() - part["t"].min())
+        done = part[part["t"] < last]
+        out.append({"first_run": str(part["run_id"].min()), "ranks_per_gpu": int(sharing[part["run_id"].iloc[0]]),
+                    "problem_directions": int(len(part)), "span_s": round(span, 1),
+                    "per_minute": round(60 * len(done) / span, 1) if span > 0 else None,
+                    "expected_seconds_per_second": round(float(done["expected_s"].sum()) / span, 3) if span > 0 else None})
+    return out
+
+
 def main() -> int:
     raw = ROOT / "raw" / "h100"
     phases = scaling.phases(raw)
@@ -49,7 +83,8 @@ def main() -> int:
                            "single_rank_retest": across(raw, raw / "repeats" / "retest-20261124")},
            "within_runs": {g: {k: v[k] for k in ("runs", "problem_directions", "per_minute", "repeat_abs_log_ratio",
                                                  "verify_abs_log_ratio", "third_timing_share")}
-                           for g, v in phases.items()}}
+                           for g, v in phases.items()},
+           "launches": launch_rates(raw)}
     path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
     path.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(json.dumps(out, indent=1, default=float))

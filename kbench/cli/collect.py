@@ -36,7 +36,8 @@ def register_cli(subparsers) -> None:
     c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
     c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (default: the file's, or both)")
     c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                   help="start no new problem after this many seconds")
+                   help="start no new problem after this many seconds, counted from the command's start "
+                        "(loading the records and starting CUDA included)")
     c.add_argument("--limit", type=int, default=None,
                    help="measure at most this many problem-directions (with shards: the first this many "
                         "pending ones, split across all shards)")

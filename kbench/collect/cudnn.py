@@ -1206,16 +1206,20 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
     ``make_collector(options)`` replaces :class:`CudnnCollector` (tests fake the GPU with it).
     """
     from kbench.collect.lock import FolderLock
+    # the time budget counts from here: loading the corpus and the earlier records (tens of seconds for
+    # several ranks reading a 10,000-problem folder) and starting CUDA are part of it, so a launcher's
+    # own time limit set a margin above the budget is not overrun by the start-up
+    deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     lock = FolderLock(Path(out_dir) / shard.folder_name if shard is not None else out_dir).acquire()
     try:
-        return _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_s, limit, batch_size,
+        return _collect_locked(problems, out_dir, directions, dtypes, layouts, deadline, limit, batch_size,
                                options, progress, shard, launch_info or {}, make_collector or CudnnCollector,
                                lock.notes)
     finally:
         lock.release()
 
 
-def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_s, limit, batch_size, options,
+def _collect_locked(problems, out_dir, directions, dtypes, layouts, deadline, limit, batch_size, options,
                     progress, shard, launch_info, make_collector, notes) -> dict:
     from kbench.collect import shard as S
     from kbench.collect.writer import CRASH_LIMIT, RawWriter, quarantine_torn
@@ -1256,14 +1260,14 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, time_budget_
     if not len(pending):
         return summary
     seen = [root] if shard is None else [root, out_dir]  # earlier records: they seed the notes cache
-    fatal = _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
+    fatal = _measure_pending(pending, writer, summary, deadline, options, progress, shard, launch_info,
                              make_collector, seen)
     if fatal:
         summary["fatal"] = fatal
     return summary
 
 
-def _measure_pending(pending, writer, summary, time_budget_s, options, progress, shard, launch_info,
+def _measure_pending(pending, writer, summary, deadline, options, progress, shard, launch_info,
                      make_collector, seen=()) -> str | None:
     """Measure the pending problems in order until done, stopped by a signal, out of time or a fatal
     CUDA error; every record saved, the environment written at start and end, ``summary``'s counts
@@ -1291,7 +1295,7 @@ def _measure_pending(pending, writer, summary, time_budget_s, options, progress,
         for _, row in pending.iterrows():
             if stop["flag"]:
                 break
-            if time_budget_s is not None and time.monotonic() - t_start > time_budget_s:
+            if deadline is not None and time.monotonic() > deadline:
                 break
             p = {k: _py(v) for k, v in row.items()}
             writer.start(p["key"])

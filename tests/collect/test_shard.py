@@ -285,3 +285,17 @@ sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
             f"{k}/2", "torchrun", str(k), str(k))
         keys += W.load_records(folder, "problems")["key"].tolist()
     assert sorted(keys) == sorted(C.load_problems(csv)["key"])
+
+
+def test_time_budget_counts_the_start_up(tmp_path):
+    """--time-budget counts from the command's start: a rank whose start-up (loading records, CUDA) ate the
+    budget starts no problem, so a launcher's limit set a margin above the budget is not overrun."""
+    csv = write_problems_csv(tmp_path / "p.csv", 4)
+
+    def slow_start(options):
+        time.sleep(0.6)
+        return SyntheticCollector(options)
+    s = C.collect(csv, tmp_path / "late", time_budget_s=0.3, make_collector=slow_start, progress=False)
+    assert (s["pending"], s["measured"]) == (12, 0)  # 4 geometries x 3 directions, none started
+    s = C.collect(csv, tmp_path / "ample", time_budget_s=60, make_collector=slow_start, progress=False)
+    assert s["measured"] == 12
