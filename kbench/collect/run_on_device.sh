@@ -176,6 +176,9 @@ if [ "$MODE" = torchrun ]; then
     # Restart (every rank resumes its shard) only after a fatal CUDA error (collector exit 3).
     grep -Eq 'exitcode *: *3 ' /tmp/attempt.log || break
   done
+  # ranks outlive a torchrun that timeout killed and save their last batch on its SIGTERM: wait
+  # for them (60 s at most) before packing, or that batch stays behind
+  for i in $(seq 60); do pgrep -f "kbench.collect cudnn" > /dev/null || break; sleep 1; done
   for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
   python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
   rm -rf $RAW.merged
