@@ -14,7 +14,10 @@ Two yardsticks, both from raw folders in the repository:
 * *throughput per launch* of the runs since the verification pass (runs 16 on), from the journal's
   problem start times (so a launch stopped before its end record counts too): problem-directions per
   minute between a launch's first and last start, and the shard cost model's expected seconds
-  (kbench.collect.shard.expected_seconds) done per wall second, which corrects for the problem mix.
+  (kbench.collect.shard.expected_seconds) done per wall second, which corrects for the problem mix;
+  next to them the rate from the ranks' end records (what ``scaling throughput`` printed on the GPU:
+  the ranks' problem-directions over the longest rank's elapsed time), and that of the two-rank
+  launches stopped by their time budget together.
 
     python experiments/two_ranks_per_gpu_check.py    # -> experiments/results/two_ranks_per_gpu_check.json
 """
@@ -60,18 +63,24 @@ def launch_rates(raw: Path, first_run: int = 15) -> list[dict]:
         starts.groupby(["key", "run_id"])["time"].max().to_dict().get)
     info = scaling.run_starts(load_env(raw))
     info = info[info["run_id"].isin(runs)]
-    launch = scaling._launches(info)
+    launch = scaling.launch_numbers(info)
     ok["launch"] = ok["run_id"].map(launch)
+    info = info.assign(launch=info["run_id"].map(launch))
     sharing = info.set_index("run_id")["ranks_per_gpu"]
     out = []
-    for _, part in ok.groupby("launch"):
+    for number, part in ok.groupby("launch"):
+        ends = info[info["launch"] == number]
+        ended = bool(ends["elapsed_s"].notna().all())
         last = part.groupby("run_id")["t"].transform("max")
         span = float(part["t"].max() - part["t"].min())
         done = part[part["t"] < last]
         out.append({"first_run": str(part["run_id"].min()), "ranks_per_gpu": int(sharing[part["run_id"].iloc[0]]),
                     "problem_directions": int(len(part)), "span_s": round(span, 1),
                     "per_minute": round(60 * len(done) / span, 1) if span > 0 else None,
-                    "expected_seconds_per_second": round(float(done["expected_s"].sum()) / span, 3) if span > 0 else None})
+                    "expected_seconds_per_second": round(float(done["expected_s"].sum()) / span, 3) if span > 0 else None,
+                    "end_records": ({"measured": int(ends["measured"].sum()), "elapsed_s": float(ends["elapsed_s"].max()),
+                                     "per_minute": round(60 * float(ends["measured"].sum()) / float(ends["elapsed_s"].max()), 1)}
+                                    if ended else None)})
     return out
 
 
@@ -85,6 +94,11 @@ def main() -> int:
                                                  "verify_abs_log_ratio", "third_timing_share")}
                            for g, v in phases.items()},
            "launches": launch_rates(raw)}
+    # the two-rank launches stopped by their time budget (the last one ran out of work: LIMIT)
+    bound = [x["end_records"] for x in out["launches"] if x["ranks_per_gpu"] == 2][:-1]
+    out["two_ranks_budget_bound"] = {"launches": len(bound), "measured": sum(b["measured"] for b in bound),
+                                     "per_minute": round(60 * sum(b["measured"] for b in bound)
+                                                         / sum(b["elapsed_s"] for b in bound), 1)}
     path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
     path.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(json.dumps(out, indent=1, default=float))

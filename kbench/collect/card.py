@@ -355,10 +355,8 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     if not shared_runs:
         runs = runs.drop(columns="ranks per GPU")
     # GPU-seconds: ranks that shared a GPU count once, over their longest elapsed time
-    timed = sharing.reset_index().assign(measured=lambda d: d["run_id"].map(problems["run_id"].value_counts()))
-
     def gpu_s(run_ids) -> float:
-        return gpu_seconds(timed[timed["run_id"].isin(run_ids)])
+        return gpu_seconds(sharing.loc[sorted(run_ids)].reset_index())
     with_end = set(runs.loc[runs["elapsed s"].notna(), "run"])
     tot_el = gpu_s(with_end)
     tot_m = int(runs.loc[runs["elapsed s"].notna(), "problem-directions"].sum())

@@ -49,7 +49,6 @@ class GpuTurn:
         self.path = Path(path) if path is not None else None
         self.waited_s = 0.0
         self._depth = 0
-        self._fd: int | None = None
 
     @property
     def shared(self) -> bool:
@@ -72,11 +71,10 @@ class GpuTurn:
             os.close(fd)
             raise
         self.waited_s += time.perf_counter() - t0
-        self._fd, self._depth = fd, 1
+        self._depth = 1
         try:
             yield
         finally:
             self._depth = 0
-            self._fd = None
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

@@ -68,12 +68,11 @@ def throughput(paths) -> dict:
         if not len(end):
             raise KbenchInputError(f"{folder}: no run has ended (no 'end' record in env.jsonl).")
         last = end.iloc[-1]
-        start = env[(env["phase"] == "start") & (env["run_id"] == last["run_id"])]
-        sharing = start["ranks_per_gpu"].dropna() if "ranks_per_gpu" in start else pd.Series(dtype=float)
+        sharing = run_starts(env).set_index("run_id")["ranks_per_gpu"]
         ranks.append({"folder": str(folder), "run_id": str(last["run_id"]), "measured": int(last["measured"]),
                       "elapsed_s": float(last["elapsed_s"]),
                       "per_minute": 60.0 * float(last["measured"]) / float(last["elapsed_s"]),
-                      "ranks_per_gpu": int(sharing.iloc[-1]) if len(sharing) else 1})
+                      "ranks_per_gpu": int(sharing[last["run_id"]])})
     measured = sum(r["measured"] for r in ranks)
     wall = max(r["elapsed_s"] for r in ranks)
     per_minute = 60.0 * measured / wall
@@ -120,7 +119,7 @@ def agreement(raw_a, raw_b) -> dict:
     return out
 
 
-def _launches(start: pd.DataFrame, gap_s: float = 60.0) -> pd.Series:
+def launch_numbers(start: pd.DataFrame, gap_s: float = 60.0) -> pd.Series:
     """A launch number per run (index ``run_id``): ranks that shared GPUs (``ranks_per_gpu`` > 1) started
     together are one launch (start times within ``gap_s`` of each other); every other run is its own."""
     start = start.sort_values("time")
@@ -136,7 +135,7 @@ def gpu_seconds(runs: pd.DataFrame) -> float:
     runs = runs.dropna(subset=["elapsed_s"])
     if not len(runs):
         return 0.0
-    launch = runs["run_id"].map(_launches(runs[["run_id", "time", "ranks_per_gpu"]]))
+    launch = runs["run_id"].map(launch_numbers(runs[["run_id", "time", "ranks_per_gpu"]]))
     per = runs.assign(launch=launch.to_numpy(), gpus=1.0 / runs["ranks_per_gpu"]).groupby("launch").agg(
         elapsed_s=("elapsed_s", "max"), gpus=("gpus", "sum"))
     return float((per["elapsed_s"] * per["gpus"]).sum())

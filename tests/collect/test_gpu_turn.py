@@ -80,7 +80,13 @@ def test_without_a_path_hold_does_nothing_and_holds_nest(tmp_path):
         with turn.hold():  # an inner hold of the same process does not wait for itself
             pass
         assert turn._depth == 1
-    assert turn.shared and turn._depth == 0 and turn._fd is None
+    assert turn.shared and turn._depth == 0
+    fd = os.open(turn.path, os.O_RDWR)  # released: another holder gets it at once
+    try:
+        import fcntl
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
 
 
 def test_select_gpu_with_ranks_per_gpu():
