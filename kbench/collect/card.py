@@ -191,7 +191,23 @@ def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
             "plan. A launch-bound time can only be too long, so the risk is a true winner timed out of first place.")
 
 
-def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None) -> str:
+def protocol_line(problems: pd.DataFrame | None) -> str:
+    """Which shipped runs used the collector before issue 16's fix: their problems have no
+    verification pass of their own (``verify_passes`` empty), so their labels were re-timed later."""
+    since = "the Labels section says how their labels were re-timed\nsince (`kbench collect verify-labels`)."
+    if problems is None or "verify_passes" not in problems:
+        return "Every shipped run used the old protocol; " + since
+    per_run = problems.groupby("run_id")["verify_passes"].apply(lambda v: bool(v.isna().all()))
+    old = per_run[per_run].index
+    if len(old) == len(per_run):
+        return "Every shipped run used the old protocol; " + since
+    n_old = int(problems["run_id"].isin(old).sum())
+    return (f"{len(old)} of the {len(per_run)} shipped runs ({n_old:,} problem-directions) used the old protocol; {since} "
+            f"The other {len(per_run) - len(old)} ran the fixed collector, verification pass included.")
+
+
+def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None,
+                    problems: pd.DataFrame | None = None) -> str:
     """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
     from kbench.collect import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
@@ -236,8 +252,8 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
             "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
             "build phase used the engines the first run had compiled; compare the other phases):\n\n"
             f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
-            "Every shipped run used the old protocol; the Labels section says how its labels were re-timed\n"
-            "since (`kbench collect verify-labels`). " + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
+            + protocol_line(problems) + " "
+            + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
     return "(no issue-16 validation files found)"
 
 
@@ -293,8 +309,8 @@ def notes_line(problems: pd.DataFrame, plans: pd.DataFrame) -> str:
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
     """The card's release status: a draft until ``target`` problem-directions are measured."""
     if n_measured >= target:
-        return (f"**Version 1**: {n_measured:,} problem-directions measured (the first version's "
-                f"target was {target:,}); the collection can grow in later versions.")
+        return (f"**Released**: {n_measured:,} problem-directions measured (the first version's "
+                f"target was {target:,}); the collection grows from version to version.")
     return (f"**Draft**: {n_measured:,} of the first version's {target:,} problem-directions "
             "measured; the collection is being continued.")
 
@@ -341,7 +357,7 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     from kbench.collect.scaling import gpu_seconds, run_starts
     sharing = run_starts(env).set_index("run_id")
     runs = []
-    for rid, s in start.set_index("run_id").iterrows():
+    for rid, s in start.set_index("run_id").sort_index().iterrows():  # run ids begin with their UTC start
         e = end[end["run_id"] == rid]
         measured = int((problems["run_id"] == rid).sum())
         el = float(e["elapsed_s"].iloc[0]) if len(e) and pd.notna(e["elapsed_s"].iloc[0]) else None
@@ -511,7 +527,7 @@ the work.
 
 ## Run-to-run outliers (issue 16)
 
-{outlier_section(raws, plans, tables)}
+{outlier_section(raws, plans, tables, problems)}
 
 ## Noise
 

@@ -103,8 +103,8 @@ def test_status_line_turns_from_draft_to_version_1_at_the_target():
     from kbench.collect.card import FIRST_VERSION_PROBLEM_DIRECTIONS, status_line
     assert FIRST_VERSION_PROBLEM_DIRECTIONS == 5000  # the issue's first-version size
     assert status_line(4999).startswith("**Draft**: 4,999 of the first version's 5,000")
-    assert status_line(5000).startswith("**Version 1**: 5,000 problem-directions")
-    assert status_line(12, target=10).startswith("**Version 1**")
+    assert status_line(5000).startswith("**Released**: 5,000 problem-directions")
+    assert status_line(12, target=10).startswith("**Released**")
 
 
 def test_gap_definition():
@@ -150,14 +150,26 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-def test_pinned_h100_version_is_its_first_15_runs():
-    """h100 1.1.0 ships raw/h100's first 15 runs; later runs there wait for the next version."""
+def test_pinned_h100_version_is_its_first_38_runs():
+    """h100 1.2.0 ships raw/h100's first 38 runs; later runs there wait for the next version."""
     import kbench
     from kbench.collect.writer import load_records
     from kbench.registry import DATASETS
     through = DATASETS["h100"].collected_through
     runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h100", "problems",
                                ["key", "run_id"])["run_id"].unique())
-    assert runs.index(through) == 14
+    assert runs.index(through) == 37
     info = kbench.load("h100").info
-    assert info["version"] == "1.1.0" and info["cleaning"]["problem_directions_collected"] == 5523
+    assert info["version"] == "1.2.0" and info["cleaning"]["problem_directions_collected"] == 10326
+
+
+def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
+    """Runs whose problems have no verify_passes used the collector before issue 16's fix."""
+    import pandas as pd
+    from kbench.collect.card import protocol_line
+    problems = pd.DataFrame({"run_id": ["a", "a", "b", "c", "c"],
+                             "verify_passes": [None, None, 2.0, 1.0, None]})
+    line = protocol_line(problems)
+    assert line.startswith("1 of the 3 shipped runs (2 problem-directions) used the old protocol")
+    assert line.endswith("The other 2 ran the fixed collector, verification pass included.")
+    assert protocol_line(problems.assign(verify_passes=None)).startswith("Every shipped run used the old protocol")
