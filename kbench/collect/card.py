@@ -414,7 +414,9 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     # every phase the collector times (kbench.collect.cudnn.measure), in its order
     phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
               ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
-              ("checking + coarse timing, s", "t_coarse_s"), ("PyTorch's choice, s", "t_torch_s"),
+              ("checking + coarse timing, s", "t_coarse_s"),
+              ("of which capturing CUDA graphs (runs that record it), s", "t_capture_s"),
+              ("PyTorch's choice, s", "t_torch_s"),
               ("precise re-timing, s", "t_precise_s"), ("verification pass, s", "t_verify_s"),
               ("checking + timing (all), s", "t_time_s"),
               ("waiting for the GPU's turn (ranks sharing a GPU; not in the total), s", "t_wait_s")]
