@@ -56,10 +56,8 @@ Steps 1 and 2 and the building of step 3 launch nothing on the GPU (the input
 tensors are allocated but filled only afterwards, together with the float64
 reference); everything from filling the inputs on is the problem's GPU part.
 Ranks sharing a GPU (``--ranks-per-gpu``) hold the GPU's turn
-(:mod:`kbench.collect.gpu_turn`) for the GPU part only, and lend it back while
-they capture a CUDA graph (host-only: the capture's seconds are ``t_capture_s``);
-``t_wait_s`` records a problem's waits for it, which ``t_total_s`` and every
-phase time leave out.
+(:mod:`kbench.collect.gpu_turn`) for the GPU part only; ``t_wait_s`` records a
+problem's wait for it, which ``t_total_s`` leaves out.
 
 Every failure (a plan that does not build, run, capture or compute the right
 answer) is recorded with its error text and never stops the run. A CUDA error
@@ -537,7 +535,7 @@ class CudnnCollector:
         self.kernel_caches: dict[tuple, object] = {}  # kernel_cache_topology -> cuDNN kernel cache
         from kbench.collect.gpu_turn import GpuTurn
         self.turn = GpuTurn(self.opt.gpu_turn)
-        self.capture_s = 0.0  # seconds of graph capture in the current problem (t_capture_s)
+        self.capture_s = 0.0  # seconds of CUDA-graph capture in the current problem (t_capture_s)
         cd = cudnn.data_type
         self.cdt = {"FP16": cd.HALF, "BF16": cd.BFLOAT16, "FP32": cd.FLOAT}
         self.tdt = {"FP16": torch.float16, "BF16": torch.bfloat16, "FP32": torch.float32}
@@ -712,24 +710,17 @@ class CudnnCollector:
 
     def _capture(self, g, pack, index, k):
         t = self.torch
-        t0 = self._work_clock()
+        t0 = time.perf_counter()
         cg = t.cuda.CUDAGraph()
-        # Capturing and instantiating only record work (PyTorch's capture_begin/capture_end launch
-        # nothing and do not synchronise): a rank sharing the GPU may time its plans meanwhile. The
-        # graph's first launch, which uploads it, comes after the turn is back.
-        with self.turn.lend(), t.cuda.stream(self.stream):
+        with t.cuda.stream(self.stream):
             cg.capture_begin(capture_error_mode="thread_local")
             try:
                 for _ in range(k):
                     self._run(g, pack, index)
             finally:
                 cg.capture_end()
-        self.capture_s += self._work_clock() - t0
+        self.capture_s += time.perf_counter() - t0
         return cg
-
-    def _work_clock(self) -> float:
-        """Seconds that leave out every wait for the GPU's turn (the phase times of a record)."""
-        return time.perf_counter() - self.turn.waited_s
 
     def _replays(self, ps: PlanState, n: int) -> list[float]:
         t = self.torch
@@ -873,29 +864,27 @@ class CudnnCollector:
         """Steps 3 to 7: run, check and time the built plans (into ``rec`` and the plans' records)."""
         # 3. one workspace for all (captured graphs keep its address)
         self._ensure_workspace(built)
-        # 4. run once, check, capture, coarse timing (the captures' share in t_capture_s; while ranks
-        # share the GPU a capture lends the turn, and the phase times leave the waits out)
-        clock = self._work_clock
-        t_time = clock()
+        # 4. run once, check, capture, coarse timing (the captures' share in t_capture_s)
+        t_time = time.perf_counter()
         self.capture_s = 0.0
         valid = self._coarse_timing(p, rec, g, pack, built, out, ref, ref_norm, e_tf32)
-        rec["t_coarse_s"] = clock() - t_time
+        rec["t_coarse_s"] = time.perf_counter() - t_time
         rec["t_capture_s"] = self.capture_s
-        t_phase = clock()
+        t_phase = time.perf_counter()
         # 5. PyTorch's choice
         torch_plans = self._torch_plans(p, rec, x, w, y, g, pack, plans, valid, names)
-        rec["t_torch_s"] = clock() - t_phase
-        t_phase = clock()
+        rec["t_torch_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         # 6. precise re-timing
         if self.opt.precise and valid:
             self._precise_retiming(p, rec, g, pack, valid, torch_plans)
-        rec["t_precise_s"] = clock() - t_phase
-        t_phase = clock()
+        rec["t_precise_s"] = time.perf_counter() - t_phase
+        t_phase = time.perf_counter()
         # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
         if self.opt.verify and valid:
             self._verify(p, rec, g, pack, valid)
-        rec["t_verify_s"] = clock() - t_phase
-        rec["t_time_s"] = clock() - t_time
+        rec["t_verify_s"] = time.perf_counter() - t_phase
+        rec["t_time_s"] = time.perf_counter() - t_time
         for ps in plans:
             ps.graph = None
 

@@ -12,9 +12,7 @@ is the rest. Run alone, a collector leaves the GPU idle while it builds.
 With ``R`` ranks per GPU (torchrun starts ``GPUs x R`` ranks; each takes GPU
 ``LOCAL_RANK // R`` and its own shard), a rank holds the GPU's *turn* for its
 GPU part only, so one rank builds its next problem while another times its
-current one. Inside the GPU part, capturing a plan's CUDA graph is host-only
-work too: the rank lends the turn for it (``GpuTurn.lend``) and takes it back
-before the graph's first launch. Timings are unaffected as long as the rank that does not hold the
+current one. Timings are unaffected as long as the rank that does not hold the
 turn launches no GPU work: that is what the turn guarantees, and the check on
 the GPU (``docs/collect_scale_out.md``, "Two ranks per GPU") compares timings
 taken this way with single-rank timings of the same problems, against their
@@ -51,7 +49,6 @@ class GpuTurn:
         self.path = Path(path) if path is not None else None
         self.waited_s = 0.0
         self._depth = 0
-        self._fd: int | None = None  # the lock file's descriptor while the turn is held
 
     @property
     def shared(self) -> bool:
@@ -75,27 +72,9 @@ class GpuTurn:
             raise
         self.waited_s += time.perf_counter() - t0
         self._depth = 1
-        self._fd = fd
         try:
             yield
         finally:
             self._depth = 0
-            self._fd = None
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
-
-    @contextmanager
-    def lend(self):
-        """``with turn.lend(): ...`` gives the turn up for a block of host-only work inside a hold
-        (capturing and instantiating a CUDA graph launches nothing) and takes it back after it,
-        the wait for it counted in ``waited_s``. Outside a hold, or with no path, it does nothing."""
-        if self.path is None or self._fd is None:
-            yield
-            return
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            t0 = time.perf_counter()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            self.waited_s += time.perf_counter() - t0

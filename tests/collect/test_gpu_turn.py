@@ -89,43 +89,6 @@ def test_without_a_path_hold_does_nothing_and_holds_nest(tmp_path):
         os.close(fd)
 
 
-def _turn_is_free(path) -> bool:
-    """Whether another open file description could take the turn now (flock locks belong to one)."""
-    import fcntl
-    fd = os.open(path, os.O_RDWR | os.O_CREAT)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    finally:
-        os.close(fd)
-
-
-def test_lend_gives_the_turn_up_for_its_block_and_counts_the_wait_to_get_it_back(tmp_path):
-    import fcntl
-    import threading
-    turn = GpuTurn(tmp_path / "t.lock")
-    with turn.lend():  # outside a hold there is nothing to lend
-        assert _turn_is_free(turn.path)
-    with turn.hold():
-        assert not _turn_is_free(turn.path)
-        with turn.lend():
-            assert _turn_is_free(turn.path)
-            # a sibling takes the turn during the lend and keeps it 0.3 s
-            other = os.open(turn.path, os.O_RDWR)
-            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            threading.Timer(0.3, lambda: (fcntl.flock(other, fcntl.LOCK_UN), os.close(other))).start()
-            waited = turn.waited_s
-        assert turn.waited_s - waited >= 0.25  # lend came back only once the sibling let go
-        assert not _turn_is_free(turn.path)
-    assert _turn_is_free(turn.path)
-    with GpuTurn(None).lend():  # one rank per GPU: nothing to do
-        pass
-
-
 def test_select_gpu_with_ranks_per_gpu():
     # 4 ranks on a host of 2 GPUs at 2 ranks per GPU: local ranks 2 and 3 take GPU 1
     env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3"}
