@@ -1,10 +1,12 @@
-"""Issue 17: do two collector ranks sharing one H100 (``--ranks-per-gpu 2``, kbench.collect.gpu_turn) time
-plans as one rank alone does?
+"""Issue 17: do two or three collector ranks sharing one H100 (``--ranks-per-gpu R``, kbench.collect.gpu_turn)
+time plans as one rank alone does, and how many problem-directions per minute do they measure?
 
 Two yardsticks, both from raw folders in the repository:
 
 * *across runs*: the corpus's first 160 problem-directions timed again with two ranks sharing the GPU
-  (``raw/h100/two_ranks_check``, on a fresh lease, no base folder) against their first, single-rank
+  (``raw/h100/two_ranks_check``, on a fresh lease, no base folder), with three
+  (``raw/h100/three_ranks_check``) and with two ranks that lent the turn while capturing CUDA graphs
+  (``raw/h100/lend_check``, commit 42ae72c; taken out again) against their first, single-rank
   measurement in ``raw/h100``; next to it, the single-rank test-retest of issue 16 (500 problem-directions
   of ``raw/h100`` against ``raw/h100/repeats/retest-20261124``, another lease): per-plan
   ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
@@ -84,21 +86,44 @@ def launch_rates(raw: Path, first_run: int = 15) -> list[dict]:
     return out
 
 
+def check_seconds(folder: Path) -> float:
+    """The longest rank's elapsed seconds in a check folder (its end records)."""
+    env = load_env(folder)
+    return round(float(env.loc[env["phase"] == "end", "elapsed_s"].max()), 1)
+
+
+def budget_bound(launches: list[dict]) -> dict:
+    """Launches together: problem-directions over the sum of their longest ranks' elapsed seconds."""
+    ends = [x["end_records"] for x in launches]
+    return {"launches": len(ends), "first_runs": [x["first_run"] for x in launches],
+            "measured": sum(e["measured"] for e in ends), "per_launch": [e["per_minute"] for e in ends],
+            "per_minute": round(60 * sum(e["measured"] for e in ends) / sum(e["elapsed_s"] for e in ends), 1)}
+
+
 def main() -> int:
     raw = ROOT / "raw" / "h100"
     phases = scaling.phases(raw)
     out = {"command": "python experiments/two_ranks_per_gpu_check.py",
            "across_runs": {"two_ranks_vs_first": across(raw, raw / "two_ranks_check"),
+                           "three_ranks_vs_first": across(raw, raw / "three_ranks_check"),
+                           "two_ranks_lending_vs_first": across(raw, raw / "lend_check"),
                            "single_rank_retest": across(raw, raw / "repeats" / "retest-20261124")},
+           # the same 160 problem-directions on a fresh lease each (cuDNN compiles every engine anew):
+           # the longest rank's elapsed seconds
+           "check_seconds": {name: check_seconds(raw / name)
+                             for name in ("two_ranks_check", "three_ranks_check", "lend_check")},
            "within_runs": {g: {k: v[k] for k in ("runs", "problem_directions", "per_minute", "repeat_abs_log_ratio",
                                                  "verify_abs_log_ratio", "third_timing_share")}
                            for g, v in phases.items()},
            "launches": launch_rates(raw)}
-    # the two-rank launches stopped by their time budget (the last one ran out of work: LIMIT)
-    bound = [x["end_records"] for x in out["launches"] if x["ranks_per_gpu"] == 2][:-1]
-    out["two_ranks_budget_bound"] = {"launches": len(bound), "measured": sum(b["measured"] for b in bound),
-                                     "per_minute": round(60 * sum(b["measured"] for b in bound)
-                                                         / sum(b["elapsed_s"] for b in bound), 1)}
+    # the launches stopped by their time budget: of session 11's six two-rank launches the last ran out
+    # of work (LIMIT), the seventh two-rank launch (session 12) lent the turn during captures; the
+    # three-rank launches with end records (session 11's was stopped before writing them)
+    two = [x for x in out["launches"] if x["ranks_per_gpu"] == 2]
+    out["two_ranks_budget_bound"] = budget_bound(two[:5])
+    out["two_ranks_lending"] = budget_bound(two[6:])
+    out["three_ranks_budget_bound"] = budget_bound([x for x in out["launches"]
+                                                    if x["ranks_per_gpu"] == 3 and x["end_records"]])
     path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
     path.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(json.dumps(out, indent=1, default=float))

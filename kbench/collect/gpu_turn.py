@@ -14,7 +14,7 @@ With ``R`` ranks per GPU (torchrun starts ``GPUs x R`` ranks; each takes GPU
 GPU part only, so one rank builds its next problem while another times its
 current one. Timings are unaffected as long as the rank that does not hold the
 turn launches no GPU work: that is what the turn guarantees, and the check on
-the GPU (``docs/collect_scale_out.md``, "Two ranks per GPU") compares timings
+the GPU (``docs/collect_scale_out.md``, "Ranks sharing a GPU") compares timings
 taken this way with single-rank timings of the same problems, against their
 run-to-run repeatability.
 
