@@ -12,7 +12,8 @@ Three registered entries, one model class:
     heuristic: it only ever runs a plan mode A already proposes near the top,
     so it can never pick a plan outside that short list (the restriction: it
     cannot reach a fastest plan that mode A ranks below ``top_k`` or does not
-    propose at all; ``bench/results/xgboost_plans_tuning.json`` gives the share
+    propose at all; where mode A proposes no plan of the problem's set, it ranks
+    all of them, 12 of h100 1.2.0's 10,323 problems; ``bench/results/xgboost_plans_tuning.json`` gives the share
     of valid problems whose fastest plan lies inside).
 ``xgboost-plans-safe``
     ``xgboost-plans`` with up to 2,500 rounds and a "safe" decision rule (:func:`safe_scores`): a problem
@@ -101,7 +102,8 @@ def plan_candidates(heuristics: pd.DataFrame, ids: pd.Index, candidates: str = "
 
     Columns: ``pos`` (index into ``ids``), ``problem_id``, ``kernel``, ``rank_<list>``
     (float, NaN when absent) for each of :data:`HEURISTIC_LISTS`. ``candidates="mode_a_top_k"``
-    keeps only the plans of mode A's first ``top_k`` positions. Rows are sorted by
+    keeps only the plans of mode A's first ``top_k`` positions, except in a problem where mode A
+    proposes none of its plans, which keeps them all. Rows are sorted by
     (pos, mode A rank, mode B rank, fallback rank, kernel): the heuristic's own order.
     """
     h = heuristics[heuristics["heuristic"].isin(HEURISTIC_LISTS) & heuristics["problem_id"].isin(ids)]
@@ -113,7 +115,10 @@ def plan_candidates(heuristics: pd.DataFrame, ids: pd.Index, candidates: str = "
     rows["problem_id"] = rows["problem_id"].astype(str)
     rows["kernel"] = rows["kernel"].astype(str)
     if candidates == "mode_a_top_k":
-        rows = rows[rows["rank_cudnn_mode_a"] < top_k]
+        # a problem for which mode A proposes no plan of the set (cuDNN's mode-A query failed, or its plans
+        # did not run) keeps all its candidates: a library falls back to its other lists there too
+        in_top = rows["rank_cudnn_mode_a"] < top_k
+        rows = rows[in_top | ~in_top.groupby(rows["problem_id"]).transform("any")]
     elif candidates != "all":
         raise KbenchInputError(f"candidates must be one of {CANDIDATE_SETS}, got {candidates!r}")
     rows.insert(0, "pos", ids.get_indexer(rows["problem_id"]))

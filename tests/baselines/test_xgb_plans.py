@@ -33,6 +33,10 @@ def test_plan_candidates_hand_worked():
     np.testing.assert_array_equal(rows["rank_cudnn_fallback"], [np.nan, np.nan, np.nan, np.nan, 0, 1])
     top1 = plan_candidates(HEUR, pd.Index([P1, P2]), "mode_a_top_k", 1)
     assert top1["kernel"].tolist() == ["eng1", "eng2_k3=0"]  # re-ranking mode A's first plan only
+    # a problem without any mode-A plan (cuDNN's mode-A query failed) keeps every candidate
+    no_a = HEUR[~((HEUR["problem_id"] == P2) & (HEUR["heuristic"] == "cudnn_mode_a"))]
+    top1 = plan_candidates(no_a, pd.Index([P1, P2]), "mode_a_top_k", 1)
+    assert top1[["problem_id", "kernel"]].values.tolist() == [[P1, "eng1"], [P2, "eng1"], [P2, "eng3"]]
 
 
 def test_heuristic_features_hand_worked():
