@@ -36,12 +36,7 @@ def main() -> int:
     for method in ("xgboost-plans-safe", "xgboost-plans"):
         folder = ROOT / "raw" / "h100" / "verify" / method
         plan = json.loads(gzip.open(folder / "plan.json.gz").read())
-        raw_path = folder / "raw.jsonl"
-        raw_path.write_bytes(gzip.open(folder / "raw.jsonl.gz").read())
-        try:
-            raw, _, _, _ = read_raw(raw_path)
-        finally:
-            raw_path.unlink()
+        raw, _, _, _ = read_raw(folder / "raw.jsonl.gz")
         df = role_times(plan, measured_times(raw))
         rng = np.random.default_rng(0)
         out["entries"][method] = {

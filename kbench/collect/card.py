@@ -195,12 +195,11 @@ def protocol_line(problems: pd.DataFrame | None) -> str:
     """Which shipped runs used the collector before issue 16's fix: their problems have no
     verification pass of their own (``verify_passes`` empty), so their labels were re-timed later."""
     since = "the Labels section says how their labels were re-timed\nsince (`kbench collect verify-labels`)."
-    if problems is None or "verify_passes" not in problems:
+    per_run = (problems.groupby("run_id")["verify_passes"].apply(lambda v: bool(v.isna().all()))
+               if problems is not None and "verify_passes" in problems else None)
+    if per_run is None or per_run.all():
         return "Every shipped run used the old protocol; " + since
-    per_run = problems.groupby("run_id")["verify_passes"].apply(lambda v: bool(v.isna().all()))
     old = per_run[per_run].index
-    if len(old) == len(per_run):
-        return "Every shipped run used the old protocol; " + since
     n_old = int(problems["run_id"].isin(old).sum())
     return (f"{len(old)} of the {len(per_run)} shipped runs ({n_old:,} problem-directions) used the old protocol; {since} "
             f"The other {len(per_run) - len(old)} ran the fixed collector, verification pass included.")

@@ -17,6 +17,7 @@ On the lent device: ``bash kbench/collect/run_on_device.sh verify DIR BUDGET_S``
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -53,10 +54,12 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
 
 
 def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
-    """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds)."""
+    """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds);
+    ``path`` may be gzipped (``.gz``), as the committed re-timings are."""
     rows, failed, env, seconds = [], {}, {}, 0.0
     if path.exists():
-        for line in path.read_text().splitlines():
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        for line in text.splitlines():
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:

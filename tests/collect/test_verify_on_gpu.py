@@ -188,6 +188,10 @@ def test_read_raw_ignores_cut_lines(tmp_path):
                                         '"slot": 0, "ms": 1.5}\n{"kind": "ti')
     rows, failed, env, seconds = read_raw(tmp_path / "raw.jsonl")
     assert rows["ms"].tolist() == [1.5] and failed == {} and seconds == 0.0
+    # the committed re-timings are gzipped: the same rows come back from the .gz file
+    import gzip
+    (tmp_path / "raw.jsonl.gz").write_bytes(gzip.compress((tmp_path / "raw.jsonl").read_bytes()))
+    assert read_raw(tmp_path / "raw.jsonl.gz")[0].equals(rows)
 
 
 def test_cli_plan_only_and_score_only(tmp_path):
