@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from kbench.errors import KbenchInputError
 
@@ -248,7 +249,11 @@ def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = Non
     frames = []
     for path in sorted(out.glob(f"{kind}-*.parquet")):
         try:
-            frames.append(pd.read_parquet(path, columns=columns))
+            # a column that only a newer collector writes is absent from older files: like the
+            # parts below, such a file gives the columns it has and the concat fills the rest
+            names = pq.read_schema(path).names
+            frames.append(pd.read_parquet(path, columns=None if columns is None else
+                                          [c for c in columns if c in names]))
         except Exception as exc:  # noqa: BLE001 - any failure here is a damaged file
             raise KbenchInputError(f"{path}: cannot read this compacted batch file ({type(exc).__name__}: "
                                    f"{str(exc)[:200]}); restore it from your copy of the raw folder.") from None

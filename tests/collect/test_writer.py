@@ -88,3 +88,19 @@ def test_batch_files_are_plain_jsonl_gz(tmp_path):
     assert [f.name.split(".", 1)[1] for f in files] == ["plans.jsonl.gz", "problems.jsonl.gz"]
     with gzip.open(files[1], "rt") as fh:
         assert json.loads(fh.readline())["key"] == "a"
+
+
+def test_columns_that_older_compacted_files_lack_come_back_empty(tmp_path):
+    """A newer collector's column (t_wait_s, say) is missing from older compacted files: asking for it
+    gives NaN for their rows, not a 'damaged file' error, as it already did for batch parts."""
+    old = W.RawWriter(tmp_path, run_id="r1", batch_size=1)
+    old.add(_rec("a"), [])
+    W.compact(tmp_path)
+    new = W.RawWriter(tmp_path, run_id="r2", batch_size=1)
+    new.add({**_rec("b"), "t_wait_s": 0.25}, [])
+    W.compact(tmp_path)
+    new = W.RawWriter(tmp_path, run_id="r3", batch_size=1)
+    new.add({**_rec("c"), "t_wait_s": 0.5}, [])  # left as a batch part
+    got = W.load_records(tmp_path, "problems", ["key", "t_wait_s"]).set_index("key")["t_wait_s"]
+    assert pd.isna(got["a"]) and got["b"] == 0.25 and got["c"] == 0.5
+    assert list(W.load_records(tmp_path, "problems", ["t_wait_s"])["t_wait_s"].dropna()) == [0.25, 0.5]
