@@ -39,6 +39,15 @@ SPEC = {
 }
 
 
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository root when it lies inside it (so a shipped manifest does not
+    depend on where the checkout sits), else as given."""
+    try:
+        return Path(path).resolve().relative_to(Path(__file__).resolve().parents[2]).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def load_raw(raws, through_run: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(problems, plans, env) of one or more raw folders, one measurement per key; with ``through_run``,
     only the runs up to that run id (run ids start with their UTC start time, so they sort in time)."""
@@ -227,7 +236,7 @@ def repeats_table(runtimes: pd.DataFrame, repeat_raws, variant: str = "default",
         runs.append(pd.DataFrame({"problem_id": rt["key"].astype(str), "kernel": rt["plan"].astype(str),
                                   "run_id": np.int16(i), "time_ms": rt["time_ms"].astype(float)}))
         ids &= set(runs[-1]["problem_id"])
-        info.append({"run_id": i, "raw": str(raw), "collector_runs": sorted(problems["run_id"].astype(str).unique()),
+        info.append({"run_id": i, "raw": repo_relative(raw), "collector_runs": sorted(problems["run_id"].astype(str).unique()),
                      "gpu": sorted(other)[0] if other else None,
                      "host": env["host"].dropna().iloc[0] if "host" in env and env["host"].notna().any() else None})
     if not ids:
