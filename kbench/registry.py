@@ -104,9 +104,9 @@ register(DatasetSpec(
     source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
     # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`;
     # its 5,523 problem-directions were the first 15 runs of raw/h100. 1.2.0: the first 38 runs (the
-    # growth past 10,000, runs 16-38 with the collector's own verification pass); runs after it wait
-    # for the next version
-    version="1.2.0", collected_through="20261125T071106-86cd11",
+    # growth past 10,000, runs 16-38 with the collector's own verification pass). 1.3.0: the first 49
+    # runs (runs 39-49 with three ranks sharing the GPU); runs after it wait for the next version
+    version="1.3.0", collected_through="20261125T083252-f27045",
 ))
 register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",

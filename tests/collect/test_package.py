@@ -150,17 +150,17 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-def test_pinned_h100_version_is_its_first_38_runs():
-    """h100 1.2.0 ships raw/h100's first 38 runs; later runs there wait for the next version."""
+def test_pinned_h100_version_is_its_first_49_runs():
+    """h100 1.3.0 ships raw/h100's first 49 runs; later runs there wait for the next version."""
     import kbench
     from kbench.collect.writer import load_records
     from kbench.registry import DATASETS
     through = DATASETS["h100"].collected_through
     runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h100", "problems",
                                ["key", "run_id"])["run_id"].unique())
-    assert runs.index(through) == 37
+    assert runs.index(through) == 48
     info = kbench.load("h100").info
-    assert info["version"] == "1.2.0" and info["cleaning"]["problem_directions_collected"] == 10326
+    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == 12342
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
@@ -173,3 +173,13 @@ def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
     assert line.startswith("1 of the 3 shipped runs (2 problem-directions) used the old protocol")
     assert line.endswith("The other 2 ran the fixed collector, verification pass included.")
     assert protocol_line(problems.assign(verify_passes=None)).startswith("Every shipped run used the old protocol")
+
+
+def test_manifest_paths_do_not_depend_on_where_the_checkout_sits(tmp_path):
+    """The repeats' provenance names raw folders relative to the repository; a folder outside it as given."""
+    from kbench.collect.package import repo_relative
+    root = Path(__file__).resolve().parents[2]
+    assert repo_relative(root / "raw" / "h100" / "repeats" / "retest-20261124") == "raw/h100/repeats/retest-20261124"
+    assert repo_relative(tmp_path / "r") == str(tmp_path / "r")
+    manifest = (root / "kbench" / "datasets" / "h100" / "manifest.json").read_text()
+    assert str(root) not in manifest
