@@ -251,9 +251,9 @@ def load_records(out_dir: str | Path, kind: str, columns: list[str] | None = Non
         try:
             # a column that only a newer collector writes is absent from older files: like the
             # parts below, such a file gives the columns it has and the concat fills the rest
-            names = pq.read_schema(path).names
-            frames.append(pd.read_parquet(path, columns=None if columns is None else
-                                          [c for c in columns if c in names]))
+            table = pq.ParquetFile(path)
+            frames.append(table.read(columns=None if columns is None else
+                                     [c for c in columns if c in table.schema_arrow.names]).to_pandas())
         except Exception as exc:  # noqa: BLE001 - any failure here is a damaged file
             raise KbenchInputError(f"{path}: cannot read this compacted batch file ({type(exc).__name__}: "
                                    f"{str(exc)[:200]}); restore it from your copy of the raw folder.") from None
