@@ -27,7 +27,8 @@
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
 # pack the raw folder into $OUT/raw.tgz; 'torchrun' packs only the new shard folders into
-# $OUT/raw_shards.tgz and their merge into $OUT/merged.tgz; 'scaling' writes $OUT/scaling.json
+# $OUT/raw_shards.tgz (a snapshot of them every minute while it runs, so a call cut short by the
+# machine's limit still brings back all but its last minute) and their merge into $OUT/merged.tgz; 'scaling' writes $OUT/scaling.json
 # and $OUT/agreement.json and packs its raw folders into $OUT/scaling_raw.tgz. Never touches clocks.
 set -u
 MODE=${1:-collect}
@@ -164,6 +165,17 @@ if [ "$MODE" = torchrun ]; then
   # RANKS_PER_GPU ranks per GPU: rank K times GPU K // RANKS_PER_GPU (LOCAL_RANK) and writes
   # $RAW/shard-K-of-N/, N = GPUs x RANKS_PER_GPU
   NR=$((NGPU * RPG))
+  # A call stopped by the device machine's own limit never reaches the packing at the end, and
+  # everything it collected would stay behind: keep a snapshot of the shard folders in $OUT,
+  # refreshed every SNAPSHOT_S seconds (batch files appear by atomic rename, so a snapshot never
+  # holds half a batch). tar exits 1 when a file changed while read; the archive is still whole.
+  snapshot_shards() {
+    (cd $RAW && tar czf /tmp/snapshot.tgz --exclude=.lock --exclude=.lock.pid --exclude='.*.tmp' \
+        shard-*-of-$NR 2>/dev/null); [ $? -le 1 ] || return
+    cp /tmp/snapshot.tgz $OUT/raw_shards.part && mv $OUT/raw_shards.part $OUT/raw_shards.tgz
+  }
+  ( while sleep ${SNAPSHOT_S:-60}; do snapshot_shards; done ) &
+  SNAPSHOTS=$!
   while :; do
     L=$(left); [ $L -lt 60 ] && break
     timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NR -m kbench.collect cudnn \
@@ -179,6 +191,7 @@ if [ "$MODE" = torchrun ]; then
   # ranks outlive a torchrun that timeout killed and save their last batch on its SIGTERM: wait
   # for them (60 s at most) before packing, or that batch stays behind
   for i in $(seq 60); do pgrep -f "kbench.collect cudnn" > /dev/null || break; sleep 1; done
+  kill $SNAPSHOTS 2>/dev/null; wait $SNAPSHOTS 2>/dev/null; rm -f $OUT/raw_shards.part
   for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
   python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
   rm -rf $RAW.merged
