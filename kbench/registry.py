@@ -112,8 +112,9 @@ register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
-    # 1.2.0: 5,589 problem-directions (1.1.0 had the first 3,229 of h100's corpus order, 1.0.0 1,024)
-    version="1.2.0",
+    # 1.2.0: 5,589 problem-directions, raw/h200's first 15 runs (1.1.0 had the first 3,229 of h100's
+    # corpus order, 1.0.0 1,024). 1.3.0: the first 24 runs (runs 16-24 with three ranks sharing the GPU)
+    version="1.3.0", collected_through="20261125T133632-d19126",
 ))
 
 

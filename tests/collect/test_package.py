@@ -163,6 +163,19 @@ def test_pinned_h100_version_is_its_first_49_runs():
     assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == 12342
 
 
+def test_pinned_h200_version_is_its_first_24_runs():
+    """h200 1.3.0 ships raw/h200's first 24 runs (runs 16-24: three launches of three ranks sharing the GPU)."""
+    import kbench
+    from kbench.collect.writer import load_records
+    from kbench.registry import DATASETS
+    through = DATASETS["h200"].collected_through
+    runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h200", "problems",
+                               ["key", "run_id"])["run_id"].unique())
+    assert runs.index(through) == 23
+    info = kbench.load("h200").info
+    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == 7581
+
+
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
     """Runs whose problems have no verify_passes used the collector before issue 16's fix."""
     import pandas as pd
