@@ -341,101 +341,21 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
             f"{float(np.exp(np.log(ratio).mean())):.3f}, p10 {q[0]:.3f}, median {q[1]:.3f}, p90 {q[2]:.3f}.\n")
 
 
-def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
-           raws, align: tuple[str, pd.DataFrame] | None = None) -> str:
-    start = env[env["phase"] == "start"]
-    end = env[env["phase"] == "end"]
-    first = start.iloc[0]
-    ok = problems[problems["status"] == "ok"]
-    n_pd = len(problems)
-    # an aligned dataset is collected from its partner's corpus file, so both follow one order
-    corpus = (f"`raw/{align[0]}/corpus.csv.gz` (shared with {align[0]}: one order for both)" if align is not None
-              else f"`raw/{name}/corpus.csv.gz`")
-    gaps = heuristic_gaps(tables)
-    nz = noise(plans)
-    from kbench.collect.scaling import gpu_seconds, run_starts
-    sharing = run_starts(env).set_index("run_id")
-    runs = []
-    for rid, s in start.set_index("run_id").sort_index().iterrows():  # run ids begin with their UTC start
-        e = end[end["run_id"] == rid]
-        measured = int((problems["run_id"] == rid).sum())
-        el = float(e["elapsed_s"].iloc[0]) if len(e) and pd.notna(e["elapsed_s"].iloc[0]) else None
-        runs.append({"run": rid, "problem-directions": measured, "ranks per GPU": int(sharing.loc[rid, "ranks_per_gpu"]),
-                     "elapsed s": el, "per minute": 60 * measured / el if el else None,
-                     "SM MHz start": s.get("smi_clocks_sm"), "°C start": s.get("smi_temperature_gpu"),
-                     "SM MHz end": e["smi_clocks_sm"].iloc[0] if len(e) else None,
-                     "°C end": e["smi_temperature_gpu"].iloc[0] if len(e) else None})
-    runs = pd.DataFrame(runs)
-    shared_runs = bool((runs["ranks per GPU"] > 1).any())
-    if not shared_runs:
-        runs = runs.drop(columns="ranks per GPU")
-    # GPU-seconds: ranks that shared a GPU count once, over their longest elapsed time
-    def gpu_s(run_ids) -> float:
-        return gpu_seconds(sharing.loc[sorted(run_ids)].reset_index())
-    with_end = set(runs.loc[runs["elapsed s"].notna(), "run"])
-    tot_el = gpu_s(with_end)
-    tot_m = int(runs.loc[runs["elapsed s"].notna(), "problem-directions"].sum())
-    # runs of the final protocol: their problem records carry the time-cap field
-    capped = set(problems.loc[problems["truncated"].notna(), "run_id"]) if "truncated" in problems else set()
-    # runs that record phase timers also time far-behind plans with one coarse replay
-    phased = set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
-    cap_runs = runs[runs["run"].isin(capped) & runs["elapsed s"].notna()]
-    cap_m, cap_el = int(cap_runs["problem-directions"].sum()), gpu_s(set(cap_runs["run"]))
-    slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
-    far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
-                  f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
-    rpr = plans["numeric_notes"].fillna("")
-    n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
-    n_noted = int(plans["numeric_notes"].notna().sum())
-    plans_ok = plans.merge(ok[["key", "dtype"]], on="key")
-    fp32 = plans_ok[(plans_ok["dtype"] == "FP32") & plans_ok["exec_ok"].astype(bool)]
-    tc = fp32["numeric_notes"].fillna("").str.contains("TENSOR_CORE")
-    fp32_first = []
-    by_key = plans_ok.set_index(["key", "plan"])
-    for key, order in ok[ok["dtype"] == "FP32"].set_index("key")["heur_a"].fillna("").items():
-        names = [n for n in order.split(";") if n]
-        for n in names:
-            r = by_key.loc[(key, n)] if (key, n) in by_key.index else None
-            if r is not None and bool(r["exec_ok"]) and bool(r["correct"]):
-                fp32_first.append(r["precision"] == "fp32")
-                break
+def _capped_runs(problems: pd.DataFrame) -> set:
+    """Runs of the final protocol: their problem records carry the per-problem time-cap field."""
+    return set(problems.loc[problems["truncated"].notna(), "run_id"]) if "truncated" in problems else set()
+
+
+def _phased_runs(problems: pd.DataFrame) -> set:
+    """Runs that record phase timers; they also time far-behind plans with one coarse replay."""
+    return set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
+
+
+def machine_section(env: pd.DataFrame, ok: pd.DataFrame) -> str:
+    first = env[env["phase"] == "start"].iloc[0]
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
     temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
-    per_pd = ok["n_plans"]
-    built = plans["build_ok"].astype(bool)
-    ran = plans["exec_ok"].astype(bool)
-    wrong = ran & ~plans["correct"].astype(bool)
-    truncated = int(ok["truncated"].fillna(False).astype(bool).sum()) if "truncated" in ok else 0
-    counts = (ok.groupby(["dtype", "layout", "direction"]).size().unstack("direction").fillna(0)
-              .astype(int).reset_index())
-    kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
-    pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
-    # every phase the collector times (kbench.collect.cudnn.measure), in its order
-    phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
-              ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
-              ("checking + coarse timing, s", "t_coarse_s"),
-              ("of which capturing CUDA graphs (runs that record it), s", "t_capture_s"),
-              ("PyTorch's choice, s", "t_torch_s"),
-              ("precise re-timing, s", "t_precise_s"), ("verification pass, s", "t_verify_s"),
-              ("checking + timing (all), s", "t_time_s"),
-              ("waiting for the GPU's turn (ranks sharing a GPU; not in the total), s", "t_wait_s")]
-    phases = [(label, col) for label, col in phases if col in ok]
-    t_tab = pd.DataFrame({"": [label for label, _ in phases],
-                          "median": [ok[col].median() for _, col in phases],
-                          "mean": [ok[col].mean() for _, col in phases]})
-    shared_note = ("; runs with 2 or more ranks per GPU shared it, taking turns (`kbench.collect.gpu_turn`): "
-                   "their per-minute column is per rank, and a launch's ranks count once in the GPU-seconds below"
-                   if shared_runs else "")
-    unit, per_gpu = ("GPU-seconds", " per GPU") if shared_runs else ("s", "")
-    sections = [f"""# {name}: cuDNN engine configurations on an {first['gpu']}
-
-Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
-convolution problem, every execution plan (engine configuration, named like
-`eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
-built, checked against PyTorch and timed. {status_line(len(ok))} Every number below is generated from the
-raw data in `raw/{name}/` by `kbench/collect/card.py`.
-
-## Machine and software
+    return f"""## Machine and software
 
 | | |
 |---|---|
@@ -449,8 +369,64 @@ raw data in `raw/{name}/` by `kbench/collect/card.py`.
 | SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
 | GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
 | TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
+"""
 
-Runs (environment recorded at start and end of each; the first run was stopped by its time limit
+
+def _runs_table(problems: pd.DataFrame, env: pd.DataFrame, sharing: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: problem-directions, ranks sharing its GPU, elapsed time, rate, clocks and temperatures."""
+    start = env[env["phase"] == "start"]
+    end = env[env["phase"] == "end"]
+    runs = []
+    for rid, s in start.set_index("run_id").sort_index().iterrows():  # run ids begin with their UTC start
+        e = end[end["run_id"] == rid]
+        measured = int((problems["run_id"] == rid).sum())
+        el = float(e["elapsed_s"].iloc[0]) if len(e) and pd.notna(e["elapsed_s"].iloc[0]) else None
+        runs.append({"run": rid, "problem-directions": measured, "ranks per GPU": int(sharing.loc[rid, "ranks_per_gpu"]),
+                     "elapsed s": el, "per minute": 60 * measured / el if el else None,
+                     "SM MHz start": s.get("smi_clocks_sm"), "°C start": s.get("smi_temperature_gpu"),
+                     "SM MHz end": e["smi_clocks_sm"].iloc[0] if len(e) else None,
+                     "°C end": e["smi_temperature_gpu"].iloc[0] if len(e) else None})
+    return pd.DataFrame(runs)
+
+
+def _phase_table(ok: pd.DataFrame) -> pd.DataFrame:
+    # every phase the collector times (kbench.collect.cudnn.measure), in its order
+    phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
+              ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
+              ("checking + coarse timing, s", "t_coarse_s"),
+              ("of which capturing CUDA graphs (runs that record it), s", "t_capture_s"),
+              ("PyTorch's choice, s", "t_torch_s"),
+              ("precise re-timing, s", "t_precise_s"), ("verification pass, s", "t_verify_s"),
+              ("checking + timing (all), s", "t_time_s"),
+              ("waiting for the GPU's turn (ranks sharing a GPU; not in the total), s", "t_wait_s")]
+    phases = [(label, col) for label, col in phases if col in ok]
+    return pd.DataFrame({"": [label for label, _ in phases],
+                         "median": [ok[col].median() for _, col in phases],
+                         "mean": [ok[col].mean() for _, col in phases]})
+
+
+def runs_section(problems: pd.DataFrame, env: pd.DataFrame, ok: pd.DataFrame) -> str:
+    """The runs table, the throughput (GPU-seconds where ranks shared a GPU) and the time per phase."""
+    from kbench.collect.scaling import gpu_seconds, run_starts
+    sharing = run_starts(env).set_index("run_id")
+    runs = _runs_table(problems, env, sharing)
+    shared_runs = bool((runs["ranks per GPU"] > 1).any())
+    if not shared_runs:
+        runs = runs.drop(columns="ranks per GPU")
+
+    def gpu_s(run_ids) -> float:  # ranks that shared a GPU count once, over their longest elapsed time
+        return gpu_seconds(sharing.loc[sorted(run_ids)].reset_index())
+    with_end = runs["elapsed s"].notna()
+    tot_el, tot_m = gpu_s(set(runs.loc[with_end, "run"])), int(runs.loc[with_end, "problem-directions"].sum())
+    capped = _capped_runs(problems)
+    cap_runs = runs[runs["run"].isin(capped) & with_end]
+    cap_m, cap_el = int(cap_runs["problem-directions"].sum()), gpu_s(set(cap_runs["run"]))
+    slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
+    shared_note = ("; runs with 2 or more ranks per GPU shared it, taking turns (`kbench.collect.gpu_turn`): "
+                   "their per-minute column is per rank, and a launch's ranks count once in the GPU-seconds below"
+                   if shared_runs else "")
+    unit, per_gpu = ("GPU-seconds", " per GPU") if shared_runs else ("s", "")
+    return f"""Runs (environment recorded at start and end of each; the first run was stopped by its time limit
 before writing its end record){shared_note}:
 
 {_table(runs)}
@@ -460,11 +436,22 @@ in the runs with the final protocol (per-problem time cap); {tot_m} in {_fmt(tot
 {_fmt(60 * tot_m / tot_el if tot_el else float('nan'), 1)} per minute over all runs with an end record (before the cap, one
 problem took {_fmt(float(slowest_uncapped), 0)} s).
 
-{_table(t_tab)}
+{_table(_phase_table(ok))}
+"""
 
-## What was measured
 
-{n_pd} problem-directions ({len(ok)} measured without a setup failure), {len(plans)} (problem, plan)
+def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame, corpus: str) -> str:
+    per_pd = ok["n_plans"]
+    built = plans["build_ok"].astype(bool)
+    ran = plans["exec_ok"].astype(bool)
+    wrong = ran & ~plans["correct"].astype(bool)
+    truncated = int(ok["truncated"].fillna(False).astype(bool).sum()) if "truncated" in ok else 0
+    counts = (ok.groupby(["dtype", "layout", "direction"]).size().unstack("direction").fillna(0)
+              .astype(int).reset_index())
+    kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
+    return f"""## What was measured
+
+{len(problems)} problem-directions ({len(ok)} measured without a setup failure), {len(plans)} (problem, plan)
 records. Plans per problem-direction: median {_fmt(float(per_pd.median()), 0)}, mean {_fmt(float(per_pd.mean()), 1)},
 max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum())} ran,
 {int(wrong.sum())} computed a wrong answer (over the tolerance; flagged, not in `runtimes`),
@@ -477,8 +464,15 @@ max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum
 Corpus: {corpus} from `kbench collect corpus` (MITuna network layers at their batch
 sizes, torchvision layers at batch 1/16/64/256, random geometries), in a seeded order in which the
 three kinds take turns; the collector measures it from the top and resumes where it stopped.
+"""
 
-## Measurement protocol
+
+def protocol_section(env: pd.DataFrame, problems: pd.DataFrame) -> str:
+    first = env[env["phase"] == "start"].iloc[0]
+    capped, phased = _capped_runs(problems), _phased_runs(problems)
+    far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
+                  f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
+    return f"""## Measurement protocol
 
 * One cuDNN graph per heuristic mode (A, B, FALLBACK) records each mode's order; a fourth graph
   asks for all three and holds the union of distinct plans. Every plan is built.
@@ -510,57 +504,72 @@ three kinds take turns; the collector measures it from the top and resumes where
   of the readings), else the precise median where a plan was re-timed (`timing = precise`), else the
   coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,
   `n_reps` give the spread and the repetitions.
+"""
 
-## Timing validation (probe run)
 
-Nsight Compute (`ncu --metrics gpu__time_duration.sum --clock-control none --cache-control none`)
-against the collector's method on the same plans, and the one-launch-at-a-time method the
-collector avoids:
-
-{validation(raws)}
-
-From about 25 µs up the collector's time is within a few percent of ncu's kernel duration. Kernels of
+VALIDATION_TEXT = """From about 25 µs up the collector's time is within a few percent of ncu's kernel duration. Kernels of
 a few µs take less time back to back than ncu's one-kernel-at-a-time duration (ncu serialises and
 replays each kernel alone); one launch at a time from Python sits on a floor of about 25 µs, which
 is what the collector avoids. The n = 1 scaling row was that script's first measurement, taken
 without a warm-up (the first table has the same plan at 5.2 µs); from n = 16 on, time grows with
-the work.
+the work."""
 
-## Run-to-run outliers (issue 16)
 
-{outlier_section(raws, plans, tables, problems)}
-
-## Noise
+def noise_section(plans: pd.DataFrame) -> str:
+    nz = noise(plans)
+    rep = nz.get("repeat", {})
+    return f"""## Noise
 
 * Re-timing the fastest plan at the end of its problem: |repeat / precise - 1| median
-  {_fmt(nz.get('repeat', {}).get('median'), 4)}, p90 {_fmt(nz.get('repeat', {}).get('p90'), 4)}, max {_fmt(nz.get('repeat', {}).get('max'), 4)} ({nz.get('repeat', {}).get('n')} problems).
+  {_fmt(rep.get('median'), 4)}, p90 {_fmt(rep.get('p90'), 4)}, max {_fmt(rep.get('max'), 4)} ({rep.get('n')} problems).
 * Spread of precisely timed plans, IQR / median: median {_fmt(nz['iqr']['median'], 4)}, p90 {_fmt(nz['iqr']['p90'], 4)} ({nz['iqr']['n']} plans).
 * Coarse against precise median of the same plan: |ratio - 1| median {_fmt(nz['coarse_vs_precise']['median'], 4)},
   p90 {_fmt(nz['coarse_vs_precise']['p90'], 4)}: the slow plans that only got coarse timing are this precise.
+"""
 
-## Labels
 
-{label_section(problems, plans, tables)}
+def fp32_first_plan_is_full_fp32(ok: pd.DataFrame, plans_ok: pd.DataFrame) -> np.ndarray:
+    """Per FP32 problem-direction: is cuDNN mode A's first plan that ran correctly a full-FP32 one?"""
+    order = ok.loc[ok["dtype"] == "FP32", ["key", "heur_a"]]
+    listed = (order.assign(plan=order["heur_a"].fillna("").str.split(";")).explode("plan")
+              .reset_index(drop=True))
+    listed = listed[listed["plan"].fillna("") != ""].assign(pos=lambda d: d.groupby("key").cumcount())
+    good = plans_ok.loc[plans_ok["exec_ok"].astype(bool) & plans_ok["correct"].astype(bool),
+                        ["key", "plan", "precision"]].drop_duplicates(["key", "plan"])
+    firsts = listed.merge(good, on=["key", "plan"]).sort_values(["key", "pos"]).drop_duplicates("key")
+    # one value per FP32 problem-direction that has such a plan, in the problems' order
+    return (firsts.set_index("key").reindex(order["key"]).dropna(subset=["plan"])["precision"] == "fp32").to_numpy()
 
-## Test-retest
 
-{repeats_section(tables)}
-
-## Candidate sets and precision
+def precision_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame) -> str:
+    rpr = plans["numeric_notes"].fillna("")
+    n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
+    n_noted = int(plans["numeric_notes"].notna().sum())
+    plans_ok = plans.merge(ok[["key", "dtype"]], on="key")
+    fp32 = plans_ok[(plans_ok["dtype"] == "FP32") & plans_ok["exec_ok"].astype(bool)]
+    tc = fp32["numeric_notes"].fillna("").str.contains("TENSOR_CORE")
+    reduced, full = fp32["precision"] == "reduced", fp32["precision"] == "fp32"
+    fp32_first = fp32_first_plan_is_full_fp32(ok, plans_ok)
+    return f"""## Candidate sets and precision
 
 * FP16, BF16: every plan that computes the right answer, except plans with cuDNN's
   REDUCED_PRECISION_REDUCTION note ({n_rpr} of the {n_noted} plan records whose notes were read carry it).
 {notes_line(problems, plans)}
 * FP32 (default variant): full-FP32 plans only (`precision = fp32`, no tensor-core or down-convert
   note). TF32 / down-converting plans are the opt-in `tf32` variant
-  (`kbench collect package --variant tf32`). Of {len(fp32)} FP32 plan runs, {int((fp32['precision'] == 'fp32').sum())} are `fp32` and
-  {int((fp32['precision'] == 'reduced').sum())} `reduced`; {_fmt(float(tc[fp32['precision'] == 'reduced'].mean()) if (fp32['precision'] == 'reduced').any() else float('nan'), 3)} of the reduced
-  ones carry cuDNN's TENSOR_CORE note, {_fmt(float(tc[fp32['precision'] == 'fp32'].mean()) if (fp32['precision'] == 'fp32').any() else float('nan'), 3)} of the fp32 ones.
-* cuDNN's mode-A first valid plan is a full-FP32 plan in {_fmt(float(np.mean(fp32_first)) if fp32_first else float('nan'), 3)} of {len(fp32_first)} FP32
+  (`kbench collect package --variant tf32`). Of {len(fp32)} FP32 plan runs, {int(full.sum())} are `fp32` and
+  {int(reduced.sum())} `reduced`; {_fmt(float(tc[reduced].mean()) if reduced.any() else float('nan'), 3)} of the reduced
+  ones carry cuDNN's TENSOR_CORE note, {_fmt(float(tc[full].mean()) if full.any() else float('nan'), 3)} of the fp32 ones.
+* cuDNN's mode-A first valid plan is a full-FP32 plan in {_fmt(float(np.mean(fp32_first)) if len(fp32_first) else float('nan'), 3)} of {len(fp32_first)} FP32
   problem-directions: cuDNN's default choice for FP32 data is usually TF32. The `heuristics` table
   therefore holds each order restricted to the candidate set (what it would pick from the set).
+"""
 
-## cuDNN's heuristic against the fastest plan
+
+def heuristic_section(tables: dict, ok: pd.DataFrame) -> str:
+    gaps = heuristic_gaps(tables)
+    pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
+    return f"""## cuDNN's heuristic against the fastest plan
 
 Time of the heuristic's first plan in the candidate set over the fastest plan's time
 (default variant; `pytorch` = what PyTorch runs with `cudnn.benchmark = False`, where it was
@@ -580,14 +589,48 @@ PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN
 {C.TORCH_PROFILE_TOP} mode-A plans and the fastest one:
 
 {_table(pt)}
+"""
 
-## Splits
+
+def splits_section(tables: dict, name: str) -> str:
+    sizes = {c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'}
+    return f"""## Splits
 
 `random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network layers
-(batch size ignored), as in the AMD datasets. Sizes: {json.dumps({c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'})}.
+(batch size ignored), as in the AMD datasets. Sizes: {json.dumps(sizes)}.
 
 {small_parts_line(tables['splits'], tables['runtimes'], name)}
-"""]
+"""
+
+
+def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
+           raws, align: tuple[str, pd.DataFrame] | None = None) -> str:
+    first = env[env["phase"] == "start"].iloc[0]
+    ok = problems[problems["status"] == "ok"]
+    # an aligned dataset is collected from its partner's corpus file, so both follow one order
+    corpus = (f"`raw/{align[0]}/corpus.csv.gz` (shared with {align[0]}: one order for both)" if align is not None
+              else f"`raw/{name}/corpus.csv.gz`")
+    header = f"""# {name}: cuDNN engine configurations on an {first['gpu']}
+
+Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
+convolution problem, every execution plan (engine configuration, named like
+`eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
+built, checked against PyTorch and timed. {status_line(len(ok))} Every number below is generated from the
+raw data in `raw/{name}/` by `kbench/collect/card.py`.
+"""
+    sections = [
+        header, machine_section(env, ok), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
+        protocol_section(env, problems),
+        "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
+        "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "
+        f"one-launch-at-a-time method the\ncollector avoids:\n\n{validation(raws)}\n\n{VALIDATION_TEXT}\n",
+        f"## Run-to-run outliers (issue 16)\n\n{outlier_section(raws, plans, tables, problems)}\n",
+        noise_section(plans),
+        f"## Labels\n\n{label_section(problems, plans, tables)}\n",
+        f"## Test-retest\n\n{repeats_section(tables)}\n",
+        precision_section(problems, plans, ok), heuristic_section(tables, ok), splits_section(tables, name),
+    ]
+    text = "\n".join(sections)
     if align is not None:
-        sections.append(alignment_section(name, tables["runtimes"], *align))
-    return "\n".join(sections)
+        text = "\n".join([text, alignment_section(name, tables["runtimes"], *align)])
+    return text

@@ -196,3 +196,18 @@ def test_manifest_paths_do_not_depend_on_where_the_checkout_sits(tmp_path):
     assert repo_relative(tmp_path / "r") == str(tmp_path / "r")
     manifest = (root / "kbench" / "datasets" / "h100" / "manifest.json").read_text()
     assert str(root) not in manifest
+
+
+def test_fp32_first_plan_share_takes_mode_a_first_plan_that_ran_correctly():
+    """Hand-worked: k1's first listed plan failed to run, its second (reduced) is the first good one;
+    k2's first ran but was wrong, its second is full FP32; k3 is FP16 (left out); k4 lists no plan."""
+    import pandas as pd
+    from kbench.collect.card import fp32_first_plan_is_full_fp32
+    ok = pd.DataFrame({"key": ["k1", "k2", "k3", "k4"], "dtype": ["FP32", "FP32", "FP16", "FP32"],
+                       "heur_a": ["p1;p2;p3", "p4;p5", "p6", None]})
+    plans_ok = pd.DataFrame({"key": ["k1", "k1", "k1", "k2", "k2", "k3"],
+                             "plan": ["p1", "p2", "p3", "p4", "p5", "p6"],
+                             "exec_ok": [False, True, True, True, True, True],
+                             "correct": [False, True, True, False, True, True],
+                             "precision": [None, "reduced", "fp32", "fp32", "fp32", "fp32"]})
+    assert fp32_first_plan_is_full_fp32(ok, plans_ok).tolist() == [False, True]
