@@ -323,6 +323,50 @@ def _explode(values, vocabulary: np.ndarray, split: bool):
     return parents, kidx, names
 
 
+def _prediction_columns(preds, source: str) -> tuple[bool, str]:
+    """Check the columns of a predictions table before any row is read: (long form?, the column of kernel names).
+
+    These problems stop validation at once (nothing else can be read without the columns).
+    """
+    if not isinstance(preds, pd.DataFrame):
+        raise KbenchInputError(f"{source}: expected a pandas DataFrame or a CSV path, got {type(preds).__name__}.")
+    cols = set(preds.columns)
+    if "problem_id" not in cols:
+        import difflib
+        close = difflib.get_close_matches("problem_id", list(map(str, cols)), n=1, cutoff=0.6)
+        hint = f" Column {close[0]!r} looks like it: rename it to 'problem_id'." if close else ""
+        raise KbenchInputError(
+            f"{source}: missing required column 'problem_id' (columns: {sorted(map(str, cols))})."
+            f"{hint} Run `kbench evaluate --explain` for the format.")
+    long_form = "score" in cols and "kernel" in cols
+    if not long_form and not ({"ranking", "kernel"} & cols):
+        raise KbenchInputError(
+            f"{source}: needs a 'ranking' column (kernels separated by ';'), a 'kernel' column, or "
+            f"'kernel' + 'score' (long form); found {sorted(map(str, cols))}.")
+    if "ranking" in cols and "kernel" in cols:
+        # which one to score would be a guess: the two may disagree
+        raise KbenchInputError(
+            f"{source}: has both a 'ranking' and a 'kernel' column; keep one ('ranking' for the "
+            "full preference order, 'kernel' for the top-1 only, or 'kernel' + 'score' without "
+            "'ranking' for the long form)." + FORMAT_HINT)
+    if not len(preds):
+        raise KbenchInputError(f"{source}: has a header but no rows; give one row per problem."
+                               + FORMAT_HINT)
+    return long_form, "kernel" if (long_form or "ranking" not in cols) else "ranking"
+
+
+def _unknown_kernels_message(names: np.ndarray, vocabulary, dataset: str) -> str:
+    """One issue line for the kernel names not in the dataset's vocabulary, with the closest valid name of each."""
+    bad_names = pd.unique(names)
+    empties = int((names == "").sum())
+    hints = "; ".join(f"{shown([b])[0]!r}{suggest(b[:200], vocabulary, n=1)}" for b in bad_names[:MAX_LISTED] if b)
+    msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {dataset} vocabulary"
+    msg += f": {hints}" if hints else ""
+    if empties:
+        msg += f" ({empties} empty name(s): check for ';;' or a trailing ';')"
+    return msg + ". See ds.kernels for the valid names."
+
+
 class Evaluator:
     """Scores kernel rankings on one part of a dataset split.
 
@@ -400,34 +444,10 @@ class Evaluator:
 
         Collects every problem with the input and raises one KbenchInputError listing them all.
         """
+        long_form, value_col = _prediction_columns(preds, source)
         issues: list[str] = []
-        if not isinstance(preds, pd.DataFrame):
-            raise KbenchInputError(f"{source}: expected a pandas DataFrame or a CSV path, got {type(preds).__name__}.")
-        cols = set(preds.columns)
-        if "problem_id" not in cols:
-            import difflib
-            close = difflib.get_close_matches("problem_id", list(map(str, cols)), n=1, cutoff=0.6)
-            hint = f" Column {close[0]!r} looks like it: rename it to 'problem_id'." if close else ""
-            raise KbenchInputError(
-                f"{source}: missing required column 'problem_id' (columns: {sorted(map(str, cols))})."
-                f"{hint} Run `kbench evaluate --explain` for the format.")
-        long_form = "score" in cols and "kernel" in cols
-        if not long_form and not ({"ranking", "kernel"} & cols):
-            raise KbenchInputError(
-                f"{source}: needs a 'ranking' column (kernels separated by ';'), a 'kernel' column, or "
-                f"'kernel' + 'score' (long form); found {sorted(map(str, cols))}.")
-        if "ranking" in cols and "kernel" in cols:
-            # which one to score would be a guess: the two may disagree
-            raise KbenchInputError(
-                f"{source}: has both a 'ranking' and a 'kernel' column; keep one ('ranking' for the "
-                "full preference order, 'kernel' for the top-1 only, or 'kernel' + 'score' without "
-                "'ranking' for the long form)." + FORMAT_HINT)
-        if not len(preds):
-            raise KbenchInputError(f"{source}: has a header but no rows; give one row per problem."
-                                   + FORMAT_HINT)
         df = preds.copy()
         df["problem_id"] = df["problem_id"].astype(str).str.strip()
-        value_col = "kernel" if (long_form or "ranking" not in cols) else "ranking"
         values = df[value_col].astype("string")
         # whitespace around names is trimmed later, per name, in C++ (pyarrow); emptiness is
         # read from the arrow offsets, not from Python strings
@@ -484,15 +504,7 @@ class Evaluator:
         if bad_k.any():
             names_arr = (names[bad_k] if isinstance(names, np.ndarray)
                          else np.asarray(names.combine_chunks().filter(pa.array(bad_k)).to_pylist(), dtype=object))
-            bad_names = pd.unique(names_arr)
-            empties = int((names_arr == "").sum())
-            hints = "; ".join(f"{shown([b])[0]!r}{suggest(b[:200], self.table.kernels, n=1)}"
-                              for b in bad_names[:MAX_LISTED] if b)
-            msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {self.dataset.name} vocabulary"
-            msg += f": {hints}" if hints else ""
-            if empties:
-                msg += f" ({empties} empty name(s): check for ';;' or a trailing ';')"
-            issues.append(msg + ". See ds.kernels for the valid names.")
+            issues.append(_unknown_kernels_message(names_arr, self.table.kernels, self.dataset.name))
         predicted = np.zeros(len(self._pindex), dtype=bool)
         predicted[pidx[pidx >= 0]] = True
         missing = int((~predicted).sum())
