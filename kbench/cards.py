@@ -158,6 +158,43 @@ def render_card(ds, data_prefix: str = "") -> str:
         from kbench.sources.cnnopt import render_data_card
         body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
         return _yaml_front_matter(ds, data_prefix) + "\n" + body
+    return _finddb_card(ds, data_prefix)
+
+
+def _cleaning_lines(clean: dict) -> list[str]:
+    """The find-db conversion's cleaning counts (``manifest.json``'s ``cleaning``), one Markdown item each."""
+    status = clean.get("output_size_status", {})
+    return [
+        f"- Source lines: {_fmt(clean.get('source_lines'))}; entries: {_fmt(clean.get('source_entries'))}.",
+        f"- Duplicate problem keys dropped: {_fmt(clean.get('duplicate_keys_dropped'))}.",
+        f"- Entries with time <= 0: {_fmt(clean.get('entries_time_le_0'))}, of which first in their list: "
+        f"{_fmt(clean.get('entries_time_le_0_first_in_list'))} (kernels: "
+        + ", ".join(f"{k} {v:,}" for k, v in clean.get("entries_time_le_0_kernels", {}).items())
+        + f"). Such a problem's fastest kernel is unknown, so the problem is dropped: "
+        f"{_fmt(clean.get('problems_dropped_time_le_0'))} problems.",
+        f"- Duplicate solvers within one problem dropped: {_fmt(clean.get('duplicate_solver_entries_dropped'))}.",
+        f"- Lines not sorted fastest first (re-sorted): {_fmt(clean.get('lines_resorted'))}.",
+        f"- Problems with an exact tie for the fastest (kept; either kernel counts as fastest): "
+        f"{_fmt(clean.get('problems_with_exact_tie_for_fastest'))}.",
+        f"- Entries at least 1000x slower than the fastest of their problem (extreme outliers; kept, they are "
+        f"real measurements of slow kernels): {_fmt(clean.get('entries_ge_1000x_fastest'))}; largest ratio "
+        f"{clean.get('max_ratio_to_fastest', 0):,.0f}x; most frequent kernels among them: "
+        + ", ".join(f"{k} {v:,}" for k, v in clean.get("entries_ge_1000x_fastest_kernels", {}).items()) + ".",
+        f"- Output-size rule floor((x + 2p - d(f-1) - 1)/s) + 1: holds for {_fmt(status.get('ok', 0))} problems; "
+        f"{_fmt(status.get('clamped', 0))} problems have a filter larger than the padded input, where the rule "
+        "gives a size <= 0 and MIOpen records 1 (its output-size computation takes max(1, rule)); flagged "
+        f"`output_size_status = clamped`; {_fmt(status.get('same_padding', 0))} have y = ceil(x / stride), the "
+        "output size of MIOpen's `miopenPaddingSame` mode (the key keeps the user's pad, not the padding that "
+        f"mode computes), flagged `same_padding`; {_fmt(status.get('mismatch', 0))} other mismatches.",
+        f"- 3D (NCDHW) source lines: {_fmt(clean.get('source_lines_3d'))}, of which depth 1: "
+        f"{_fmt(clean.get('source_lines_3d_depth1'))}, and with a 2D twin in this file: "
+        f"{_fmt(clean.get('source_lines_3d_depth1_with_2d_twin'))}. A depth-1 problem and its 2D twin share a "
+        "geometry and always land in the same split part.",
+    ]
+
+
+def _finddb_card(ds, data_prefix: str) -> str:
+    """The card of a dataset converted from MIOpen's find-db (the AMD kernel-selection sets)."""
     info = ds.info
     clean = info.get("cleaning", {})
     src = info.get("source", {})
@@ -165,7 +202,6 @@ def render_card(ds, data_prefix: str = "") -> str:
     comp = composition_tables(ds)
     splits = info.get("splits", {})
     split_rows = pd.DataFrame([{"split": s, **sizes} for s, sizes in splits.items()])
-    status = clean.get("output_size_status", {})
     nl = clean.get("network_layers", {})
     best_counts = ds.kernels.sort_values("n_best", ascending=False).head(10)[["kernel", "family", "n_best", "n_problems"]]
     sections = [
@@ -217,31 +253,7 @@ def render_card(ds, data_prefix: str = "") -> str:
         "infrastructure (MITuna) and exported keeping the fastest solvers per problem. kbench did not re-measure.",
         "",
         "## Preprocessing and cleaning",
-        f"- Source lines: {_fmt(clean.get('source_lines'))}; entries: {_fmt(clean.get('source_entries'))}.",
-        f"- Duplicate problem keys dropped: {_fmt(clean.get('duplicate_keys_dropped'))}.",
-        f"- Entries with time <= 0: {_fmt(clean.get('entries_time_le_0'))}, of which first in their list: "
-        f"{_fmt(clean.get('entries_time_le_0_first_in_list'))} (kernels: "
-        + ", ".join(f"{k} {v:,}" for k, v in clean.get("entries_time_le_0_kernels", {}).items())
-        + f"). Such a problem's fastest kernel is unknown, so the problem is dropped: "
-        f"{_fmt(clean.get('problems_dropped_time_le_0'))} problems.",
-        f"- Duplicate solvers within one problem dropped: {_fmt(clean.get('duplicate_solver_entries_dropped'))}.",
-        f"- Lines not sorted fastest first (re-sorted): {_fmt(clean.get('lines_resorted'))}.",
-        f"- Problems with an exact tie for the fastest (kept; either kernel counts as fastest): "
-        f"{_fmt(clean.get('problems_with_exact_tie_for_fastest'))}.",
-        f"- Entries at least 1000x slower than the fastest of their problem (extreme outliers; kept, they are "
-        f"real measurements of slow kernels): {_fmt(clean.get('entries_ge_1000x_fastest'))}; largest ratio "
-        f"{clean.get('max_ratio_to_fastest', 0):,.0f}x; most frequent kernels among them: "
-        + ", ".join(f"{k} {v:,}" for k, v in clean.get("entries_ge_1000x_fastest_kernels", {}).items()) + ".",
-        f"- Output-size rule floor((x + 2p - d(f-1) - 1)/s) + 1: holds for {_fmt(status.get('ok', 0))} problems; "
-        f"{_fmt(status.get('clamped', 0))} problems have a filter larger than the padded input, where the rule "
-        "gives a size <= 0 and MIOpen records 1 (its output-size computation takes max(1, rule)); flagged "
-        f"`output_size_status = clamped`; {_fmt(status.get('same_padding', 0))} have y = ceil(x / stride), the "
-        "output size of MIOpen's `miopenPaddingSame` mode (the key keeps the user's pad, not the padding that "
-        f"mode computes), flagged `same_padding`; {_fmt(status.get('mismatch', 0))} other mismatches.",
-        f"- 3D (NCDHW) source lines: {_fmt(clean.get('source_lines_3d'))}, of which depth 1: "
-        f"{_fmt(clean.get('source_lines_3d_depth1'))}, and with a 2D twin in this file: "
-        f"{_fmt(clean.get('source_lines_3d_depth1_with_2d_twin'))}. A depth-1 problem and its 2D twin share a "
-        "geometry and always land in the same split part.",
+        *_cleaning_lines(clean),
         "",
         "## Splits",
         "Both splits are grouped by geometry (batch, channels, groups, spatial sizes, filter, padding, stride, "
