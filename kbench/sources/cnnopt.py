@@ -479,6 +479,38 @@ def _merge_repeats(raw: pd.DataFrame, report: dict) -> pd.DataFrame:
     return runtimes
 
 
+def _name_benchmark_layers(problems: pd.DataFrame, layers: pd.DataFrame, raw: pd.DataFrame,
+                           report: dict) -> pd.DataFrame:
+    """Give each layer problem its network and layer names from the cuDNN profiles (matched by geometry;
+    ``layers`` gains its ``problem_id``), sort the problems, and count the matches into ``report``."""
+    lay_geo = layers[["K", "H", "C", "R", "stride"]].rename(columns=str.lower)
+    pk = problems[["problem_id", "k", "y_h", "c", "fil_h", "stride_h"]].set_axis(
+        ["problem_id", "k", "h", "c", "r", "stride"], axis=1)
+    match = lay_geo.assign(layer=layers["layer"], network=layers["network"]).merge(
+        pk, on=["k", "h", "c", "r", "stride"], how="left")
+    layers["problem_id"] = match["problem_id"].to_numpy()
+    names = match.dropna(subset=["problem_id"]).groupby("problem_id").agg(
+        layer=("layer", lambda s: ",".join(s)), network=("network", "first"))
+    problems["network"] = names["network"].reindex(problems["problem_id"]).fillna("").to_numpy()
+    problems["layer"] = names["layer"].reindex(problems["problem_id"]).fillna("").to_numpy()
+    problems = problems.sort_values(["role", "problem_id"], ignore_index=True)
+    tile_layers = problems[problems["role"] == "layer"]
+    report["benchmark_layers"] = int(len(tile_layers))
+    report["benchmark_layers_without_cudnn_profile"] = tile_layers.loc[
+        tile_layers["layer"] == "", "problem_id"].tolist()
+    miss = layers[~layers["problem_id"].isin(tile_layers["problem_id"])]
+    report["profiled_layers"] = int(len(layers))
+    report["profiled_layers_missing_tile_data"] = [
+        f"{r.network} {r.layer} (K={r.K} C={r.C} {r.R}x{r.R} out {r.H}x{r.H} stride {r.stride})"
+        for r in miss.itertuples()]
+    rand = problems[problems["role"] == "random"]
+    report["random_problems_by_stride"] = {str(k): int(v) for k, v in rand["stride_h"].value_counts().items()}
+    report["layers_by_stride"] = {str(k): int(v) for k, v in tile_layers["stride_h"].value_counts().items()}
+    stride2 = raw[(raw["stride"] == 2) & (raw["role"] != "layer")].drop_duplicates("problem_id")
+    report["random_stride2_problems_by_file_role"] = {str(k): int(v) for k, v in stride2["role"].value_counts().items()}
+    return problems
+
+
 def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str, pd.DataFrame], dict]:
     """Build the tables of one tile dataset and a report of every cleaning step.
 
@@ -532,31 +564,7 @@ def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str
     # benchmark layer names from the cuDNN profiles (same layers, same geometry)
     prof = read_cudnn_folder(raw_dir / cfg["cudnn"])
     layers = cudnn_layers(prof)
-    lay_geo = layers[["K", "H", "C", "R", "stride"]].rename(columns=str.lower)
-    pk = problems[["problem_id", "k", "y_h", "c", "fil_h", "stride_h"]].set_axis(
-        ["problem_id", "k", "h", "c", "r", "stride"], axis=1)
-    match = lay_geo.assign(layer=layers["layer"], network=layers["network"]).merge(
-        pk, on=["k", "h", "c", "r", "stride"], how="left")
-    layers["problem_id"] = match["problem_id"].to_numpy()
-    names = match.dropna(subset=["problem_id"]).groupby("problem_id").agg(
-        layer=("layer", lambda s: ",".join(s)), network=("network", "first"))
-    problems["network"] = names["network"].reindex(problems["problem_id"]).fillna("").to_numpy()
-    problems["layer"] = names["layer"].reindex(problems["problem_id"]).fillna("").to_numpy()
-    problems = problems.sort_values(["role", "problem_id"], ignore_index=True)
-    tile_layers = problems[problems["role"] == "layer"]
-    report["benchmark_layers"] = int(len(tile_layers))
-    report["benchmark_layers_without_cudnn_profile"] = tile_layers.loc[
-        tile_layers["layer"] == "", "problem_id"].tolist()
-    miss = layers[~layers["problem_id"].isin(tile_layers["problem_id"])]
-    report["profiled_layers"] = int(len(layers))
-    report["profiled_layers_missing_tile_data"] = [
-        f"{r.network} {r.layer} (K={r.K} C={r.C} {r.R}x{r.R} out {r.H}x{r.H} stride {r.stride})"
-        for r in miss.itertuples()]
-    rand = problems[problems["role"] == "random"]
-    report["random_problems_by_stride"] = {str(k): int(v) for k, v in rand["stride_h"].value_counts().items()}
-    report["layers_by_stride"] = {str(k): int(v) for k, v in tile_layers["stride_h"].value_counts().items()}
-    stride2 = raw[(raw["stride"] == 2) & (raw["role"] != "layer")].drop_duplicates("problem_id")
-    report["random_stride2_problems_by_file_role"] = {str(k): int(v) for k, v in stride2["role"].value_counts().items()}
+    problems = _name_benchmark_layers(problems, layers, raw, report)
 
     # splits: the project's ``networks`` split with the benchmark layers as the network layers:
     # test = layers, train/valid = random problems by the grouped stable hash of kbench.splits
