@@ -150,30 +150,19 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-def test_pinned_h100_version_is_its_first_49_runs():
-    """h100 1.3.0 ships raw/h100's first 49 runs; later runs there wait for the next version."""
+# h100 1.3.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.3.0:
+# raw/h200's first 24 runs (runs 16-24: three launches of three ranks sharing the GPU)
+@pytest.mark.parametrize("name, runs_shipped, collected", [("h100", 49, 12342), ("h200", 24, 7581)])
+def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, runs_shipped, collected):
     import kbench
     from kbench.collect.writer import load_records
     from kbench.registry import DATASETS
-    through = DATASETS["h100"].collected_through
-    runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h100", "problems",
+    through = DATASETS[name].collected_through
+    runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / name, "problems",
                                ["key", "run_id"])["run_id"].unique())
-    assert runs.index(through) == 48
-    info = kbench.load("h100").info
-    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == 12342
-
-
-def test_pinned_h200_version_is_its_first_24_runs():
-    """h200 1.3.0 ships raw/h200's first 24 runs (runs 16-24: three launches of three ranks sharing the GPU)."""
-    import kbench
-    from kbench.collect.writer import load_records
-    from kbench.registry import DATASETS
-    through = DATASETS["h200"].collected_through
-    runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / "h200", "problems",
-                               ["key", "run_id"])["run_id"].unique())
-    assert runs.index(through) == 23
-    info = kbench.load("h200").info
-    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == 7581
+    assert runs.index(through) == runs_shipped - 1
+    info = kbench.load(name).info
+    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == collected
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
