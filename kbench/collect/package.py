@@ -121,6 +121,32 @@ def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str
     return p[p["time_ms"] > 0]
 
 
+def _listed_plans(orders: pd.Series, runtimes: pd.DataFrame) -> pd.DataFrame:
+    """(key, plan, rank): each ';'-separated plan list of ``orders`` (indexed by key), restricted to the
+    plans the key has in ``runtimes`` (the candidate set) and ranked again in the order kept."""
+    listed = orders.fillna("").astype(str).str.split(";").explode()
+    listed = pd.DataFrame({"key": listed.index.to_numpy(), "plan": listed.to_numpy()})
+    present = pd.MultiIndex.from_arrays([runtimes["problem_id"], runtimes["kernel"]])
+    kept = listed[(listed["plan"] != "") & pd.MultiIndex.from_arrays([listed["key"], listed["plan"]]).isin(present)]
+    return kept.assign(rank=kept.groupby("key").cumcount()).reset_index(drop=True)
+
+
+def heuristics_table(src: pd.DataFrame, runtimes: pd.DataFrame) -> pd.DataFrame:
+    """cuDNN's heuristic orders (modes A, B, fallback) per problem, restricted to its candidate set, and
+    PyTorch's choice (its first recorded plan in the set) where it was matched."""
+    parts = [_listed_plans(src[col], runtimes).assign(heuristic=name) for name, col in HEURISTICS.items()]
+    if "torch_plans" in src:
+        first = _listed_plans(src["torch_plans"], runtimes).drop_duplicates("key")
+        parts.append(first.assign(heuristic="pytorch"))
+    rows = pd.concat(parts, ignore_index=True)
+    # built from plain arrays, so the string columns take the dtype pandas infers for text (as the
+    # shipped files have it)
+    return pd.DataFrame({"problem_id": rows["key"].to_numpy(dtype=object),
+                         "heuristic": rows["heuristic"].to_numpy(dtype=object),
+                         "rank": rows["rank"].to_numpy(dtype=np.int16),
+                         "kernel": rows["plan"].to_numpy(dtype=object)})
+
+
 def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,
                  variant: str = "default") -> tuple[dict[str, pd.DataFrame], dict]:
     from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
@@ -175,20 +201,7 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
     kernels["n_best"] = kernels["kernel"].map(best["kernel"].value_counts()).fillna(0).astype(np.int64)
     kernels = kernels[["kernel", "family", "algorithm", "directions", "n_problems", "n_best"]]
 
-    heur = []
-    present = runtimes.groupby("problem_id")["kernel"].agg(set)
-    for name, col in HEURISTICS.items():
-        for key, order in src[col].fillna("").items():
-            have = present.get(key, set())
-            kept = [k for k in str(order).split(";") if k and k in have]
-            heur += [(key, name, r, k) for r, k in enumerate(kept)]
-    if "torch_plans" in src:
-        for key, tp in src["torch_plans"].fillna("").items():
-            kept = [k for k in str(tp).split(";") if k and k in present.get(key, set())]
-            if kept:
-                heur.append((key, "pytorch", 0, kept[0]))
-    heuristics = pd.DataFrame(heur, columns=["problem_id", "heuristic", "rank", "kernel"])
-    heuristics["rank"] = heuristics["rank"].astype(np.int16)
+    heuristics = heuristics_table(src, runtimes)
 
     layers = None
     if mituna is not None and Path(mituna).exists():

@@ -200,3 +200,20 @@ def test_fp32_first_plan_share_takes_mode_a_first_plan_that_ran_correctly():
                              "correct": [False, True, True, False, True, True],
                              "precision": [None, "reduced", "fp32", "fp32", "fp32", "fp32"]})
     assert fp32_first_plan_is_full_fp32(ok, plans_ok).tolist() == [False, True]
+
+
+def test_heuristics_table_keeps_each_order_within_the_candidate_set():
+    """Hand-worked: p1's candidate set is {a, b, c}, p2's {d}. Mode A lists x (not a candidate) before
+    b and a; mode B lists nothing for p2; PyTorch ran y (not a candidate), then c, for p1."""
+    import pandas as pd
+    from kbench.collect.package import heuristics_table
+    runtimes = pd.DataFrame({"problem_id": ["p1", "p1", "p1", "p2"], "kernel": ["a", "b", "c", "d"]})
+    src = pd.DataFrame({"heur_a": ["x;b;a", "d"], "heur_b": ["c", None], "heur_fallback": ["a;;c", "q"],
+                        "torch_plans": ["y;c;a", ""]}, index=pd.Index(["p1", "p2"], name="key"))
+    got = heuristics_table(src, runtimes)
+    assert list(got.itertuples(index=False, name=None)) == [
+        ("p1", "cudnn_mode_a", 0, "b"), ("p1", "cudnn_mode_a", 1, "a"), ("p2", "cudnn_mode_a", 0, "d"),
+        ("p1", "cudnn_mode_b", 0, "c"),
+        ("p1", "cudnn_fallback", 0, "a"), ("p1", "cudnn_fallback", 1, "c"),
+        ("p1", "pytorch", 0, "c")]
+    assert str(got["rank"].dtype) == "int16"
