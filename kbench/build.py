@@ -13,8 +13,8 @@ import pandas as pd
 
 # the folder format lives in kbench.dataset_files; re-exported for build's callers
 from kbench.dataset_files import (  # noqa: F401
-    DATASET_VERSION, PACKAGE_DATA, SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_dataset,
-    write_table)
+    DATASET_VERSION, PACKAGE_DATA, REPO_ROOT, SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes,
+    write_dataset, write_table)
 from kbench.errors import KbenchInputError
 from kbench.registry import DATASETS, DatasetSpec
 
@@ -49,14 +49,13 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         return build_tuning_dataset(name, raw_root, out_root)
     if spec.collected:
         from kbench.collect.package import package
-        repo = Path(__file__).resolve().parents[1]
         out_dir = Path(out_root) / name
         # The collector's card needs the raw measurements (noise, runs, validation), so it is
         # rendered here and shipped beside the tables as card.md.
         # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
         # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
         from kbench.collect.labels import label_files
-        raw = repo / spec.collected
+        raw = REPO_ROOT / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         align = None
         if spec.align_with:

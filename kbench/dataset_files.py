@@ -25,6 +25,9 @@ from kbench.version import __version__
 SCHEMA_VERSION = 1
 DATASET_VERSION = "1.0.0"
 PACKAGE_DATA = Path(__file__).parent / "datasets"
+#: The checkout holding the package (raw/, data_cards/, ../shared/ beside it); in an installed wheel
+#: only PACKAGE_DATA exists, and the builders that read raw data need a checkout.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 TABLE_ORDER = ("problems", "runtimes", "kernels", "splits", "heuristics", "references", "targets")
 
 

@@ -30,6 +30,7 @@ import pandas as pd
 from kbench.collect.cudnn import default_set
 from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
+from kbench.dataset_files import REPO_ROOT
 from kbench.errors import KbenchInputError
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
@@ -43,7 +44,7 @@ def repo_relative(path: str | Path) -> str:
     """``path`` relative to the repository root when it lies inside it (so a shipped manifest does not
     depend on where the checkout sits), else as given."""
     try:
-        return Path(path).resolve().relative_to(Path(__file__).resolve().parents[2]).as_posix()
+        return Path(path).resolve().relative_to(REPO_ROOT).as_posix()
     except ValueError:
         return str(path)
 

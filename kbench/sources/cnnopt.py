@@ -70,6 +70,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.dataset_files import REPO_ROOT
 from kbench.errors import KbenchInputError, suggest
 from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, parse_miopen_keys, to_miopen_key
 from kbench.sources.cnnopt_features import GPU_SPECS
@@ -83,7 +84,7 @@ CITATION = ("Yufan Xu, Qiwei Yuan, Erik Curtis Barton, Rui Li, P. Sadayappan, Ar
             "PACT 2022.")
 
 #: Default location of the raw files: ``<project root>/../shared/data/cnnopt``.
-DEFAULT_RAW_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cnnopt"
+DEFAULT_RAW_DIR = REPO_ROOT.parent / "shared" / "data" / "cnnopt"
 
 #: Per-GPU source folders and dataset names.
 GPUS = {
@@ -910,6 +911,6 @@ def write_data_card(gpu: str, path: str | Path | None = None, raw_dir: str | Pat
     gpu = resolve_gpu(gpu)
     tables, report = convert_tiles(gpu, raw_dir)
     path = Path(path) if path is not None else (
-        Path(__file__).resolve().parents[2] / "data_cards" / f"{GPUS[gpu]['dataset']}.md")
+        REPO_ROOT / "data_cards" / f"{GPUS[gpu]['dataset']}.md")
     path.write_text(render_data_card(gpu, tables, report), encoding="utf-8")
     return path
