@@ -351,8 +351,8 @@ def _phased_runs(problems: pd.DataFrame) -> set:
     return set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
 
 
-def machine_section(env: pd.DataFrame, ok: pd.DataFrame) -> str:
-    first = env[env["phase"] == "start"].iloc[0]
+def machine_section(first: pd.Series, ok: pd.DataFrame) -> str:
+    """``first``: the first run's start record in env.jsonl."""
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
     temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
     return f"""## Machine and software
@@ -467,8 +467,7 @@ three kinds take turns; the collector measures it from the top and resumes where
 """
 
 
-def protocol_section(env: pd.DataFrame, problems: pd.DataFrame) -> str:
-    first = env[env["phase"] == "start"].iloc[0]
+def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
     capped, phased = _capped_runs(problems), _phased_runs(problems)
     far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
                   f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
@@ -619,8 +618,8 @@ built, checked against PyTorch and timed. {status_line(len(ok))} Every number be
 raw data in `raw/{name}/` by `kbench/collect/card.py`.
 """
     sections = [
-        header, machine_section(env, ok), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
-        protocol_section(env, problems),
+        header, machine_section(first, ok), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
+        protocol_section(first, problems),
         "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
         "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "
         f"one-launch-at-a-time method the\ncollector avoids:\n\n{validation(raws)}\n\n{VALIDATION_TEXT}\n",
