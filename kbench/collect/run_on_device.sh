@@ -170,9 +170,9 @@ if [ "$MODE" = torchrun ]; then
   # refreshed every SNAPSHOT_S seconds (batch files appear by atomic rename, so a snapshot never
   # holds half a batch). tar exits 1 when a file changed while read; the archive is still whole.
   snapshot_shards() {
-    (cd $RAW && tar czf /tmp/snapshot.tgz --exclude=.lock --exclude=.lock.pid --exclude='.*.tmp' \
+    (cd $RAW && tar czf $RAW.snapshot.tgz --exclude=.lock --exclude=.lock.pid --exclude='.*.tmp' \
         shard-*-of-$NR 2>/dev/null); [ $? -le 1 ] || return
-    cp /tmp/snapshot.tgz $OUT/raw_shards.part && mv $OUT/raw_shards.part $OUT/raw_shards.tgz
+    cp $RAW.snapshot.tgz $OUT/raw_shards.part && mv $OUT/raw_shards.part $OUT/raw_shards.tgz
   }
   ( while sleep ${SNAPSHOT_S:-60}; do snapshot_shards; done ) &
   SNAPSHOTS=$!
