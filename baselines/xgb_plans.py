@@ -71,7 +71,8 @@ issue's aim of 1.10 is met by the point estimates only (``experiments/verify_boo
 1.1.0 (5,523 problem-directions) the same models reached 1.0737x and 1.0720x: most of the gain is the
 larger training set. On h200 1.3.0 (``leaderboard/h200``, 7,581 problem-directions): ``xgboost-plans-safe``
 1.0975 ± 0.0024x over mode A on ``random`` (oracle 1.159x) and 1.0337 ± 0.0017x on ``networks``;
-``xgboost-plans`` 1.0919x and 1.0297x. Batch-1 CPU latency and break-even: ``bench/bench_selector_latency.py``.
+``xgboost-plans`` 1.0919x and 1.0297x; re-timed on the H200 (seed 0, all 1,545 ``random`` test problems,
+``raw/h200/verify``) 1.0930x and 1.0870x measured against 1.0944x and 1.0889x from the table. Batch-1 CPU latency and break-even: ``bench/bench_selector_latency.py``.
 """
 
 from __future__ import annotations

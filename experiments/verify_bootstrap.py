@@ -1,7 +1,7 @@
 """Issue 19: how sure is a GPU-measured speed-up over cuDNN mode A of 1.10? A bootstrap over test problems.
 
-For each entry re-timed on the GPU (``raw/h100/verify/<method>``: the plan and raw timings that its
-``verification.json`` is scored from), resample the test problems with replacement 10,000 times
+For each entry re-timed on the GPU (``raw/<dataset>/verify/<method>`` for h100 and h200: the plan and
+raw timings that its ``verification.json`` is scored from), resample the test problems with replacement 10,000 times
 (seed 0) and report the 2.5 / 97.5 percentiles of the geomean speed-up, measured and from the table.
 
     python experiments/verify_bootstrap.py    # -> experiments/results/verify_bootstrap.json
@@ -31,18 +31,22 @@ def interval(log_ratio: np.ndarray, rng: np.random.Generator, n_boot: int = 10_0
             "share_of_resamples_at_least_1_10": float((means >= np.log(1.10)).mean())}
 
 
-def main() -> int:
-    out = {"command": "python experiments/verify_bootstrap.py", "resamples": 10_000, "seed": 0, "entries": {}}
-    for method in ("xgboost-plans-safe", "xgboost-plans"):
-        folder = ROOT / "raw" / "h100" / "verify" / method
-        plan = json.loads(gzip.open(folder / "plan.json.gz").read())
-        raw, _, _, _ = read_raw(folder / "raw.jsonl.gz")
-        df = role_times(plan, measured_times(raw))
-        rng = np.random.default_rng(0)
-        out["entries"][method] = {
-            "dataset": plan["dataset"], "problems": int(len(df)),
+def bootstrap(folder: Path) -> dict:
+    """Intervals of one re-timed entry, from the plan and raw timings its verification.json is scored from."""
+    plan = json.loads(gzip.open(folder / "plan.json.gz").read())
+    raw, _, _, _ = read_raw(folder / "raw.jsonl.gz")
+    df = role_times(plan, measured_times(raw))
+    rng = np.random.default_rng(0)
+    return {"dataset": plan["dataset"], "problems": int(len(df)),
             "measured": interval(np.log(df["m_mode_a"] / df["m_choice"]).to_numpy(), rng),
             "table": interval(np.log(df["t_mode_a"] / df["t_choice"]).to_numpy(), rng)}
+
+
+def main() -> int:
+    out = {"command": "python experiments/verify_bootstrap.py", "resamples": 10_000, "seed": 0, "entries": {}}
+    for dataset in ("h100", "h200"):
+        out["entries"][dataset] = {method: bootstrap(ROOT / "raw" / dataset / "verify" / method)
+                                   for method in ("xgboost-plans-safe", "xgboost-plans")}
     path = ROOT / "experiments" / "results" / "verify_bootstrap.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
