@@ -193,23 +193,14 @@ def _cleaning_lines(clean: dict) -> list[str]:
     ]
 
 
-def _finddb_card(ds, data_prefix: str) -> str:
-    """The card of a dataset converted from MIOpen's find-db (the AMD kernel-selection sets)."""
+def _finddb_intro_lines(ds) -> list[str]:
+    """Title, one-paragraph summary and motivation of a find-db card."""
     info = ds.info
-    clean = info.get("cleaning", {})
-    src = info.get("source", {})
-    p = ds.problems
-    comp = composition_tables(ds)
-    splits = info.get("splits", {})
-    split_rows = pd.DataFrame([{"split": s, **sizes} for s, sizes in splits.items()])
-    nl = clean.get("network_layers", {})
-    best_counts = ds.kernels.sort_values("n_best", ascending=False).head(10)[["kernel", "family", "n_best", "n_problems"]]
-    sections = [
-        _yaml_front_matter(ds, data_prefix),
+    return [
         f"# kbench `{ds.name}`: {info.get('library')} kernel selection on {info.get('device')}",
         "",
         f"Given a convolution problem, pick the fastest {info.get('library')} kernel (solver). "
-        f"{len(p):,} problems (a convolution in one direction), {len(ds.kernels)} kernels, "
+        f"{len(ds.problems):,} problems (a convolution in one direction), {len(ds.kernels)} kernels, "
         f"{len(ds.runtimes):,} measured (problem, kernel) times. Dataset version {ds.version}, "
         f"checksum `{ds.checksum[:16]}`. Load it with `kbench.load(\"{ds.name}\")`.",
         "",
@@ -219,6 +210,16 @@ def _finddb_card(ds, data_prefix: str) -> str:
         "times slower than the best. This dataset lets learned selectors be trained and compared on real "
         "measurements with standard splits and censoring-aware metrics (`kbench evaluate`).",
         "",
+    ]
+
+
+def _finddb_composition_lines(ds) -> list[str]:
+    """Composition section of a find-db card: problem counts and the tables by direction, layout, kernel."""
+    p = ds.problems
+    comp = composition_tables(ds)
+    best_counts = (ds.kernels.sort_values("n_best", ascending=False).head(10)
+                   [["kernel", "family", "n_best", "n_problems"]])
+    return [
         "## Composition",
         f"- Problems: {len(p):,} ({int((p['spatial_dims'] == 2).sum()):,} 2D, "
         f"{int((p['spatial_dims'] == 3).sum()):,} 3D), {int((p['groups'] > 1).sum()):,} grouped.",
@@ -244,17 +245,14 @@ def _finddb_card(ds, data_prefix: str) -> str:
         "`runtimes` (problem_id, kernel, time_ms, workspace_bytes, algorithm, rank), `kernels`, `splits`. "
         "See docs/data_model.md.",
         "",
-        "## Censoring",
-        info.get("censoring", {}).get("text", ""),
-        "",
-        "## Collection process",
-        f"The times come from {info.get('library')}'s find-db for this device, shipped in {src.get('repository', '')} "
-        f"at commit `{src.get('commit', '')}` (folder `{src.get('folder', '')}`), produced by AMD's tuning "
-        "infrastructure (MITuna) and exported keeping the fastest solvers per problem. kbench did not re-measure.",
-        "",
-        "## Preprocessing and cleaning",
-        *_cleaning_lines(clean),
-        "",
+    ]
+
+
+def _finddb_split_lines(info: dict) -> list[str]:
+    """Splits section of a find-db card: how `random` and `networks` are drawn, and their sizes."""
+    nl = info.get("cleaning", {}).get("network_layers", {})
+    split_rows = pd.DataFrame([{"split": s, **sizes} for s, sizes in info.get("splits", {}).items()])
+    return [
         "## Splits",
         "Both splits are grouped by geometry (batch, channels, groups, spatial sizes, filter, padding, stride, "
         "dilation; direction, data type and layout excluded) and assigned by a stable hash, so adding problems "
@@ -267,6 +265,13 @@ def _finddb_card(ds, data_prefix: str) -> str:
         "",
         _table(split_rows) if len(split_rows) else "",
         "",
+    ]
+
+
+def _finddb_usage_lines(ds) -> list[str]:
+    """Uses, out-of-scope uses, distribution and maintenance sections of a find-db card."""
+    info = ds.info
+    return [
         "## Uses",
         "Training and evaluating kernel selectors (classification or ranking), studying heuristics, transfer "
         "across GPUs (`kbench.load(...).align(...)`).",
@@ -278,15 +283,38 @@ def _finddb_card(ds, data_prefix: str) -> str:
         "",
         "## Distribution",
         f"Shipped inside the `kbench` Python package (parquet); license {info.get('license')} "
-        f"(the source's license, {src.get('license', '')}).",
+        f"(the source's license, {info.get('source', {}).get('license', '')}).",
         "",
         "## Maintenance",
         "Rebuilt from the raw files by `kbench build-data " + ds.name + "`; the manifest records the sha256 of "
         "every file. Issues and fixes go through the kbench repository.",
         "",
-        *_citation(info),
     ]
-    return "\n".join(sections)
+
+
+def _finddb_card(ds, data_prefix: str) -> str:
+    """The card of a dataset converted from MIOpen's find-db (the AMD kernel-selection sets)."""
+    info = ds.info
+    src = info.get("source", {})
+    return "\n".join([
+        _yaml_front_matter(ds, data_prefix),
+        *_finddb_intro_lines(ds),
+        *_finddb_composition_lines(ds),
+        "## Censoring",
+        info.get("censoring", {}).get("text", ""),
+        "",
+        "## Collection process",
+        f"The times come from {info.get('library')}'s find-db for this device, shipped in {src.get('repository', '')} "
+        f"at commit `{src.get('commit', '')}` (folder `{src.get('folder', '')}`), produced by AMD's tuning "
+        "infrastructure (MITuna) and exported keeping the fastest solvers per problem. kbench did not re-measure.",
+        "",
+        "## Preprocessing and cleaning",
+        *_cleaning_lines(info.get("cleaning", {})),
+        "",
+        *_finddb_split_lines(info),
+        *_finddb_usage_lines(ds),
+        *_citation(info),
+    ])
 
 
 def write_card(name: str, out_dir: Path, data_root: Path = PACKAGE_DATA) -> Path:
