@@ -45,13 +45,10 @@ def _ref(ds) -> DatasetRef:
     return DatasetRef(name=ds.name, version=ds.version, checksum=ds.checksum)
 
 
-def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=(0, 100, 1000),
-                 seeds=DEFAULT_SEEDS, out: str | Path = "results", leaderboard_root: str | Path | None = None,
-                 log=print) -> list[EvaluationResult]:
-    """Fit and score every (method, k, seed); write per-seed records, then the aggregated ones."""
-    from kbench.evaluate import Evaluator, sha256_bytes
-    from kbench.transfer_task import K_BUDGETS, Transfer
-    reg = methods_registry()
+def _checked_arguments(reg: dict[str, type], methods: list[str] | None, ks, seeds,
+                       leaderboard_root: str | Path | None) -> tuple[list[str], list[int], list[int]]:
+    """The methods, budgets and seeds to run (seeds de-duplicated, in order); an input error for a bad one."""
+    from kbench.transfer_task import K_BUDGETS
     methods = list(methods or reg)
     for m in methods:
         if m not in reg:
@@ -63,6 +60,63 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if leaderboard_root is not None and len(seeds) < MIN_SEEDS:
         raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds; got {seeds}.")
+    return methods, ks, seeds
+
+
+def _resumed_run(rec_path: Path, gz_path: Path, src, tgt) -> tuple[EvaluationResult, bytes] | None:
+    """The record and predictions an earlier call left for one seed, if scored on these very datasets."""
+    if rec_path.exists() and gz_path.exists():
+        rec = EvaluationResult.model_validate_json(rec_path.read_text(encoding="utf-8"))
+        if rec.dataset.checksum == tgt.checksum and rec.transfer and \
+                rec.transfer.source.checksum == src.checksum:
+            return rec, gz_path.read_bytes()
+    return None
+
+
+def _fitted_run(method_cls: type, method_name: str, src, tgt, k: int | None, seed: int, evaluator, test_ids,
+                gz_name: str) -> tuple[EvaluationResult, bytes]:
+    """Fit one method on one (k, seed) draw and score its predictions of the target's test part."""
+    from kbench.evaluate import sha256_bytes
+    from kbench.transfer_task import Transfer
+    task = Transfer(src, tgt, 0 if k is None else k, seed)
+    method = method_cls()
+    t0 = time.perf_counter()
+    method.fit(task, seed=seed)
+    fit_s = time.perf_counter() - t0
+    preds = method.predict(task.target_inputs(), test_ids)
+    gz = predictions_csv_gz(preds)
+    rec = evaluator(preds, method=method_name, predictions_path=gz_name, predictions_sha256=sha256_bytes(gz))
+    rec.extra = {"seed": seed, "fit_time_s": fit_s}
+    for attr in ("coverage", "used"):
+        if hasattr(method, attr):
+            rec.extra[f"{attr}"] = getattr(method, attr)
+    return rec, gz
+
+
+def _aggregated_record(method_cls: type, method_name: str, k: int | None,
+                       runs: list[tuple[int, EvaluationResult, bytes]], src, tgt, ks: list[int],
+                       seeds: list[int]) -> EvaluationResult:
+    """One (method, k)'s runs, sorted by seed, as its leaderboard record, with the command that re-runs it."""
+    agg = aggregate_seeds([r[1] for r in runs], [r[0] for r in runs])
+    agg.transfer = TransferRef(source=_ref(src), k=k, shots_seed=None)
+    agg.extra = {"seeds": [r[0] for r in runs], "role": method_cls.role, "description": method_cls.description,
+                 "code": method_cls.code, "fit_time_s_per_seed": [r[1].extra.get("fit_time_s") for r in runs],
+                 "command": (f"kbench transfer run --source {src.name} --target {tgt.name} --methods {method_name} "
+                             f"--k {' '.join(map(str, ks))} --seeds {' '.join(map(str, seeds))}")}
+    for attr in ("coverage", "used"):  # source-oracle: share of test ids the source measured; fine-tuning:
+        if attr in runs[0][1].extra:   # shots used per direction
+            agg.extra[f"{attr}_per_seed"] = [r[1].extra.get(attr) for r in runs]
+    agg.predictions.path = f"{k_label(k)}.preds.csv.gz"
+    return agg
+
+
+def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=(0, 100, 1000),
+                 seeds=DEFAULT_SEEDS, out: str | Path = "results", leaderboard_root: str | Path | None = None,
+                 log=print) -> list[EvaluationResult]:
+    """Fit and score every (method, k, seed); write per-seed records, then the aggregated ones."""
+    from kbench.evaluate import Evaluator
+    reg = methods_registry()
+    methods, ks, seeds = _checked_arguments(reg, methods, ks, seeds, leaderboard_root)
     src, tgt = load_dataset(source), load_dataset(target)
     pair = f"{src.name}-to-{tgt.name}"
     evaluator = Evaluator(tgt, split="random", part="test", reference="default")
@@ -76,31 +130,17 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
             for k in plan[m]:
                 folder = base / m / k_label(k)
                 rec_path, gz_path = folder / f"seed-{seed}.json", folder / f"seed-{seed}.csv.gz"
-                if rec_path.exists() and gz_path.exists():
-                    rec = EvaluationResult.model_validate_json(rec_path.read_text(encoding="utf-8"))
-                    if rec.dataset.checksum == tgt.checksum and rec.transfer and \
-                            rec.transfer.source.checksum == src.checksum:
-                        per_seed.setdefault((m, k), []).append((seed, rec, gz_path.read_bytes()))
-                        continue
+                resumed = _resumed_run(rec_path, gz_path, src, tgt)
+                if resumed is not None:
+                    per_seed.setdefault((m, k), []).append((seed, *resumed))
+                    continue
                 earlier = per_seed.get((m, k))
                 if not reg[m].stochastic and earlier:  # deterministic: every seed gives the same predictions
                     _, rec0, gz = earlier[0]
                     rec = rec0.model_copy(deep=True)
                     rec.extra = {**rec.extra, "seed": seed, "copied_from_seed": rec0.extra.get("seed")}
                 else:
-                    task = Transfer(src, tgt, 0 if k is None else k, seed)
-                    method = reg[m]()
-                    t0 = time.perf_counter()
-                    method.fit(task, seed=seed)
-                    fit_s = time.perf_counter() - t0
-                    preds = method.predict(task.target_inputs(), test_ids)
-                    gz = predictions_csv_gz(preds)
-                    rec = evaluator(preds, method=m, predictions_path=gz_path.name,
-                                    predictions_sha256=sha256_bytes(gz))
-                    rec.extra = {"seed": seed, "fit_time_s": fit_s}
-                    for attr in ("coverage", "used"):
-                        if hasattr(method, attr):
-                            rec.extra[f"{attr}"] = getattr(method, attr)
+                    rec, gz = _fitted_run(reg[m], m, src, tgt, k, seed, evaluator, test_ids, gz_path.name)
                 rec.transfer = TransferRef(source=_ref(src), k=k, shots_seed=seed if k else None)
                 atomic_write_bytes(gz_path, gz)
                 atomic_write_text(rec_path, record_json(rec))
@@ -111,16 +151,7 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
     out_records = []
     for (m, k), runs in per_seed.items():
         runs.sort(key=lambda r: r[0])
-        agg = aggregate_seeds([r[1] for r in runs], [r[0] for r in runs])
-        agg.transfer = TransferRef(source=_ref(src), k=k, shots_seed=None)
-        agg.extra = {"seeds": [r[0] for r in runs], "role": reg[m].role, "description": reg[m].description,
-                     "code": reg[m].code, "fit_time_s_per_seed": [r[1].extra.get("fit_time_s") for r in runs],
-                     "command": (f"kbench transfer run --source {src.name} --target {tgt.name} --methods {m} "
-                                 f"--k {' '.join(map(str, ks))} --seeds {' '.join(map(str, seeds))}")}
-        for attr in ("coverage", "used"):  # source-oracle: share of test ids the source measured; fine-tuning:
-            if attr in runs[0][1].extra:   # shots used per direction
-                agg.extra[f"{attr}_per_seed"] = [r[1].extra.get(attr) for r in runs]
-        agg.predictions.path = f"{k_label(k)}.preds.csv.gz"
+        agg = _aggregated_record(reg[m], m, k, runs, src, tgt, ks, seeds)
         out_records.append(agg)
         if leaderboard_root is not None:
             folder = Path(leaderboard_root) / TRANSFER_FOLDER / pair / m
