@@ -22,11 +22,25 @@ import json
 
 
 def register_cli(subparsers) -> None:
+    """Add ``kbench collect`` with its subcommands, and the top-level ``kbench verify-on-gpu``."""
     p = subparsers.add_parser("collect", help="measure kernels on this machine's GPU (cuDNN)",
                               description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="collect_command", metavar="WHAT")
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+    # `kbench collect --help` lists the subcommands in the order they are added here
+    _add_cudnn_parser(sub)
+    _add_corpus_parser(sub)
+    _add_compact_parser(sub)
+    _add_merge_parser(sub)
+    _add_sample_parser(sub)
+    _add_compare_parser(sub)
+    _add_package_parser(sub)
+    _add_verify_labels_parser(sub)
+    _add_verify_on_gpu_parser(subparsers)
 
+
+def _add_cudnn_parser(sub) -> None:
+    """``kbench collect cudnn``: time every plan of each problem-direction (the collector itself)."""
     c = sub.add_parser("cudnn", help="time every cuDNN engine configuration per problem",
                        description="Time every cuDNN execution plan (heuristic modes A, B and the "
                                    "fallback list) of each problem-direction; resumable.")
@@ -70,15 +84,24 @@ def register_cli(subparsers) -> None:
                         "default 1)")
     c.set_defaults(func=cmd_cudnn)
 
+
+def _add_corpus_parser(sub) -> None:
+    """``kbench collect corpus``: its arguments belong to :mod:`kbench.collect.corpus`."""
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
     from kbench.collect import corpus
     corpus.add_arguments(c)
     c.set_defaults(func=cmd_corpus)
 
+
+def _add_compact_parser(sub) -> None:
+    """``kbench collect compact``: merge a raw folder's batch files."""
     c = sub.add_parser("compact", help="merge a raw folder's batch files into parquet")
     c.add_argument("raw", help="raw collector folder")
     c.set_defaults(func=cmd_compact)
 
+
+def _add_merge_parser(sub) -> None:
+    """``kbench collect merge``: join shard folders into a new raw folder or into an existing one."""
     c = sub.add_parser("merge", help="join shard folders into one raw folder (checks versions, duplicates, gaps)")
     c.add_argument("raw", nargs="+", help="shard folders, or output roots holding shard-K-of-N folders")
     where = c.add_mutually_exclusive_group(required=True)
@@ -88,6 +111,9 @@ def register_cli(subparsers) -> None:
                    help="merge even when shards left assigned problem-directions unmeasured (listed)")
     c.set_defaults(func=cmd_merge)
 
+
+def _add_sample_parser(sub) -> None:
+    """``kbench collect sample``: the problems to re-measure for the test-retest study."""
     c = sub.add_parser("sample", help="stratified random sample of a dataset's problems to re-measure",
                        description="Draw a stratified random sample (kind, dtype, direction, layout; "
                                    "proportional) of a dataset's problem-directions into a problems file "
@@ -101,6 +127,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--out", required=True, help="problems CSV to write (.csv or .csv.gz)")
     c.set_defaults(func=cmd_sample)
 
+
+def _add_compare_parser(sub) -> None:
+    """``kbench collect compare``: two raw folders measuring the same problems, side by side."""
     c = sub.add_parser("compare", help="two measurements of the same problems: disagreements and provenance",
                        description="Compare two raw folders measuring the same problems (a test-retest): "
                                    "repeatability, same fastest plan, noise ceiling, and the largest "
@@ -112,6 +141,9 @@ def register_cli(subparsers) -> None:
     c.add_argument("--csv", default=None, help="also write every (problem, plan) pair to this CSV")
     c.set_defaults(func=cmd_compare)
 
+
+def _add_package_parser(sub) -> None:
+    """``kbench collect package``: raw folders of one GPU -> the canonical dataset tables."""
     c = sub.add_parser("package", help="raw collector output -> canonical dataset tables")
     c.add_argument("raw", nargs="+", help="raw collector folder(s) of ONE GPU")
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
@@ -125,6 +157,9 @@ def register_cli(subparsers) -> None:
                         "adds the test-retest table `repeats`")
     c.set_defaults(func=cmd_package)
 
+
+def _add_verify_labels_parser(sub) -> None:
+    """``kbench collect verify-labels``: the verification pass on a packaged dataset's labels."""
     c = sub.add_parser("verify-labels", help="the verification pass on a shipped dataset's labels (GPU)",
                        description="Re-time each problem's front-runners of a packaged dataset (the collector's "
                                    "verification pass on labels timed before it existed); resumable.")
@@ -139,6 +174,10 @@ def register_cli(subparsers) -> None:
                    help="start no new problem after this many seconds")
     c.set_defaults(func=cmd_verify_labels)
 
+
+def _add_verify_on_gpu_parser(subparsers) -> None:
+    """``kbench verify-on-gpu`` (top level, not under ``collect``): its arguments belong to
+    :mod:`kbench.collect.verify_on_gpu`."""
     from kbench.collect import verify_on_gpu
     v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
                               "and the oracle's on the GPU", description=verify_on_gpu.__doc__.split("\n\n")[0])
