@@ -176,6 +176,10 @@ def get_spec(gpu: str) -> GpuSpec:
         ) from None
 
 
+#: Named int64 or float64 arrays, one value per row of the model's input.
+_Arrays = dict[str, np.ndarray]
+
+
 def _ceil_div(a, b):
     return -(-a // b)
 
@@ -193,6 +197,19 @@ def kernel_model(df: pd.DataFrame, gpu: str | GpuSpec) -> pd.DataFrame:
     :data:`FEATURE_COLUMNS` on ``df``'s index. Fully vectorised.
     """
     spec = gpu if isinstance(gpu, GpuSpec) else get_spec(gpu)
+    cols, is_s = _model_inputs(df)
+    # each step adds its features to `out`; later steps read the earlier ones
+    out = _block_geometry(cols)
+    out.update(_block_resources(cols, is_s, out))
+    out.update(_occupancy(spec, out))
+    out.update(_global_traffic(cols, is_s, out))
+    out.update(_shared_traffic(cols, is_s, out))
+    out.update(_bandwidth_times(spec, out))
+    return _typed_features(out, df.index)
+
+
+def _model_inputs(df: pd.DataFrame) -> tuple[_Arrays, np.ndarray]:
+    """The problem and tile columns of ``df`` as int64 arrays, and which rows are ``S``-kernel rows."""
     missing = [c for c in PROBLEM_FEATURE_COLUMNS + TILE_COLUMNS if c not in df.columns]
     if missing:
         raise KbenchInputError(f"kernel_model: missing columns {missing}")
@@ -200,61 +217,91 @@ def kernel_model(df: pd.DataFrame, gpu: str | GpuSpec) -> pd.DataFrame:
     unknown = sorted(set(schema) - set(SCHEMAS))
     if unknown:
         raise KbenchInputError(f"kernel_model: unknown kernel schema(s) {unknown}; known: {SCHEMAS}")
-    i = {c: df[c].to_numpy(dtype=np.int64) for c in PROBLEM_FEATURE_COLUMNS + TILE_COLUMNS[1:]}
-    is_s = schema == "S"
-    K, C, H, W = i["k"], i["c"], i["y_h"], i["y_w"]
-    R, S, sh, sw = i["fil_h"], i["fil_w"], i["stride_h"], i["stride_w"]
-    tk, th, tw = i["tile_k"], i["tile_h"], i["tile_w"]
-    wk, wh, ww = i["warp_k"], i["warp_h"], i["warp_w"]
-    bk, bh, bw = i["block_k"], i["block_h"], i["block_w"]
-    csplit = i["c_split"]
+    cols = {c: df[c].to_numpy(dtype=np.int64) for c in PROBLEM_FEATURE_COLUMNS + TILE_COLUMNS[1:]}
+    return cols, schema == "S"
+
+
+def _channels_per_block(cols: _Arrays) -> np.ndarray:
+    """Input channels each block sums over (``c_split`` blocks share one output tile)."""
+    return _ceil_div(cols["c"], cols["c_split"])
+
+
+def _thread_patch(cols: _Arrays) -> tuple[np.ndarray, np.ndarray]:
+    """Height and width of the input patch behind one thread's ``tile_h x tile_w`` outputs."""
+    R, S, sh, sw = cols["fil_h"], cols["fil_w"], cols["stride_h"], cols["stride_w"]
+    return (cols["tile_h"] - 1) * sh + R, (cols["tile_w"] - 1) * sw + S
+
+
+def _block_geometry(cols: _Arrays) -> _Arrays:
+    """FLOPs, a block's output tile and input window, threads and warps per block, and blocks in all."""
+    K, C, H, W = cols["k"], cols["c"], cols["y_h"], cols["y_w"]
+    R, S, sh, sw = cols["fil_h"], cols["fil_w"], cols["stride_h"], cols["stride_w"]
+    tk, th, tw = cols["tile_k"], cols["tile_h"], cols["tile_w"]
+    wk, wh, ww = cols["warp_k"], cols["warp_h"], cols["warp_w"]
+    bk, bh, bw = cols["block_k"], cols["block_h"], cols["block_w"]
 
     out = {}
     out["flops"] = 2.0 * K * C * H * W * R * S
     ok_, oh, ow = tk * wk * bk, th * wh * bh, tw * ww * bw
     out["block_out_k"], out["block_out_h"], out["block_out_w"] = ok_, oh, ow
-    ih, iw = (oh - 1) * sh + R, (ow - 1) * sw + S
-    out["in_tile_h"], out["in_tile_w"] = ih, iw
+    out["in_tile_h"], out["in_tile_w"] = (oh - 1) * sh + R, (ow - 1) * sw + S
     threads = wk * wh * ww * bk * bh * bw
-    warps = threads // WARP_SIZE
-    out["threads_per_block"], out["warps_per_block"] = threads, warps
-    nb = _ceil_div(K, ok_) * _ceil_div(H, oh) * _ceil_div(W, ow) * csplit
-    out["n_blocks"] = nb
-    c_blk = _ceil_div(C, csplit)  # input channels each block sums over
+    out["threads_per_block"], out["warps_per_block"] = threads, threads // WARP_SIZE
+    out["n_blocks"] = _ceil_div(K, ok_) * _ceil_div(H, oh) * _ceil_div(W, ow) * cols["c_split"]
+    return out
+
+
+def _block_resources(cols: _Arrays, is_s: np.ndarray, feats: _Arrays) -> _Arrays:
+    """Registers per thread (the generators' estimate) and block; shared memory per block (the templates')."""
+    R, S = cols["fil_h"], cols["fil_w"]
+    tk, th, tw = cols["tile_k"], cols["tile_h"], cols["tile_w"]
+    wk, bk = cols["warp_k"], cols["block_k"]
+    ok_, oh, ow = feats["block_out_k"], feats["block_out_h"], feats["block_out_w"]
+    ih, iw = feats["in_tile_h"], feats["in_tile_w"]
 
     # registers per thread: accumulators + input registers (+ weight / index registers)
-    patch_h, patch_w = (th - 1) * sh + R, (tw - 1) * sw + S
+    patch_h, patch_w = _thread_patch(cols)
     regs = np.where(is_s, tk * th * tw + patch_w + 2, tk * th * tw + patch_h * patch_w + 1)
-    out["regs_per_thread"] = regs
-    out["regs_per_block"] = regs * threads
     # shared memory per block (words), as the templates declare it
     smem_words = np.where(
         is_s,
         2 * ih * iw + (wk * bk) * oh * ow + 2 * R * S * ok_,
         ih * iw + oh * ow * (wk + 1),
     )
-    smem = smem_words * WORD_BYTES
-    out["smem_bytes_per_block"] = smem
+    return {"regs_per_thread": regs, "regs_per_block": regs * feats["threads_per_block"],
+            "smem_bytes_per_block": smem_words * WORD_BYTES}
 
+
+def _occupancy(spec: GpuSpec, feats: _Arrays) -> _Arrays:
+    """Resident blocks per SM under each limit, the occupancy, and the waves of blocks over all SMs."""
+    warps, threads, nb = feats["warps_per_block"], feats["threads_per_block"], feats["n_blocks"]
     by_warps = spec.max_warps_per_sm // np.maximum(warps, 1)
-    by_smem = spec.shared_memory_per_sm_bytes // np.maximum(smem, 1)
-    by_regs = spec.registers_per_sm // np.maximum(regs * threads, 1)
+    by_smem = spec.shared_memory_per_sm_bytes // np.maximum(feats["smem_bytes_per_block"], 1)
+    by_regs = spec.registers_per_sm // np.maximum(feats["regs_per_thread"] * threads, 1)
     per_sm = np.minimum(np.minimum(by_warps, by_smem), np.minimum(by_regs, spec.max_blocks_per_sm))
-    out["blocks_per_sm_warps"], out["blocks_per_sm_smem"] = by_warps, by_smem
-    out["blocks_per_sm_regs"], out["blocks_per_sm"] = by_regs, per_sm
-    out["occupancy"] = per_sm * warps / spec.max_warps_per_sm
+    out = {"blocks_per_sm_warps": by_warps, "blocks_per_sm_smem": by_smem,
+           "blocks_per_sm_regs": by_regs, "blocks_per_sm": per_sm,
+           "occupancy": per_sm * warps / spec.max_warps_per_sm}
     # A configuration that the model says cannot fit still ran: count it as one block per SM.
     slots = spec.sm_count * np.maximum(per_sm, 1)
     waves = _ceil_div(nb, slots)
     out["waves"] = waves
     out["wave_efficiency"] = nb / (waves * slots)
+    return out
 
-    # global level (bytes, via 32-byte sectors); a tile spanning the full width is one run
+
+def _global_traffic(cols: _Arrays, is_s: np.ndarray, feats: _Arrays) -> _Arrays:
+    """Global-level bytes (via 32-byte sectors); a tile spanning the full width is one run."""
+    W, R, S, tk = cols["y_w"], cols["fil_h"], cols["fil_w"], cols["tile_k"]
+    ok_, oh, ow = feats["block_out_k"], feats["block_out_h"], feats["block_out_w"]
+    ih, iw = feats["in_tile_h"], feats["in_tile_w"]
+    nb, warps, c_blk = feats["n_blocks"], feats["warps_per_block"], _channels_per_block(cols)
+
+    out = {}
     full_in = ow == W  # input window spans the full padded width
     in_runs = np.where(full_in, 1, ih)
     in_run_words = np.where(full_in, ih * iw, iw)
-    g2s_in = nb * c_blk * _sectors(in_runs, in_run_words)
-    out["g2s_input_bytes"] = g2s_in * SECTOR_BYTES
+    out["g2s_input_bytes"] = nb * c_blk * _sectors(in_runs, in_run_words) * SECTOR_BYTES
     # S: per channel R*S runs of OK contiguous weights (layout C,R,S,K) into shared memory
     out["g2s_weight_bytes"] = np.where(is_s, nb * c_blk * _sectors(R * S, ok_) * SECTOR_BYTES, 0)
     # RS: every warp loads, per channel, R*S*tk vectors of 32 consecutive weights
@@ -263,20 +310,38 @@ def kernel_model(df: pd.DataFrame, gpu: str | GpuSpec) -> pd.DataFrame:
     out_runs = np.where(ow == W, ok_, ok_ * oh)
     out_run_words = np.where(ow == W, oh * ow, ow)
     out["s2g_output_bytes"] = nb * _sectors(out_runs, out_run_words) * SECTOR_BYTES
-    # shared level (bytes, via 128-byte warp-wide requests)
-    req = SHARED_BANKS * BANK_BYTES
-    in_loads = np.where(is_s, R * th * patch_w, patch_h * patch_w)
-    out["s2r_input_bytes"] = nb * warps * c_blk * in_loads * req
-    out["s2r_weight_bytes"] = np.where(is_s, nb * warps * c_blk * R * S * tk * req, 0)
-    out["r2s_output_bytes"] = nb * warps * tk * th * tw * req
+    return out
 
-    out["global_bytes"] = (out["g2s_input_bytes"] + out["g2s_weight_bytes"]
-                           + out["g2r_weight_bytes"] + out["s2g_output_bytes"])
-    out["shared_bytes"] = out["s2r_input_bytes"] + out["s2r_weight_bytes"] + out["r2s_output_bytes"]
+
+def _shared_traffic(cols: _Arrays, is_s: np.ndarray, feats: _Arrays) -> _Arrays:
+    """Shared-level bytes (via 128-byte warp-wide requests)."""
+    R, S = cols["fil_h"], cols["fil_w"]
+    tk, th, tw = cols["tile_k"], cols["tile_h"], cols["tile_w"]
+    nb, warps, c_blk = feats["n_blocks"], feats["warps_per_block"], _channels_per_block(cols)
+
+    req = SHARED_BANKS * BANK_BYTES
+    patch_h, patch_w = _thread_patch(cols)
+    in_loads = np.where(is_s, R * th * patch_w, patch_h * patch_w)
+    return {"s2r_input_bytes": nb * warps * c_blk * in_loads * req,
+            "s2r_weight_bytes": np.where(is_s, nb * warps * c_blk * R * S * tk * req, 0),
+            "r2s_output_bytes": nb * warps * tk * th * tw * req}
+
+
+def _bandwidth_times(spec: GpuSpec, feats: _Arrays) -> _Arrays:
+    """Each level's bytes over its bandwidth; the analytical time is the slower of the two."""
+    out = {}
+    out["global_bytes"] = (feats["g2s_input_bytes"] + feats["g2s_weight_bytes"]
+                           + feats["g2r_weight_bytes"] + feats["s2g_output_bytes"])
+    out["shared_bytes"] = feats["s2r_input_bytes"] + feats["s2r_weight_bytes"] + feats["r2s_output_bytes"]
     out["global_time_s"] = out["global_bytes"] / spec.dram_bandwidth_bytes_s
     out["shared_time_s"] = out["shared_bytes"] / spec.shared_bandwidth_bytes_s
     out["analytical_time_s"] = np.maximum(out["global_time_s"], out["shared_time_s"])
-    res = pd.DataFrame(out, index=df.index)[FEATURE_COLUMNS]
+    return out
+
+
+def _typed_features(out: _Arrays, index: pd.Index) -> pd.DataFrame:
+    """The frame in :data:`FEATURE_COLUMNS` order: FLOPs, ratios and times float64, counts int64."""
+    res = pd.DataFrame(out, index=index)[FEATURE_COLUMNS]
     for c in FEATURE_COLUMNS:
         if c in ("flops", "occupancy", "wave_efficiency") or c.endswith("_time_s"):
             res[c] = res[c].astype(np.float64)
