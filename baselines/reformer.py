@@ -121,6 +121,7 @@ import math
 import sys
 import time
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -657,11 +658,37 @@ class Reformer(Baseline):
             return self._fit(dataset, train_ids, valid_ids, torch)
 
     def _fit(self, dataset, train_ids, valid_ids, torch):
+        """:meth:`fit` inside its thread setting: data, network, training epochs, then the best epoch's weights."""
         p = self.params
         t_start = time.perf_counter()
         train = problems_of(dataset, train_ids)
         if len(train) == 0:
             raise KbenchInputError(f"{self.name}: no training problems")
+        x_tr, y_tr, std = self._training_arrays(dataset, train)
+        valid = self._valid_problems(dataset, valid_ids)
+        self._init_network(std, torch)
+        if p["verbose"]:
+            print(self.describe(), file=sys.stderr)
+        valid_part = self._valid_part(dataset, valid) if valid is not None else None
+        n = len(x_tr)
+        per_epoch = n if not p["rows_per_epoch"] else min(n, int(p["rows_per_epoch"]))
+        history, best, best_state, epoch_times = self._train_epochs(x_tr, y_tr, per_epoch, valid_part, torch)
+        self.net.load_state_dict(best_state)
+        self.net.eval()
+        self._numpy = self._onnx = None
+        self.fit_info = {"n_parameters": self.n_parameters(), "paper_n_parameters": PAPER_N_PARAMETERS,
+                         "architecture": self.describe(), "n_train": int(n), "rows_per_epoch": int(per_epoch),
+                         "epochs_run": len(history), "best_epoch": best[0],
+                         "valid_top1": best[1] if valid is not None else None,
+                         "valid_loss": best[2] if valid is not None else None,
+                         "epoch_time_s_mean": float(np.mean(epoch_times)) if epoch_times else None,
+                         "fit_time_s": time.perf_counter() - t_start, "threads": p["threads"],
+                         "history": history}
+        return self
+
+    def _training_arrays(self, dataset, train: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, Standardizer]:
+        """Fix the kernel space, the seen kernels and the input columns on the training problems; return
+        their inputs and float32 labels (problems with no measured kernel left out) and Υ's statistics."""
         self.space = KernelSpace.fit(dataset, train["problem_id"])
         rt = train_runtimes(dataset, train["problem_id"])
         self.seen = {"|".join(k): v for k, v in seen_kernels(rt, ("direction", "dtype")).items()}
@@ -672,52 +699,52 @@ class Reformer(Baseline):
         x_tr = feats[self.columns].to_numpy(dtype=np.float32)
         _, y_tr = self._label_matrix(dataset, train)
         keep = y_tr.sum(axis=1) > 0
-        x_tr, y_tr = x_tr[keep], y_tr[keep].astype(np.float32)
+        return x_tr[keep], y_tr[keep].astype(np.float32), std
 
+    def _valid_problems(self, dataset, valid_ids) -> pd.DataFrame | None:
+        """The problems that model selection scores each epoch (None: no valid part), at most ``valid_rows``."""
         valid = problems_of(dataset, valid_ids) if valid_ids is not None and len(valid_ids) else None
-        if valid is not None and p["valid_rows"] and len(valid) > int(p["valid_rows"]):
+        if valid is not None and self.params["valid_rows"] and len(valid) > int(self.params["valid_rows"]):
             # a fixed subsample (the same for every seed) keeps per-epoch scoring cheap
-            pick = np.sort(np.random.default_rng(0).permutation(len(valid))[:int(p["valid_rows"])])
+            pick = np.sort(np.random.default_rng(0).permutation(len(valid))[:int(self.params["valid_rows"])])
             valid = valid.iloc[pick].reset_index(drop=True)
+        return valid
+
+    def _init_network(self, std: Standardizer, torch) -> None:
+        """A new network, initialised from the seed, whose Υ standardises with the training statistics."""
         self.config = self._config(len(self.columns), len(self.space.names))
         torch.manual_seed(self.seed)
         self.net = build_network(self.config)
         with torch.no_grad():
             self.net.upsilon.mean.copy_(torch.as_tensor(std.mean, dtype=torch.float32))
             self.net.upsilon.std.copy_(torch.as_tensor(std.std, dtype=torch.float32))
-        if p["verbose"]:
-            print(self.describe(), file=sys.stderr)
 
-        if valid is not None:
-            x_va = self._features(dataset, valid)
-            t_va, y_va = self._label_matrix(dataset, valid)
-            rank_mask_va = self._rank_allowed(valid)
-            complete_va = ~valid["censored"].to_numpy(dtype=bool) if "censored" in valid else np.ones(len(valid), bool)
+    def _valid_part(self, dataset, valid: pd.DataFrame) -> _ValidPart:
+        """What each epoch's model selection needs of the valid problems, computed once."""
+        x = self._features(dataset, valid)
+        times, labels = self._label_matrix(dataset, valid)
+        rank_allowed = self._rank_allowed(valid)
+        complete = ~valid["censored"].to_numpy(dtype=bool) if "censored" in valid else np.ones(len(valid), bool)
+        return _ValidPart(x=x, times=times, labels=labels, rank_allowed=rank_allowed, complete=complete)
+
+    def _train_epochs(self, x_tr: np.ndarray, y_tr: np.ndarray, per_epoch: int, valid: _ValidPart | None, torch):
+        """Train up to ``max_epochs`` epochs of ``per_epoch`` shuffled rows, keeping the best epoch's weights
+        (valid top-1, then valid loss; without a valid part the last epoch's) and stopping after ``patience``
+        epochs without a better one. Returns ``(history, best, best_state, epoch_times)`` with ``best`` =
+        (epoch, valid top-1, valid loss)."""
+        p = self.params
         gen = torch.Generator().manual_seed(self.seed)
         opt = torch.optim.Adam(self.net.parameters(), lr=p["lr"], weight_decay=p["weight_decay"])
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=int(p["max_epochs"])) \
             if p["schedule"] == "cosine" else None
         xt, yt = torch.from_numpy(x_tr), torch.from_numpy(y_tr)
-        n = len(xt)
-        per_epoch = n if not p["rows_per_epoch"] else min(n, int(p["rows_per_epoch"]))
-        bs = int(p["batch_size"])
         history, best, best_state, bad = [], None, None, 0
         epoch_times = []
         for epoch in range(int(p["max_epochs"])):
             t0 = time.perf_counter()
             self.net.train()
-            perm = torch.randperm(n, generator=gen)[:per_epoch]
-            total = 0.0
-            for i in range(0, per_epoch, bs):
-                idx = perm[i:i + bs]
-                if len(idx) < 2 and self.config.get("norm") == "batch":
-                    continue  # batch-norm needs two rows
-                logits = self.net(xt[idx])
-                loss = -(yt[idx] * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(idx)
+            perm = torch.randperm(len(xt), generator=gen)[:per_epoch]
+            total = self._train_epoch(opt, perm, xt, yt, torch)
             if sched is not None:
                 sched.step()
             epoch_times.append(time.perf_counter() - t0)
@@ -727,11 +754,7 @@ class Reformer(Baseline):
                 best_state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
                 best = (epoch, 0.0, 0.0)
                 continue
-            logits = self._logits_torch(x_va, torch)
-            logp = logits - logits.max(axis=1, keepdims=True)
-            logp = logp - np.log(np.exp(logp).sum(axis=1, keepdims=True))
-            vloss = float(-(y_va * logp).sum(axis=1).mean())
-            vtop1 = _top1(logits, t_va, rank_mask_va, complete_va)
+            vloss, vtop1 = self._valid_loss_top1(valid, torch)
             row.update(valid_loss=vloss, valid_top1=vtop1)
             history.append(row)
             if best is None or (vtop1, -vloss) > (best[1], -best[2]):
@@ -741,18 +764,32 @@ class Reformer(Baseline):
                 bad += 1
                 if bad >= int(p["patience"]):
                     break
-        self.net.load_state_dict(best_state)
-        self.net.eval()
-        self._numpy = self._onnx = None
-        self.fit_info = {"n_parameters": self.n_parameters(), "paper_n_parameters": PAPER_N_PARAMETERS,
-                         "architecture": self.describe(), "n_train": int(n), "rows_per_epoch": int(per_epoch),
-                         "epochs_run": len(history), "best_epoch": best[0],
-                         "valid_top1": best[1] if valid is not None else None,
-                         "valid_loss": best[2] if valid is not None else None,
-                         "epoch_time_s_mean": float(np.mean(epoch_times)) if epoch_times else None,
-                         "fit_time_s": time.perf_counter() - t_start, "threads": self.params["threads"],
-                         "history": history}
-        return self
+        return history, best, best_state, epoch_times
+
+    def _train_epoch(self, opt, perm, xt, yt, torch) -> float:
+        """One pass over the training rows in the order ``perm``, in mini-batches of cross-entropy
+        against the soft labels: the summed loss (each batch's mean loss times its size)."""
+        bs = int(self.params["batch_size"])
+        total = 0.0
+        for i in range(0, len(perm), bs):
+            idx = perm[i:i + bs]
+            if len(idx) < 2 and self.config.get("norm") == "batch":
+                continue  # batch-norm needs two rows
+            logits = self.net(xt[idx])
+            loss = -(yt[idx] * torch.log_softmax(logits, dim=1)).sum(dim=1).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total += float(loss.detach()) * len(idx)
+        return total
+
+    def _valid_loss_top1(self, valid: _ValidPart, torch) -> tuple[float, float]:
+        """Cross-entropy against the valid labels, and the share of valid problems whose choice is fastest."""
+        logits = self._logits_torch(valid.x, torch)
+        logp = logits - logits.max(axis=1, keepdims=True)
+        logp = logp - np.log(np.exp(logp).sum(axis=1, keepdims=True))
+        vloss = float(-(valid.labels * logp).sum(axis=1).mean())
+        return vloss, _top1(logits, valid.times, valid.rank_allowed, valid.complete)
 
     def _logits_torch(self, x: np.ndarray, torch, batch: int = 8192) -> np.ndarray:
         self.net.eval()
@@ -845,6 +882,18 @@ class Reformer(Baseline):
         self.net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in arrays.items()})
         self.net.eval()
         self._numpy = self._onnx = None
+
+
+@dataclass(frozen=True)
+class _ValidPart:
+    """The valid problems' inputs, runtimes (problems x kernels, NaN: not measured), soft labels,
+    ranking mask (allowed, first) and which problems list every kernel (not censored)."""
+
+    x: np.ndarray
+    times: np.ndarray
+    labels: np.ndarray
+    rank_allowed: tuple[np.ndarray, np.ndarray]
+    complete: np.ndarray
 
 
 def _top1(logits: np.ndarray, t: np.ndarray, allowed_first, complete: np.ndarray) -> float:
