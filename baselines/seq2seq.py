@@ -1034,7 +1034,7 @@ def engine_sequences(names, knobs: list[int] | None = None) -> pd.DataFrame:
 
 
 class Seq2SeqEngines(Seq2SeqTiles):
-    """seq2seq for the NVIDIA engine set (``h100``): a kernel is the sequence engine, knob values.
+    """seq2seq for the NVIDIA engine sets (``h100``, ``h200``): a kernel is the sequence engine, knob values.
 
     The decoder emits ``eng<id>`` and then the value of every knob id of the dataset
     (``-`` where the engine has no such knob); the constrained beam search extends only
