@@ -1,0 +1,47 @@
+"""Every GPU re-timing record on the board follows from the timings committed beside it.
+
+A board entry's ``verification.json`` (shown as "(GPU ×)") is scored on the CPU from the run plan
+and the raw GPU timings that ``raw/<dataset>/verify/<method>/`` keeps gzipped. Scoring those files
+again must give the same record, so nobody has to trust a speed-up that the repository cannot
+reproduce.
+"""
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from kbench.cli import main
+from kbench.dataset_files import REPO_ROOT
+
+BOARD_RECORDS = sorted((REPO_ROOT / "leaderboard").glob("*/*/*/verification.json"))
+
+
+def _timings_folder(record: dict):
+    return REPO_ROOT / "raw" / record["dataset"]["name"] / "verify" / record["method"]
+
+
+def test_the_board_has_gpu_records():
+    # h100 and h200 random: xgboost-plans-safe and xgboost-plans, re-timed on their GPUs
+    assert {(p.parts[-4], p.parts[-3], p.parts[-2]) for p in BOARD_RECORDS} >= {
+        ("h100", "random", "xgboost-plans-safe"), ("h100", "random", "xgboost-plans"),
+        ("h200", "random", "xgboost-plans-safe"), ("h200", "random", "xgboost-plans")}
+
+
+@pytest.mark.parametrize("board_record", BOARD_RECORDS, ids=lambda p: "/".join(p.parts[-4:-1]))
+def test_board_record_rescores_from_its_committed_timings(board_record, tmp_path, capsys):
+    record = json.loads(board_record.read_text(encoding="utf-8"))
+    folder = _timings_folder(record)
+    # the record beside the timings is the board's own
+    assert json.loads((folder / "verification.json").read_text(encoding="utf-8")) == record
+    for name in ("plan.json", "raw.jsonl"):
+        with gzip.open(folder / f"{name}.gz", "rb") as src, open(tmp_path / name, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+
+    assert main(["verify-on-gpu", "--out", str(tmp_path), "--score-only", "--method", record["method"]]) == 0
+    capsys.readouterr()
+    rescored = json.loads((tmp_path / "verification.json").read_text(encoding="utf-8"))
+    # the date is the day of scoring; everything measured or derived must match
+    rescored.pop("date"), record.pop("date")
+    assert rescored == record
