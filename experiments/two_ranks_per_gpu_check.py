@@ -131,6 +131,9 @@ def main() -> int:
                                                   if x["first_run"] not in (OUT_OF_WORK, LENDING)])
     out["two_ranks_lending"] = budget_bound(launches(2, LENDING))
     out["three_ranks_budget_bound"] = budget_bound(launches(3))
+    # the H200's three-rank launches (raw/h200's runs 16 on; docs/collect_scale_out.md's per-launch table)
+    h200 = [x for x in launch_rates(ROOT / "raw" / "h200") if x["ranks_per_gpu"] == 3 and x["end_records"]]
+    out["h200_three_ranks_budget_bound"] = budget_bound(h200)
     path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
     path.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(json.dumps(out, indent=1, default=float))
