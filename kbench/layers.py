@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.problem", "kbench.splits", "kbench.dataset_files", "kbench.sources",
       "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset",
       "kbench.collect.writer", "kbench.collect.lock", "kbench.collect.gpu_turn", "kbench.collect.shard",
-      "kbench.collect.merge",
+      "kbench.collect.merge", "kbench.collect.travel",
       "kbench.collect.scaling", "kbench.collect.verify", "kbench.repeatability", "kbench.collect.notes_cache",
       "kbench.collect.cudnn", "kbench.collect.validate_timing",
       "kbench.collect.card", "kbench.collect.labels", "kbench.collect.package")),

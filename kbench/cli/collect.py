@@ -5,6 +5,7 @@
     kbench collect cudnn   ... --shard K/N                  # one shard (or from torchrun / a SLURM array)
     kbench collect merge   DIR... --out RAW                 # join shard folders (same GPU and versions)
     kbench collect compact DIR                              # merge a raw folder's batch files
+    kbench collect travel-copy RAW DEST                     # RAW cut to what a collecting call resumes from
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
     kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
     kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
@@ -32,6 +33,7 @@ def register_cli(subparsers) -> None:
     _add_corpus_parser(sub)
     _add_compact_parser(sub)
     _add_merge_parser(sub)
+    _add_travel_copy_parser(sub)
     _add_sample_parser(sub)
     _add_compare_parser(sub)
     _add_package_parser(sub)
@@ -110,6 +112,18 @@ def _add_merge_parser(sub) -> None:
     c.add_argument("--allow-gaps", action="store_true",
                    help="merge even when shards left assigned problem-directions unmeasured (listed)")
     c.set_defaults(func=cmd_merge)
+
+
+def _add_travel_copy_parser(sub) -> None:
+    """``kbench collect travel-copy``: the resume-only copy of a raw folder, to carry to a GPU machine."""
+    c = sub.add_parser("travel-copy", help="copy a raw folder cut to what a collecting call resumes from",
+                       description="Write the resume-only copy of a raw folder (done keys, journal, the "
+                                   "numerical notes that seed the notes cache) for a collecting call on a "
+                                   "machine that takes little data; merge what the call brings back into "
+                                   "the full raw folder.")
+    c.add_argument("raw", help="full raw collector folder (e.g. raw/h200)")
+    c.add_argument("dest", help="new folder for the copy (e.g. .gpu/h200_raw)")
+    c.set_defaults(func=cmd_travel_copy)
 
 
 def _add_sample_parser(sub) -> None:
@@ -238,6 +252,12 @@ def cmd_compact(args) -> int:
 def cmd_merge(args) -> int:
     from kbench.collect.merge import merge
     print(json.dumps(merge(args.raw, args.out, allow_gaps=args.allow_gaps, into=args.into), indent=1))
+    return 0
+
+
+def cmd_travel_copy(args) -> int:
+    from kbench.collect.travel import travel_copy
+    print(json.dumps(travel_copy(args.raw, args.dest), indent=1))
     return 0
 
 

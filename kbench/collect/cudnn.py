@@ -1211,6 +1211,12 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
     ``make_collector(options)`` replaces :class:`CudnnCollector` (tests fake the GPU with it).
     """
     from kbench.collect.lock import FolderLock
+    from kbench.collect.travel import MARKER, is_travel_copy
+    if shard is None and is_travel_copy(out_dir):
+        # new batches in its root would sit beside the copied tables that merge must not take again
+        raise KbenchInputError(f"{out_dir}: a travelling copy ({MARKER}); collect into it with --shard K/N "
+                               "(each shard writes its own folder, merged into the full raw folder), or "
+                               "collect into the full raw folder.")
     # the time budget counts from here: loading the corpus and the earlier records (tens of seconds for
     # several ranks reading a 10,000-problem folder) and starting CUDA are part of it, so a launcher's
     # own time limit set a margin above the budget is not overrun by the start-up

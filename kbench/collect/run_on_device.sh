@@ -18,6 +18,7 @@
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
 # For a new dataset point it at its own folder (BASE=raw/h200): never mix GPUs in one root.
+# A travelling copy ('kbench collect travel-copy raw/h200 .gpu/h200_raw') is enough for torchrun mode.
 # LIMIT (torchrun mode) splits only the next LIMIT pending problem-directions across the GPUs, so a
 # run sized to its budget finishes its shards and merge finds no gaps.
 # RANKS_PER_GPU (torchrun mode, default 1) starts that many ranks per GPU: they take turns at their
