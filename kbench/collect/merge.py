@@ -42,7 +42,7 @@ import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
-from kbench.collect.travel import MARKER as TRAVEL_MARKER
+from kbench.collect.travel import MARKER as TRAVEL_MARKER, is_travel_copy
 from kbench.collect.writer import (ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records,
                                    read_parts)
 from kbench.errors import KbenchInputError
@@ -81,11 +81,12 @@ def expand(inputs) -> list[tuple[str, Path, Shard | None]]:
         shards = shard_folders(path)
         found = []
         # a travelling copy (kbench.collect.travel) only repeats its source: its shard folders are the input
-        if _is_raw(path) and not (path / TRAVEL_MARKER).exists():
+        travelling = is_travel_copy(path)
+        if _is_raw(path) and not travelling:
             m = SHARD_FOLDER.match(path.name)
             found.append((str(path), path, Shard(int(m.group(1)), int(m.group(2))) if m else None))
         found += [(str(folder), folder, s) for s, folder in shards.items()]
-        if not found and (path / TRAVEL_MARKER).exists():
+        if not found and travelling:
             raise KbenchInputError(f"{path}: a travelling copy without shard folders; nothing new to merge.")
         if not found:
             raise KbenchInputError(f"{path}: no collector output here (no journal.txt, env.jsonl, parts/ or "
@@ -203,7 +204,7 @@ def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into:
     if out is not None and target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise KbenchInputError(f"{target}: exists and is not empty; merge writes a new folder (choose another "
                                "--out, or append with --into).")
-    if into is not None and (target / TRAVEL_MARKER).exists():
+    if into is not None and is_travel_copy(target):
         raise KbenchInputError(f"{target}: a travelling copy (resume columns only, {TRAVEL_MARKER}); merge into "
                                "the full raw folder it was copied from (its 'source').")
     if into is not None and (not target.is_dir() or not _is_raw(target) or shard_folders(target)):
