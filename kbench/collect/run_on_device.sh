@@ -6,6 +6,7 @@
 #   bash kbench/collect/run_on_device.sh live     PROBLEMS BUDGET_S [MARGIN_S]  # live GPU tests, then collection
 #   bash kbench/collect/run_on_device.sh torchrun PROBLEMS BUDGET_S [MARGIN_S]  # every GPU of the host, one shard each
 #   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
+#   bash kbench/collect/run_on_device.sh ladder   PROBLEMS BUDGET_S [MARGIN_S]  # 1, 2, 4.. GPUs in turn, then every GPU vs every other
 #   bash kbench/collect/run_on_device.sh verify   RUN_DIR  BUDGET_S [MARGIN_S]  # re-time RUN_DIR/plan.json's plans
 #   bash kbench/collect/run_on_device.sh labels   RUN_DIR  BUDGET_S [MARGIN_S]  # verification pass on shipped labels
 #   bash kbench/collect/run_on_device.sh shards2  PROBLEMS BUDGET_S [MARGIN_S]  # two-shard test fixture, GPU 0
@@ -24,6 +25,17 @@
 # RANKS_PER_GPU (torchrun mode, default 1) starts that many ranks per GPU: they take turns at their
 # GPU, one building plans while another times (kbench.collect.gpu_turn). RAW (default /tmp/raw) is
 # the output root of the collecting modes, so that one call can run two of them.
+#
+# ladder: the scaling table of a multi-GPU host. One collection launch per step of LADDER (default the
+# powers of two up to the host's GPUs, and the host's count), each STEP_S seconds on that many GPUs
+# (CUDA_VISIBLE_DEVICES 0..G-1, PCI order) with RANKS_PER_GPU ranks each and CORES_PER_GPU host cores
+# each (taskset; default the host's cores over its GPUs, the share a lent machine of G GPUs has), all
+# into one root seeded from BASE: each step's shard folders (another shard count) count as done for
+# the next, so the steps take consecutive corpus slices and all of it is mergeable collection. Then
+# AGREE_S seconds in which every GPU times the corpus's first N_AGREE problem-directions (no base,
+# one rank each, its own cores). Brings back ladder_<G>gpu.tgz (the step's shard folders),
+# agreement.tgz (agree<g>/ per GPU) and ladder.log; 'python -m kbench.collect.scaling ladder' and
+# '... agreement-all' compute the table and the pairwise agreement from them on the CPU.
 #
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
@@ -170,10 +182,17 @@ if [ "$MODE" = torchrun ]; then
   # everything it collected would stay behind: keep a snapshot of the shard folders in $OUT,
   # refreshed every SNAPSHOT_S seconds (batch files appear by atomic rename, so a snapshot never
   # holds half a batch). tar exits 1 when a file changed while read; the archive is still whole.
+  # One archive per GPU (its RANKS_PER_GPU shard folders; raw_shards.tgz on a one-GPU host), so that
+  # no file outgrows what a call brings back (16 MiB each).
   snapshot_shards() {
-    (cd $RAW && tar czf $RAW.snapshot.tgz --exclude=.lock --exclude=.lock.pid --exclude='.*.tmp' \
-        shard-*-of-$NR 2>/dev/null); [ $? -le 1 ] || return
-    cp $RAW.snapshot.tgz $OUT/raw_shards.part && mv $OUT/raw_shards.part $OUT/raw_shards.tgz
+    for g in $(seq 0 $((NGPU - 1))); do
+      name=raw_shards.tgz; [ $NGPU -gt 1 ] && name=raw_shards_gpu$g.tgz
+      dirs=$(for r in $(seq $((g * RPG)) $((g * RPG + RPG - 1))); do [ -d $RAW/shard-$r-of-$NR ] && echo shard-$r-of-$NR; done)
+      [ -n "$dirs" ] || continue
+      (cd $RAW && tar czf $RAW.snapshot.tgz --exclude=.lock --exclude=.lock.pid --exclude='.*.tmp' $dirs 2>/dev/null)
+      [ $? -le 1 ] || continue
+      cp $RAW.snapshot.tgz $OUT/$name.part && mv $OUT/$name.part $OUT/$name
+    done
   }
   ( while sleep ${SNAPSHOT_S:-60}; do snapshot_shards; done ) &
   SNAPSHOTS=$!
@@ -192,13 +211,68 @@ if [ "$MODE" = torchrun ]; then
   # ranks outlive a torchrun that timeout killed and save their last batch on its SIGTERM: wait
   # for them (60 s at most) before packing, or that batch stays behind
   for i in $(seq 60); do pgrep -f "kbench.collect cudnn" > /dev/null || break; sleep 1; done
-  kill $SNAPSHOTS 2>/dev/null; wait $SNAPSHOTS 2>/dev/null; rm -f $OUT/raw_shards.part
+  kill $SNAPSHOTS 2>/dev/null; wait $SNAPSHOTS 2>/dev/null; rm -f $OUT/raw_shards*.part
   for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
   python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
   rm -rf $RAW.merged
   python3 -m kbench.collect merge $RAW/shard-*-of-$NR --out $RAW.merged --allow-gaps | head -40
-  (cd $RAW && tar czf $OUT/raw_shards.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
-  [ -d $RAW.merged ] && tar czf $OUT/merged.tgz -C $RAW.merged .
+  snapshot_shards
+  # the merged folder repeats the shards' bytes: brought back on a one-GPU host only
+  [ -d $RAW.merged ] && [ $NGPU = 1 ] && tar czf $OUT/merged.tgz -C $RAW.merged .
+  ls -la $OUT
+  exit 0
+fi
+
+if [ "$MODE" = ladder ]; then
+  export CUDA_DEVICE_ORDER=PCI_BUS_ID  # GPU numbers as nvidia-smi gives them
+  NCPU=$(nproc)
+  CPG=${CORES_PER_GPU:-$((NCPU / NGPU))}
+  PIN=1; { [ $CPG -ge 1 ] && [ $((CPG * NGPU)) -le $NCPU ] && command -v taskset > /dev/null; } || { PIN=0; CPG=$NCPU; }
+  STEPS=${LADDER:-$(g=1; while [ $g -lt $NGPU ]; do echo $g; g=$((g * 2)); done; echo $NGPU)}
+  NSTEPS=$(echo $STEPS | wc -w)
+  AGREE_S=${AGREE_S:-90}
+  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S - 30) / NSTEPS ))}
+  mkdir -p $RAW; [ -d "$BASE" ] && cp -r "$BASE"/. $RAW/
+  pinned() {  # pinned FIRST_CORE NCORES CMD...: CMD on those host cores (on all where PIN=0)
+    local first=$1 n=$2; shift 2
+    if [ $PIN = 1 ]; then taskset -c $first-$((first + n - 1)) "$@"; else "$@"; fi
+  }
+  wait_ranks() {  # a rank still finishing its problem after the step would hold the GPU's turn: 20 s, then kill
+    for i in $(seq 20); do pgrep -f "kbench.collect cudnn" > /dev/null || return 0; sleep 1; done
+    pkill -9 -f "kbench.collect cudnn"; sleep 2
+  }
+  echo "ladder: steps '$(echo $STEPS)', $STEP_S s each, $RPG ranks per GPU, $CPG of $NCPU cores per GPU (pinned: $PIN)" | tee $OUT/ladder.log
+  for G in $STEPS; do
+    [ $G -le $NGPU ] || continue
+    [ $(left) -lt $((STEP_S + AGREE_S / 2)) ] && { echo "ladder: no time left for $G GPUs" | tee -a $OUT/ladder.log; break; }
+    NR=$((G * RPG))
+    DEV=$(seq -s, 0 $((G - 1)))
+    echo "== $G GPU(s) ($DEV): $NR ranks, cores $([ $PIN = 1 ] && echo 0-$((G * CPG - 1)) || echo all)" | tee -a $OUT/ladder.log
+    CUDA_VISIBLE_DEVICES=$DEV pinned 0 $((G * CPG)) timeout -k 10 $((STEP_S - 5)) \
+        torchrun --standalone --nproc-per-node=$NR -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
+        --time-budget $((STEP_S - MARGIN)) --limit $((G * ${STEP_LIMIT_PER_GPU:-400})) --ranks-per-gpu $RPG \
+        > /tmp/ladder_$G.log 2>&1
+    echo "$G GPU(s) rc=$?" | tee -a $OUT/ladder.log
+    wait_ranks
+    tail -5 /tmp/ladder_$G.log >> $OUT/ladder.log
+    for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
+    python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
+    (cd $RAW && tar czf $OUT/ladder_${G}gpu.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
+  done
+  # agreement: every GPU times the same first problem-directions of the corpus at once, no base
+  L=$(left)
+  if [ $L -ge 45 ] && [ $NGPU -ge 2 ]; then
+    for g in $(seq 0 $((NGPU - 1))); do
+      CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g pinned $((g * CPG)) $CPG timeout -k 10 $((L - 20)) \
+          python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/agree/agree$g --limit ${N_AGREE:-40} \
+          --time-budget $((L - 30)) > /tmp/agree$g.log 2>&1 &
+    done
+    wait; wait_ranks
+    tail -3 /tmp/agree0.log >> $OUT/ladder.log
+    tar czf $OUT/agreement.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/agree .
+    python3 -m kbench.collect.scaling agreement-all /tmp/agree/agree* 2>&1 | tee -a $OUT/ladder.log | head -30
+  fi
+  python3 -m kbench.collect.scaling ladder $RAW 2>&1 | tee -a $OUT/ladder.log | head -40
   ls -la $OUT
   exit 0
 fi

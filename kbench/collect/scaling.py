@@ -3,6 +3,9 @@
     python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
     python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
     python -m kbench.collect.scaling phases RAW                     # time per phase, notes cache or not
+    python -m kbench.collect.scaling launches RAW... [--since RUN_ID]   # per launch: GPUs, rates, problem mix
+    python -m kbench.collect.scaling ladder RAW... [--since RUN_ID]     # the same against the 1-GPU launch
+    python -m kbench.collect.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
 
 **Throughput** comes from each run's ``end`` record in ``env.jsonl`` (problem-
 directions measured and seconds elapsed, written by the collector itself).
@@ -82,6 +85,72 @@ def throughput(paths) -> dict:
             "per_minute_per_gpu": per_minute / gpus, "ranks": ranks}
 
 
+def launches(paths, since: str | None = None) -> list[dict]:
+    """One row per launch (ranks of one launcher call, :func:`launch_numbers`) of the runs recorded in
+    ``paths`` (raw folders, shard roots or shard folders; a merged raw folder keeps its runs' records),
+    in start order, those whose first run id is not before ``since``: GPUs (the ranks over
+    ``ranks_per_gpu``), problem-directions measured (end records), the longest rank's elapsed seconds,
+    problem-directions per minute and per minute per GPU, and the shard cost model's expected seconds
+    of the problem-directions measured per GPU-second (:func:`kbench.collect.shard.expected_seconds`),
+    which corrects for the problem mix of each launch's slice of the corpus."""
+    folders = _folders(paths)
+    env = pd.concat([load_env(f) for f in folders], ignore_index=True)
+    if not len(env) or "phase" not in env:
+        raise KbenchInputError(f"{', '.join(map(str, paths))}: no env.jsonl run records; not a collector output folder.")
+    runs = run_starts(env)
+    if since is not None:
+        runs = runs[runs["run_id"].astype(str) >= since]
+    runs = runs.dropna(subset=["elapsed_s"])
+    if not len(runs):
+        raise KbenchInputError(f"{', '.join(map(str, paths))}: no run has ended"
+                               f"{f' since {since}' if since else ''} (no 'end' record in env.jsonl).")
+    problems = pd.concat([load_records(f, "problems") for f in folders], ignore_index=True)
+    ok = problems[problems["status"].eq("ok") & problems["run_id"].isin(set(runs["run_id"]))].drop_duplicates("key")
+    expected = pd.Series(expected_seconds(ok) if len(ok) else [], index=ok.index, dtype=float)
+    expected_by_run = expected.groupby(ok["run_id"]).sum()
+    runs = runs.assign(launch=runs["run_id"].map(launch_numbers(runs)).to_numpy(),
+                       gpus=1.0 / runs["ranks_per_gpu"], expected_s=runs["run_id"].map(expected_by_run).fillna(0.0))
+    out = []
+    for _, part in runs.sort_values("time").groupby("launch", sort=False):
+        gpus = float(part["gpus"].sum())
+        gpus = int(round(gpus)) if abs(gpus - round(gpus)) < 1e-9 else gpus
+        wall, measured = float(part["elapsed_s"].max()), int(part["measured"].sum())
+        out.append({"first_run": str(part["run_id"].min()), "ranks": int(len(part)),
+                    "ranks_per_gpu": int(part["ranks_per_gpu"].max()), "gpus": gpus, "measured": measured,
+                    "elapsed_s": round(wall, 1), "per_minute": round(60.0 * measured / wall, 1),
+                    "per_minute_per_gpu": round(60.0 * measured / wall / gpus, 1),
+                    "expected_seconds_per_gpu_second": round(float(part["expected_s"].sum()) / (wall * gpus), 3)})
+    return out
+
+
+def ladder(paths, since: str | None = None) -> dict:
+    """The scaling table of launches on 1, 2, 4 ... GPUs (``run_on_device.sh ladder``): :func:`launches`,
+    each with its speed-up over the first one-GPU launch and its efficiency (per-GPU rate over that
+    launch's); the same two on the mix-corrected rate (expected seconds per GPU-second)."""
+    rows = launches(paths, since)
+    ones = [r for r in rows if r["gpus"] == 1]
+    if not ones:
+        raise KbenchInputError("no one-GPU launch among the runs: the ladder's first step (1 GPU) is its yardstick.")
+    base = ones[0]
+    for r in rows:
+        r["speedup"] = round(r["per_minute"] / base["per_minute"], 3)
+        r["efficiency"] = round(r["per_minute_per_gpu"] / base["per_minute_per_gpu"], 3)
+        r["mix_corrected_efficiency"] = round(r["expected_seconds_per_gpu_second"]
+                                              / base["expected_seconds_per_gpu_second"], 3)
+    return {"launches": rows, "yardstick": base["first_run"]}
+
+
+def agreement_all(paths) -> dict:
+    """:func:`agreement` for every pair of ``paths`` (raw folders of the same problem-directions, one per
+    GPU), keyed ``"A ~ B"`` by folder name, and whether every pair is within single-GPU repeatability."""
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise KbenchInputError("agreement-all needs at least two raw folders (one per GPU).")
+    pairs = {f"{a.name} ~ {b.name}": agreement(a, b) for i, a in enumerate(paths) for b in paths[i + 1:]}
+    verdicts = [p["within_repeatability"] for p in pairs.values()]
+    return {"pairs": pairs, "all_within_repeatability": (None if None in verdicts else all(verdicts))}
+
+
 def _quantiles(values) -> dict:
     a = np.asarray(values, dtype=float)
     if not len(a):
@@ -120,10 +189,13 @@ def agreement(raw_a, raw_b) -> dict:
 
 
 def launch_numbers(start: pd.DataFrame, gap_s: float = 60.0) -> pd.Series:
-    """A launch number per run (index ``run_id``): ranks that shared GPUs (``ranks_per_gpu`` > 1) started
-    together are one launch (start times within ``gap_s`` of each other); every other run is its own."""
+    """A launch number per run (index ``run_id``): ranks of one launcher call (``ranks_per_gpu`` > 1, or
+    ``world_size`` > 1 where the frame has it) started together are one launch (start times within
+    ``gap_s`` of each other); every other run is its own."""
     start = start.sort_values("time")
     shared = start["ranks_per_gpu"] > 1
+    if "world_size" in start:
+        shared = shared | (start["world_size"] > 1)
     new = ~shared | ~shared.shift(fill_value=False) | (start["time"].diff() > gap_s)
     return pd.Series(new.cumsum().to_numpy(), index=start["run_id"].to_numpy())
 
@@ -135,7 +207,8 @@ def gpu_seconds(runs: pd.DataFrame) -> float:
     runs = runs.dropna(subset=["elapsed_s"])
     if not len(runs):
         return 0.0
-    launch = runs["run_id"].map(launch_numbers(runs[["run_id", "time", "ranks_per_gpu"]]))
+    launch = runs["run_id"].map(launch_numbers(runs[[c for c in ("run_id", "time", "ranks_per_gpu", "world_size")
+                                                     if c in runs]]))
     per = runs.assign(launch=launch.to_numpy(), gpus=1.0 / runs["ranks_per_gpu"]).groupby("launch").agg(
         elapsed_s=("elapsed_s", "max"), gpus=("gpus", "sum"))
     return float((per["elapsed_s"] * per["gpus"]).sum())
@@ -154,9 +227,11 @@ def run_starts(env: pd.DataFrame) -> pd.DataFrame:
         return (frame[name].reindex(ids) if name in frame else pd.Series(default, index=ids, dtype=float)).to_numpy()
     out = pd.DataFrame({"run_id": ids.to_numpy(), "time": column(start, "time", np.nan),
                         "ranks_per_gpu": column(start, "ranks_per_gpu", np.nan),
+                        "world_size": pd.to_numeric(pd.Series(column(start, "WORLD_SIZE", np.nan)), errors="coerce"),
                         "elapsed_s": column(end, "elapsed_s", np.nan), "measured": column(end, "measured", np.nan)})
     out["time"] = out["time"].fillna(0.0)
     out["ranks_per_gpu"] = out["ranks_per_gpu"].fillna(1).astype(int)
+    out["world_size"] = out["world_size"].fillna(1).astype(int)
     return out
 
 
@@ -231,6 +306,14 @@ def main(argv=None) -> int:
         return print_json(agreement, argv[1], argv[2])
     if len(argv) == 2 and argv[0] == "phases":
         return print_json(phases, argv[1])
+    if len(argv) >= 3 and argv[0] == "agreement-all":
+        return print_json(agreement_all, argv[1:])
+    if len(argv) >= 2 and argv[0] in ("ladder", "launches"):
+        since = None
+        if "--since" in argv:
+            i = argv.index("--since")
+            since, argv = (argv[i + 1] if i + 1 < len(argv) else ""), argv[:i] + argv[i + 2:]
+        return print_json(ladder if argv[0] == "ladder" else launches, argv[1:], since)
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2
 
