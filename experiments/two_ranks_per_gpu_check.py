@@ -76,7 +76,9 @@ def launch_rates(raw: Path, first_run: int = 15) -> list[dict]:
         last = part.groupby("run_id")["t"].transform("max")
         span = float(part["t"].max() - part["t"].min())
         done = part[part["t"] < last]
+        gpus = float((1.0 / ends["ranks_per_gpu"]).sum())  # R ranks sharing a GPU hold 1/R of it each
         out.append({"first_run": str(part["run_id"].min()), "ranks_per_gpu": int(sharing[part["run_id"].iloc[0]]),
+                    "gpus": int(round(gpus)) if abs(gpus - round(gpus)) < 1e-9 else gpus,
                     "problem_directions": int(len(part)), "span_s": round(span, 1),
                     "per_minute": round(60 * len(done) / span, 1) if span > 0 else None,
                     "expected_seconds_per_second": round(float(done["expected_s"].sum()) / span, 3) if span > 0 else None,
@@ -89,6 +91,10 @@ def launch_rates(raw: Path, first_run: int = 15) -> list[dict]:
 #: first run of the two-rank launch that ran out of work (its LIMIT set done) and of the one whose ranks
 #: lent the GPU's turn during graph captures (commit 42ae72c, taken out again)
 OUT_OF_WORK, LENDING = "20261125T065641-30733b", "20261125T080023-cb5e10"
+
+
+#: raw/h200's first run on the four-GPU host (session 20): every run from it on was collected there
+FOUR_GPU_HOST = "20261126T230930-7f0a13"
 
 
 def check_seconds(folder: Path) -> float:
@@ -131,8 +137,10 @@ def main() -> int:
                                                   if x["first_run"] not in (OUT_OF_WORK, LENDING)])
     out["two_ranks_lending"] = budget_bound(launches(2, LENDING))
     out["three_ranks_budget_bound"] = budget_bound(launches(3))
-    # the H200's three-rank launches (raw/h200's runs 16 on; docs/collect_scale_out.md's per-launch table)
-    h200 = [x for x in launch_rates(ROOT / "raw" / "h200") if x["ranks_per_gpu"] == 3 and x["end_records"]]
+    # the H200's three-rank launches on one-GPU machines (raw/h200's runs 16 on; docs/collect_scale_out.md's
+    # per-launch table; the four-GPU host's launches are in experiments/multi_gpu_scaling.py's record)
+    h200 = [x for x in launch_rates(ROOT / "raw" / "h200")
+            if x["ranks_per_gpu"] == 3 and x["end_records"] and x["first_run"] < FOUR_GPU_HOST]
     out["h200_three_ranks_budget_bound"] = budget_bound(h200)
     path = ROOT / "experiments" / "results" / "two_ranks_per_gpu_check.json"
     path.write_text(json.dumps(out, indent=1, default=float) + "\n")

@@ -40,8 +40,9 @@
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
 # pack the raw folder into $OUT/raw.tgz; 'torchrun' packs only the new shard folders into
-# $OUT/raw_shards.tgz (a snapshot of them every minute while it runs, so a call cut short by the
-# machine's limit still brings back all but its last minute) and their merge into $OUT/merged.tgz; 'scaling' writes $OUT/scaling.json
+# $OUT/raw_shards.tgz, on a host of several GPUs one archive per GPU, $OUT/raw_shards_gpuG.tgz (a
+# snapshot of them every minute while it runs, so a call cut short by the machine's limit still brings
+# back all but its last minute), and on a one-GPU host their merge into $OUT/merged.tgz; 'scaling' writes $OUT/scaling.json
 # and $OUT/agreement.json and packs its raw folders into $OUT/scaling_raw.tgz. Never touches clocks.
 set -u
 MODE=${1:-collect}

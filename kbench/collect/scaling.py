@@ -216,7 +216,8 @@ def gpu_seconds(runs: pd.DataFrame) -> float:
 
 def run_starts(env: pd.DataFrame) -> pd.DataFrame:
     """One row per run of ``env`` (env.jsonl records): ``run_id``, ``time`` (its start; 0 without a start
-    record), ``ranks_per_gpu`` (1 where the start record does not say), ``elapsed_s`` and ``measured``
+    record), ``ranks_per_gpu`` (1 where the start record does not say), ``world_size`` (the launcher's
+    ``WORLD_SIZE``; 1 where the start record does not say), ``elapsed_s`` and ``measured``
     (from its end record; NaN without one)."""
     phase = env["phase"] if "phase" in env else pd.Series("end", index=env.index)
     start = env[phase == "start"].drop_duplicates("run_id", keep="last").set_index("run_id")

@@ -154,13 +154,14 @@ def test_gpu_seconds_count_a_shared_launch_once():
 
 
 def test_run_starts_reads_sharing_and_ends(tmp_path):
-    lines = [{"run_id": "r1", "phase": "start", "time": 5.0, "ranks_per_gpu": 2},
+    lines = [{"run_id": "r1", "phase": "start", "time": 5.0, "ranks_per_gpu": 2, "WORLD_SIZE": "4"},
              {"run_id": "r1", "phase": "end", "measured": 7, "elapsed_s": 30.0},
              {"run_id": "r0", "phase": "end", "measured": 3, "elapsed_s": 12.0}]  # no start record
     env = pd.DataFrame(lines)
     r = scaling.run_starts(env).set_index("run_id")
-    assert r.loc["r1"].tolist() == [5.0, 2, 30.0, 7.0]
-    assert r.loc["r0"].tolist() == [0.0, 1, 12.0, 3.0]
+    assert list(r.columns) == ["time", "ranks_per_gpu", "world_size", "elapsed_s", "measured"]
+    assert r.loc["r1"].tolist() == [5.0, 2, 4, 30.0, 7.0]  # torchrun's WORLD_SIZE, recorded as text
+    assert r.loc["r0"].tolist() == [0.0, 1, 1, 12.0, 3.0]
 
 
 def test_timing_repeatability_hand_worked():

@@ -35,10 +35,35 @@ def test_snapshot_keeps_finished_batches_and_leaves_out_temporary_files_and_lock
     (raw / "shard-1-of-3" / ".lock").write_text("")
     (raw / "shard-0-of-2").mkdir()  # another launch's layout: not this one's N, left out
     (raw / "shard-0-of-2" / "journal.txt").write_text("other\n")
-    script = f"RAW={raw}\nOUT={out}\nNR=3\n{_snapshot_function()}\nsnapshot_shards\n"
+    script = f"RAW={raw}\nOUT={out}\nNGPU=1\nRPG=3\nNR=3\n{_snapshot_function()}\nsnapshot_shards\n"
     subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path)
     with tarfile.open(out / "raw_shards.tgz") as tar:
         files = sorted(m.name for m in tar.getmembers() if m.isfile())
     assert files == ["shard-1-of-3/journal.txt", "shard-1-of-3/parts/r1-0000.plans.jsonl.gz",
                      "shard-1-of-3/parts/r1-0000.problems.jsonl.gz"]
     assert not (out / "raw_shards.part").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_snapshot_of_a_multi_gpu_host_is_one_archive_per_gpu(tmp_path):
+    """Two GPUs, two ranks each: shards 0-1 (GPU 0) and 2-3 (GPU 1) travel in archives of their own, so no
+    file outgrows what a call brings back; a GPU whose ranks have written nothing yet gets none."""
+    raw, out = tmp_path / "raw", tmp_path / "out"
+    out.mkdir()
+    for k in (0, 1, 2, 3):
+        (raw / f"shard-{k}-of-4").mkdir(parents=True)
+        (raw / f"shard-{k}-of-4" / "journal.txt").write_text(f"start r{k}\n")
+    script = f"RAW={raw}\nOUT={out}\nNGPU=2\nRPG=2\nNR=4\n{_snapshot_function()}\nsnapshot_shards\n"
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path)
+    held = {}
+    for name in ("raw_shards_gpu0.tgz", "raw_shards_gpu1.tgz"):
+        with tarfile.open(out / name) as tar:
+            held[name] = sorted(m.name for m in tar.getmembers() if m.isfile())
+    assert held == {"raw_shards_gpu0.tgz": ["shard-0-of-4/journal.txt", "shard-1-of-4/journal.txt"],
+                    "raw_shards_gpu1.tgz": ["shard-2-of-4/journal.txt", "shard-3-of-4/journal.txt"]}
+    assert sorted(p.name for p in out.iterdir()) == ["raw_shards_gpu0.tgz", "raw_shards_gpu1.tgz"]
+    for k in (2, 3):
+        shutil.rmtree(raw / f"shard-{k}-of-4")
+    (out / "raw_shards_gpu1.tgz").unlink()
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == ["raw_shards_gpu0.tgz"]

@@ -84,3 +84,70 @@ def test_phases_hand_worked(tmp_path):
     assert out["notes cache"]["seconds_per_expected_second"] == pytest.approx(4.0 / (2 * one))
     assert (out["notes cache"]["runs"], out["notes cache"]["problem_directions"]) == (1, 2)
     assert scaling.main(["phases", str(tmp_path / "none")]) == 2
+
+
+def _launch(root, count, ranks_per_gpu, start, measured, elapsed, problems_each, world=None):
+    """Shard folders ``root/shard-K-of-count`` of one launch: rank K starts at ``start + K`` s, measures
+    ``measured[K]`` problem-directions (``problems_each`` of them recorded, all of one geometry) in
+    ``elapsed[K]`` s."""
+    geo = dict(status="ok", flop=1e9, direction="F", dtype="FP16", layout="NCHW", groups=1)
+    for k in range(count):
+        folder = root / f"shard-{k}-of-{count}"
+        run = f"run-{start:05d}-{k}"
+        w = W.RawWriter(folder, run_id=run, batch_size=100)
+        for i in range(problems_each):
+            w.add({"key": f"{run}-{i}", **geo}, [])
+        w.close()
+        lines = [{"run_id": run, "phase": "start", "time": start + k, "ranks_per_gpu": ranks_per_gpu,
+                  "WORLD_SIZE": str(world or count)},
+                 {"run_id": run, "phase": "end", "time": start + k + elapsed[k], "measured": measured[k],
+                  "elapsed_s": elapsed[k]}]
+        with open(folder / W.ENV, "a") as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_ladder_hand_worked(tmp_path):
+    """1 GPU (three ranks), then 2 GPUs (six ranks), then 2 GPUs with one rank each (torchrun's
+    WORLD_SIZE groups them): rates, speed-ups, efficiencies and the problem-mix correction by hand."""
+    from kbench.collect.shard import expected_seconds
+    _launch(tmp_path, 3, 3, 0, [10, 12, 8], [60.0, 50.0, 40.0], 4)          # 30 over 60 s: 30 per minute
+    _launch(tmp_path, 6, 3, 1000, [10] * 6, [60.0] * 6, 2)                 # 60 over 60 s on 2 GPUs
+    _launch(tmp_path, 2, 1, 2000, [9, 6], [30.0, 45.0], 3)                 # 15 over 45 s on 2 GPUs
+    one = float(expected_seconds(pd.DataFrame([dict(flop=1e9, direction="F", dtype="FP16", layout="NCHW",
+                                                    groups=1)]))[0])
+    out = scaling.ladder([tmp_path])
+    rows = out["launches"]
+    assert [(r["gpus"], r["ranks"], r["measured"], r["elapsed_s"]) for r in rows] == [
+        (1, 3, 30, 60.0), (2, 6, 60, 60.0), (2, 2, 15, 45.0)]
+    assert [r["per_minute"] for r in rows] == [30.0, 60.0, 20.0]
+    assert [r["per_minute_per_gpu"] for r in rows] == [30.0, 30.0, 10.0]
+    assert [r["speedup"] for r in rows] == [1.0, 2.0, round(20 / 30, 3)]
+    assert [r["efficiency"] for r in rows] == [1.0, 1.0, round(10 / 30, 3)]
+    # expected seconds of the recorded problems per GPU-second: 12, 12 and 6 problems of one geometry
+    mix = [12 * one / 60, 12 * one / (60 * 2), 6 * one / (45 * 2)]
+    assert [r["expected_seconds_per_gpu_second"] for r in rows] == [round(m, 3) for m in mix]
+    assert rows[2]["mix_corrected_efficiency"] == round(round(mix[2], 3) / round(mix[0], 3), 3)
+    assert out["yardstick"] == rows[0]["first_run"] == "run-00000-0"
+    # --since keeps the launches whose runs start at or after it; without a one-GPU launch no ladder
+    assert [r["gpus"] for r in scaling.launches([tmp_path], since="run-01000")] == [2, 2]
+    with pytest.raises(KbenchInputError, match="no one-GPU launch"):
+        scaling.ladder([tmp_path], since="run-01000")
+    with pytest.raises(KbenchInputError, match="no run has ended since run-9"):
+        scaling.launches([tmp_path], since="run-9")
+    assert scaling.main(["ladder", str(tmp_path), "--since", "run-01000"]) == 2
+
+
+def test_agreement_all_pairs(tmp_path):
+    nan = float("nan")
+    a = {"k1": [("p1", 1.0, 1.1), ("p2", 2.0, nan)], "k2": [("p1", 4.0, 4.0)]}
+    _raw(tmp_path / "gpu0", a)
+    _raw(tmp_path / "gpu1", {"k1": [("p1", 1.05, 1.0), ("p2", 1.9, nan)], "k2": [("p1", 4.4, 4.4)]})
+    _raw(tmp_path / "gpu2", a)
+    out = scaling.agreement_all([tmp_path / "gpu0", tmp_path / "gpu1", tmp_path / "gpu2"])
+    assert list(out["pairs"]) == ["gpu0 ~ gpu1", "gpu0 ~ gpu2", "gpu1 ~ gpu2"]
+    assert out["pairs"]["gpu0 ~ gpu1"] == scaling.agreement(tmp_path / "gpu0", tmp_path / "gpu1")
+    assert [p["within_repeatability"] for p in out["pairs"].values()] == [False, True, False]
+    assert out["all_within_repeatability"] is False
+    assert scaling.agreement_all([tmp_path / "gpu0", tmp_path / "gpu2"])["all_within_repeatability"] is True
+    with pytest.raises(KbenchInputError, match="at least two"):
+        scaling.agreement_all([tmp_path / "gpu0"])

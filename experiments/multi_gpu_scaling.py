@@ -1,0 +1,106 @@
+"""Issues 17 and 18: collection on one, two and four GPUs of one H200 host, read from raw/h200.
+
+Session 20 had one lease of ``nvidia-h200-x4`` (4 H200s, NVLink between every pair, 64 cores, one NUMA
+node: ``raw/h200/scaling_x4/topo.txt``). Its first call ran ``run_on_device.sh ladder`` (three ranks per
+GPU, 16 host cores per GPU, 149 s per step on 1, 2 and 4 GPUs, then every GPU timing the corpus's first 30
+problem-directions); its next two calls were four-GPU collections of twelve ranks. All of it was merged
+into ``raw/h200``, so every figure below is read from there:
+
+* ``ladder``: the session's launches against its one-GPU step (:func:`kbench.collect.scaling.ladder`);
+* ``by_gpus``: every three-rank launch of ``raw/h200`` grouped by its GPU count (the one-GPU
+  ``nvidia-h200`` machines of sessions 14 to 19 and this host): problem-directions per minute per GPU
+  and the shard cost model's expected seconds per GPU-second, over all their GPU-seconds;
+* ``phases_by_host``: the mean seconds of each collector phase per problem-direction on the one-GPU
+  machines (three ranks) and on this host, to tell a host-side (build) bound from a GPU-side one;
+* ``host_load``: per launch, the largest one-minute load average and the lowest SM clock its ranks
+  recorded at start and end;
+* ``agreement``: every pair of the host's GPUs (``scaling agreement-all``), and each GPU against
+  ``raw/h200``'s own timings of the same problem-directions (another H200 machine, an earlier lease).
+
+    python experiments/multi_gpu_scaling.py    # -> experiments/results/multi_gpu_scaling.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kbench.collect import scaling  # noqa: E402
+from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.writer import load_env, load_records  # noqa: E402
+
+RAW = ROOT / "raw" / "h200"
+HOST = RAW / "scaling_x4"
+#: the ladder's first run: every later run of raw/h200 ran on the four-GPU host
+FIRST_RUN = "20261126T230930-7f0a13"
+
+
+def by_gpus(launches: list[dict]) -> list[dict]:
+    frame = pd.DataFrame([x for x in launches if x["ranks_per_gpu"] == 3])
+    frame["gpu_s"] = frame["elapsed_s"] * frame["gpus"]
+    frame["expected_s"] = frame["expected_seconds_per_gpu_second"] * frame["gpu_s"]
+    return [{"gpus": int(g), "launches": int(len(part)), "problem_directions": int(part["measured"].sum()),
+             "per_minute_per_gpu": round(60 * float(part["measured"].sum()) / float(part["gpu_s"].sum()), 1),
+             "expected_seconds_per_gpu_second": round(float(part["expected_s"].sum() / part["gpu_s"].sum()), 3),
+             "per_launch_min_max": [float(part["per_minute_per_gpu"].min()), float(part["per_minute_per_gpu"].max())]}
+            for g, part in frame.groupby("gpus")]
+
+
+def phases_by_host() -> dict:
+    problems = load_records(RAW, "problems")
+    runs = scaling.run_starts(load_env(RAW))
+    three = set(runs.loc[runs["ranks_per_gpu"] == 3, "run_id"])
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(three)].copy()
+    ok["host"] = np.where(ok["run_id"] >= FIRST_RUN, "four-GPU host", "one-GPU machines")
+    ok["expected_s"] = expected_seconds(ok)
+    cols = ["t_heur_s", "t_notes_s", "t_build_s", "t_time_s", "t_coarse_s", "t_torch_s", "t_precise_s",
+            "t_verify_s", "t_total_s", "t_wait_s"]
+    return {host: {"problem_directions": int(len(part)), **{c: round(float(part[c].mean()), 3) for c in cols},
+                   "total_per_expected_second": round(float(part["t_total_s"].sum() / part["expected_s"].sum()), 3)}
+            for host, part in ok.groupby("host")}
+
+
+def host_load() -> list[dict]:
+    env = load_env(RAW)
+    env = env[env["run_id"] >= FIRST_RUN]
+    launch = scaling.launch_numbers(scaling.run_starts(env))
+    env = env.assign(launch=env["run_id"].map(launch), sm=pd.to_numeric(env["smi_clocks_sm"], errors="coerce"))
+    return [{"first_run": str(part["run_id"].min()), "ranks": int(part["run_id"].nunique()),
+             "max_load_1min": float(part["load_1min"].max()), "min_sm_clock_mhz": float(part["sm"].min())}
+            for _, part in env.groupby("launch")]
+
+
+def agreement() -> dict:
+    gpus = sorted((HOST / "agreement").iterdir())
+    within = scaling.agreement_all(gpus)
+    keep = ("problem_directions_on_both", "plans_on_both", "cross_gpu_abs_log_ratio",
+            "single_gpu_repeat_abs_log_ratio", "same_fastest_plan_share", "within_repeatability")
+    other = {g.name: {k: v for k, v in scaling.agreement(RAW, g).items() if k in keep[:5]} for g in gpus}
+    cross = pd.DataFrame([p["cross_gpu_abs_log_ratio"] for p in within["pairs"].values()])
+    return {"pairs": {k: {x: p[x] for x in keep} for k, p in within["pairs"].items()},
+            "all_within_repeatability": within["all_within_repeatability"],
+            "pairs_median_range": [round(float(cross["median"].min()), 4), round(float(cross["median"].max()), 4)],
+            "pairs_p90_range": [round(float(cross["p90"].min()), 4), round(float(cross["p90"].max()), 4)],
+            "against_raw_h200": other}
+
+
+def main() -> int:
+    everything = scaling.launches([RAW])
+    out = {"command": "python experiments/multi_gpu_scaling.py", "first_run": FIRST_RUN,
+           "ladder": scaling.ladder([RAW], since=FIRST_RUN), "by_gpus": by_gpus(everything),
+           "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement()}
+    path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
