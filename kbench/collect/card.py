@@ -351,8 +351,31 @@ def _phased_runs(problems: pd.DataFrame) -> set:
     return set(problems.loc[problems["t_heur_s"].notna(), "run_id"]) if "t_heur_s" in problems else set()
 
 
-def machine_section(first: pd.Series, ok: pd.DataFrame) -> str:
-    """``first``: the first run's start record in env.jsonl."""
+def hosts_row(env: pd.DataFrame) -> str:
+    """A machine-table row naming the hosts the runs ran on (from each run's start record: the host's
+    cores and the GPU the run took), when there was more than one kind or a host lent several GPUs;
+    empty otherwise, so the card of a collection on one-GPU machines reads as before."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
+    if "cpu_count" not in start or not len(start):
+        return ""
+    gpu = (start["gpu_selected"] if "gpu_selected" in start else pd.Series(None, index=start.index, dtype=object))
+    cores = pd.to_numeric(start["cpu_count"], errors="coerce")
+    unknown = int(cores.isna().sum())  # runs of collectors older than the field
+    start = start.assign(gpu=gpu.fillna("0").astype(str), cores=cores)[cores.notna()].astype({"cores": int})
+    if start["cores"].nunique() <= 1 and start["gpu"].nunique() <= 1:
+        return ""
+    def runs(n):
+        return f"{n} run{'s' if n != 1 else ''}"
+    parts = [f"{runs(unknown)} with no host recorded"] if unknown else []
+    for cores, part in start.groupby("cores"):
+        gpus = sorted(part["gpu"].unique(), key=lambda g: (len(g), g))
+        parts.append(f"{runs(len(part))} on hosts of {cores} cores"
+                     + (f", on GPUs {', '.join(gpus)} of one host" if len(gpus) > 1 else ""))
+    return f"| hosts (each run's start record) | {'; '.join(parts)} |\n"
+
+
+def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None = None) -> str:
+    """``first``: the first run's start record in env.jsonl; ``env``: every record (for :func:`hosts_row`)."""
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
     temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
     return f"""## Machine and software
@@ -369,7 +392,7 @@ def machine_section(first: pd.Series, ok: pd.DataFrame) -> str:
 | SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
 | GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
 | TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
-"""
+{hosts_row(env) if env is not None else ""}"""
 
 
 def _runs_table(problems: pd.DataFrame, env: pd.DataFrame, sharing: pd.DataFrame) -> pd.DataFrame:
@@ -618,7 +641,7 @@ built, checked against PyTorch and timed. {status_line(len(ok))} Every number be
 raw data in `raw/{name}/` by `kbench/collect/card.py`.
 """
     sections = [
-        header, machine_section(first, ok), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
+        header, machine_section(first, ok, env), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
         protocol_section(first, problems),
         "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
         "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "

@@ -217,3 +217,19 @@ def test_heuristics_table_keeps_each_order_within_the_candidate_set():
         ("p1", "cudnn_fallback", 0, "a"), ("p1", "cudnn_fallback", 1, "c"),
         ("p1", "pytorch", 0, "c")]
     assert str(got["rank"].dtype) == "int16"
+
+
+def test_hosts_row_names_the_host_shapes_only_when_they_differ():
+    from kbench.collect.card import hosts_row
+
+    def env(rows):
+        return pd.DataFrame([{"run_id": f"r{i}", "phase": "start", **r} for i, r in enumerate(rows)]
+                            + [{"run_id": "r0", "phase": "end", "measured": 1}])
+    one_gpu = [{"cpu_count": 16, "gpu_selected": "0"}, {"cpu_count": 16}]  # a run of one rank selects no GPU
+    assert hosts_row(env(one_gpu)) == ""
+    assert hosts_row(env(one_gpu + [{}])) == ""  # a run older than the field changes nothing by itself
+    four = [{"cpu_count": 64, "gpu_selected": g} for g in ("2", "0", "10", "1")]
+    assert hosts_row(env([{}] + one_gpu + four)) == (
+        "| hosts (each run's start record) | 1 run with no host recorded; 2 runs on hosts of 16 cores; "
+        "4 runs on hosts of 64 cores, on GPUs 0, 1, 2, 10 of one host |\n")
+    assert hosts_row(env(four[:1])) == "" and hosts_row(pd.DataFrame()) == ""
