@@ -177,6 +177,9 @@ class VerificationRecord(BaseModel):
     problems_planned: int
     problems_measured: int
     problems_failed: dict[str, str] = Field(default_factory=dict, description="problem id -> error")
+    problems_without_reference: list[str] = Field(
+        default_factory=list, description="problems of the part left out: the reference proposed no plan for them, "
+                                          "so the board's speed-up leaves them out too")
     device_time_s: float | None = Field(None, description="GPU wall time of the timing run(s)")
     measured: VerificationFigures = Field(description="from the GPU re-timing")
     table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")

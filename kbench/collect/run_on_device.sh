@@ -7,14 +7,14 @@
 #   bash kbench/collect/run_on_device.sh torchrun PROBLEMS BUDGET_S [MARGIN_S]  # every GPU of the host, one shard each
 #   bash kbench/collect/run_on_device.sh scaling  PROBLEMS BUDGET_S [MARGIN_S]  # 1 GPU, then all GPUs, then GPU 0 vs 1
 #   bash kbench/collect/run_on_device.sh ladder   PROBLEMS BUDGET_S [MARGIN_S]  # 1, 2, 4.. GPUs in turn, then every GPU vs every other
-#   bash kbench/collect/run_on_device.sh verify   RUN_DIR  BUDGET_S [MARGIN_S]  # re-time RUN_DIR/plan.json's plans
+#   bash kbench/collect/run_on_device.sh verify   RUN_DIR[,RUN_DIR..] BUDGET_S [MARGIN_S]  # re-time plan.json's plans, a GPU each
 #   bash kbench/collect/run_on_device.sh labels   RUN_DIR  BUDGET_S [MARGIN_S]  # verification pass on shipped labels
 #   bash kbench/collect/run_on_device.sh shards2  PROBLEMS BUDGET_S [MARGIN_S]  # two-shard test fixture, GPU 0
 #   bash kbench/collect/run_on_device.sh kcache   PROBLEMS BUDGET_S [MARGIN_S]  # kernel cache off vs on, GPU 0
 #
 # verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
-# raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{plan.json,
-# raw.jsonl,verification.json}; score again on the CPU with 'kbench verify-on-gpu --out DIR --score-only'.
+# raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{raw.jsonl,
+# verification.json}; score again on the CPU with 'kbench verify-on-gpu --out DIR --score-only'.
 #
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
@@ -33,7 +33,8 @@
 # into one root seeded from BASE: each step's shard folders (another shard count) count as done for
 # the next, so the steps take consecutive corpus slices and all of it is mergeable collection. Then
 # AGREE_S seconds in which every GPU times the corpus's first N_AGREE problem-directions (no base,
-# one rank each, its own cores). Brings back ladder_<G>gpu.tgz (the step's shard folders),
+# one rank each, its own cores), AGREE_ROUNDS times (default 1; 'scaling agreement-rounds' compares the
+# GPUs with each GPU's own re-runs). Brings back ladder_<G>gpu.tgz (the step's shard folders),
 # agreement.tgz (agree<g>/ per GPU) and ladder.log; 'python -m kbench.collect.scaling ladder' and
 # '... agreement-all' compute the table and the pairwise agreement from them on the CPU.
 #
@@ -81,25 +82,42 @@ json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2
   timeout 60 python3 -m kbench.collect.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
 fi
 
-if [ "$MODE" = verify ]; then
-  RUN_DIR=$PROBLEMS
-  [ -f "$RUN_DIR/plan.json" ] || { echo "verify: $RUN_DIR/plan.json not found"; exit 2; }
-  VOUT=$OUT/$(basename "$RUN_DIR")
+verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visible GPU, then score
+  local RUN_DIR=$1 VOUT=$OUT/$(basename "$1") LEFT rc
+  [ -f "$RUN_DIR/plan.json" ] || { echo "verify: $RUN_DIR/plan.json not found"; return 2; }
   mkdir -p "$VOUT"
   cp "$RUN_DIR"/plan.json "$VOUT"/
   [ -f "$RUN_DIR/raw.jsonl" ] && cp "$RUN_DIR"/raw.jsonl "$VOUT"/
   while :; do
-    LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+    LEFT=$(left)
     [ $LEFT -lt 30 ] && break
     # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
     timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --time-only \
-        --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/verify.log | tail -5
-    rc=${PIPESTATUS[0]}
-    echo "verify rc=$rc"
+        --time-budget $((LEFT - MARGIN)) > "$VOUT.log" 2>&1
+    rc=$?
+    tail -5 "$VOUT.log"; cat "$VOUT.log" >> $OUT/verify.log
+    echo "verify $(basename "$RUN_DIR") rc=$rc"
     [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
   done
   python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --score-only 2>&1 | tail -3
-  ls -la "$VOUT"
+  rm -f "$VOUT.log" "$VOUT/plan.json"  # the plan came with the call; the timings and the record go back
+}
+
+if [ "$MODE" = verify ]; then
+  # RUN_DIR may list several folders, comma-separated: they are dealt out over the host's GPUs and
+  # timed side by side, one process per GPU (folders dealt to the same GPU run one after another)
+  export CUDA_DEVICE_ORDER=PCI_BUS_ID
+  IFS=, read -ra RUN_DIRS <<< "$PROBLEMS"
+  for g in $(seq 0 $((NGPU - 1))); do
+    (
+      for i in "${!RUN_DIRS[@]}"; do
+        [ $((i % NGPU)) = $g ] || continue
+        CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g verify_one "${RUN_DIRS[$i]}"
+      done
+    ) &
+  done
+  wait
+  ls -la $OUT $OUT/*/
   exit 0
 fi
 
@@ -231,8 +249,9 @@ if [ "$MODE" = ladder ]; then
   PIN=1; { [ $CPG -ge 1 ] && [ $((CPG * NGPU)) -le $NCPU ] && command -v taskset > /dev/null; } || { PIN=0; CPG=$NCPU; }
   STEPS=${LADDER:-$(g=1; while [ $g -lt $NGPU ]; do echo $g; g=$((g * 2)); done; echo $NGPU)}
   NSTEPS=$(echo $STEPS | wc -w)
-  AGREE_S=${AGREE_S:-90}
-  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S - 30) / NSTEPS ))}
+  AGREE_S=${AGREE_S:-90}  # per round
+  ROUNDS=${AGREE_ROUNDS:-1}
+  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S * ROUNDS - 30) / NSTEPS ))}
   mkdir -p $RAW; [ -d "$BASE" ] && cp -r "$BASE"/. $RAW/
   pinned() {  # pinned FIRST_CORE NCORES CMD...: CMD on those host cores (on all where PIN=0)
     local first=$1 n=$2; shift 2
@@ -260,18 +279,25 @@ if [ "$MODE" = ladder ]; then
     python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
     (cd $RAW && tar czf $OUT/ladder_${G}gpu.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
   done
-  # agreement: every GPU times the same first problem-directions of the corpus at once, no base
+  # agreement: every GPU times the same first problem-directions of the corpus at once, no base; with
+  # AGREE_ROUNDS > 1 again in later rounds (agree<g>_r<k>), the same GPU's repeatability across processes
   L=$(left)
   if [ $L -ge 45 ] && [ $NGPU -ge 2 ]; then
-    for g in $(seq 0 $((NGPU - 1))); do
-      CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g pinned $((g * CPG)) $CPG timeout -k 10 $((L - 20)) \
-          python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/agree/agree$g --limit ${N_AGREE:-40} \
-          --time-budget $((L - 30)) > /tmp/agree$g.log 2>&1 &
+    for r in $(seq 1 $ROUNDS); do
+      L=$(left); RL=$(( (L - 10) / (ROUNDS - r + 1) )); [ $RL -ge 35 ] || break
+      SUF=$([ $r = 1 ] || echo _r$r)
+      for g in $(seq 0 $((NGPU - 1))); do
+        CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g pinned $((g * CPG)) $CPG timeout -k 10 $((RL - 10)) \
+            python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out /tmp/agree/agree$g$SUF --limit ${N_AGREE:-40} \
+            --time-budget $((RL - 20)) > /tmp/agree$g$SUF.log 2>&1 &
+      done
+      wait; wait_ranks
+      echo "agreement round $r: $RL s" | tee -a $OUT/ladder.log; tail -3 /tmp/agree0$SUF.log >> $OUT/ladder.log
     done
-    wait; wait_ranks
-    tail -3 /tmp/agree0.log >> $OUT/ladder.log
     tar czf $OUT/agreement.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/agree .
-    python3 -m kbench.collect.scaling agreement-all /tmp/agree/agree* 2>&1 | tee -a $OUT/ladder.log | head -30
+    python3 -m kbench.collect.scaling agreement-all /tmp/agree/agree? 2>&1 | tee -a $OUT/ladder.log | head -30
+    [ $ROUNDS -gt 1 ] && python3 -m kbench.collect.scaling agreement-rounds /tmp/agree/agree* 2>&1 \
+        | tee -a $OUT/ladder.log | grep -A3 '"cross_gpu"\|"same_gpu"\|within'
   fi
   python3 -m kbench.collect.scaling ladder $RAW 2>&1 | tee -a $OUT/ladder.log | head -40
   ls -la $OUT

@@ -6,6 +6,7 @@
     python -m kbench.collect.scaling launches RAW... [--since RUN_ID]   # per launch: GPUs, rates, problem mix
     python -m kbench.collect.scaling ladder RAW... [--since RUN_ID]     # the same against the 1-GPU launch
     python -m kbench.collect.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
+    python -m kbench.collect.scaling agreement-rounds agree0 agree1 agree0_r2 agree1_r2  # against re-runs
 
 **Throughput** comes from each run's ``end`` record in ``env.jsonl`` (problem-
 directions measured and seconds elapsed, written by the collector itself).
@@ -20,7 +21,13 @@ precisely on both, ``|ln(t_gpu1 / t_gpu0)|``; and, as the yardstick, the
 single-GPU repeatability of the same folders: ``|ln(repeat_ms / precise_ms)|``
 of each problem's best plan (the collector re-times the best plan at the end
 of every problem). The GPUs agree when the cross-GPU median and 90th
-percentile are no larger than the repeatability's.
+percentile are no larger than the repeatability's. That yardstick is strict:
+a plan re-timed seconds later in the same process shares its build and its
+moment. **Agreement rounds** (``agreement-rounds``) hold the GPUs to the
+repeatability that matters for mixing shards instead: every GPU times the same
+problem-directions in two or more rounds, one process per GPU and round, and the
+cross-GPU pairs of one round are compared with the same-GPU pairs of different
+rounds.
 
 **Phases** groups a raw folder's runs by whether they took numerical notes from
 the notes cache (:mod:`kbench.collect.notes_cache`; a run whose problems have
@@ -41,6 +48,7 @@ corrects for the groups' different problem mixes.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -158,33 +166,82 @@ def _quantiles(values) -> dict:
     return {"n": int(len(a)), "median": float(np.median(a)), "p90": float(np.percentile(a, 90))}
 
 
-def agreement(raw_a, raw_b) -> dict:
-    """Cross-GPU timing differences against single-GPU repeatability (see the module text)."""
-    frames = []
-    for raw in (raw_a, raw_b):
-        problems, plans = dedupe(load_records(raw, "problems"), load_records(raw, "plans"))
-        ok = problems.loc[problems["status"] == "ok", "key"]
-        plans = plans[plans["key"].isin(ok)]
-        if "precise_ms" not in plans:
-            plans = plans.assign(precise_ms=np.nan, repeat_ms=np.nan)
-        frames.append(plans[["key", "plan", "precise_ms", "repeat_ms"]].dropna(subset=["precise_ms"]))
-    a, b = frames
+def _timed_plans(raw) -> pd.DataFrame:
+    """The precisely timed plans of ``raw``'s ok problem-directions: key, plan, precise_ms, repeat_ms."""
+    problems, plans = dedupe(load_records(raw, "problems"), load_records(raw, "plans"))
+    ok = problems.loc[problems["status"] == "ok", "key"]
+    plans = plans[plans["key"].isin(ok)]
+    if "precise_ms" not in plans:
+        plans = plans.assign(precise_ms=np.nan, repeat_ms=np.nan)
+    return plans[["key", "plan", "precise_ms", "repeat_ms"]].dropna(subset=["precise_ms"])
+
+
+def _paired(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, float | None]:
+    """The plans timed on both, their |ln(t_b / t_a)|, and the share of problems with the same fastest plan."""
     both = a.merge(b, on=["key", "plan"], suffixes=("_a", "_b"))
     both = both[(both["precise_ms_a"] > 0) & (both["precise_ms_b"] > 0)]
-    cross = np.abs(np.log(both["precise_ms_b"] / both["precise_ms_a"]))
-    rep = pd.concat([f.dropna(subset=["repeat_ms"]) for f in frames])
-    rep = rep[(rep["repeat_ms"] > 0) & (rep["precise_ms"] > 0)]
-    repeat = np.abs(np.log(rep["repeat_ms"] / rep["precise_ms"]))
+    ratios = np.abs(np.log(both["precise_ms_b"] / both["precise_ms_a"])).to_numpy()
     best_a = a.loc[a.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(a) else a[["key", "plan"]]
     best_b = b.loc[b.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(b) else b[["key", "plan"]]
     same_best = best_a.merge(best_b, on="key", suffixes=("_a", "_b"))
+    share = float((same_best["plan_a"] == same_best["plan_b"]).mean()) if len(same_best) else None
+    return both, ratios, share
+
+
+def agreement(raw_a, raw_b) -> dict:
+    """Cross-GPU timing differences against single-GPU repeatability (see the module text)."""
+    frames = [_timed_plans(raw_a), _timed_plans(raw_b)]
+    both, cross, share = _paired(*frames)
+    rep = pd.concat([f.dropna(subset=["repeat_ms"]) for f in frames])
+    rep = rep[(rep["repeat_ms"] > 0) & (rep["precise_ms"] > 0)]
+    repeat = np.abs(np.log(rep["repeat_ms"] / rep["precise_ms"]))
     out = {"problem_directions_on_both": int(both["key"].nunique()), "plans_on_both": int(len(both)),
            "cross_gpu_abs_log_ratio": _quantiles(cross), "single_gpu_repeat_abs_log_ratio": _quantiles(repeat),
-           "same_fastest_plan_share": (float((same_best["plan_a"] == same_best["plan_b"]).mean())
-                                       if len(same_best) else None)}
+           "same_fastest_plan_share": share}
     c, r = out["cross_gpu_abs_log_ratio"], out["single_gpu_repeat_abs_log_ratio"]
     out["within_repeatability"] = (None if not c["n"] or not r["n"]
                                    else bool(c["median"] <= r["median"] and c["p90"] <= r["p90"]))
+    return out
+
+
+ROUND_NAME = re.compile(r"^(?P<gpu>.+?)(?:_r(?P<round>\d+))?$")
+
+
+def agreement_rounds(paths) -> dict:
+    """Cross-GPU agreement against the same GPU timed again in another process.
+
+    ``paths`` are raw folders of the same problem-directions named ``<gpu>`` (round 1) or
+    ``<gpu>_r<k>`` (round k): in each round every GPU timed them at once, one process each.
+    Pairs of one round on different GPUs measure the GPUs' differences; pairs of one GPU in
+    different rounds measure that GPU's repeatability across processes (fresh plan builds, the
+    other GPUs busy alike), which is what shards timed on different GPUs are to be held to. The
+    GPUs agree when the pooled cross-GPU median and 90th percentile of |ln(t_b / t_a)| are no
+    larger than the pooled same-GPU ones."""
+    folders = []
+    for path in map(Path, paths):
+        m = ROUND_NAME.match(path.name)
+        folders.append((m["gpu"], int(m["round"] or 1), path, _timed_plans(path)))
+    pairs, pooled = {}, {"cross_gpu": [], "same_gpu": []}
+    for i, (gpu_a, round_a, path_a, a) in enumerate(folders):
+        for gpu_b, round_b, path_b, b in folders[i + 1:]:
+            kind = ("same_gpu" if gpu_a == gpu_b else "cross_gpu" if round_a == round_b else None)
+            if kind is None:
+                continue  # another GPU in another round: both effects at once, left out
+            both, ratios, share = _paired(a, b)
+            pooled[kind].append(ratios)
+            pairs[f"{path_a.name} ~ {path_b.name}"] = {
+                "kind": kind, "problem_directions_on_both": int(both["key"].nunique()),
+                "plans_on_both": int(len(both)), "abs_log_ratio": _quantiles(ratios),
+                "same_fastest_plan_share": share}
+    if not pooled["cross_gpu"] or not pooled["same_gpu"]:
+        raise KbenchInputError("agreement-rounds needs folders of at least two GPUs, one of them timed in two "
+                               "rounds (named GPU and GPU_r2, e.g. agree0 agree1 agree0_r2 agree1_r2).")
+    out = {"pairs": pairs}
+    for kind, arrays in pooled.items():
+        out[kind] = _quantiles(np.concatenate(arrays))
+    c, s = out["cross_gpu"], out["same_gpu"]
+    out["within_repeatability"] = (None if not c["n"] or not s["n"]
+                                   else bool(c["median"] <= s["median"] and c["p90"] <= s["p90"]))
     return out
 
 
@@ -309,6 +366,8 @@ def main(argv=None) -> int:
         return print_json(phases, argv[1])
     if len(argv) >= 3 and argv[0] == "agreement-all":
         return print_json(agreement_all, argv[1:])
+    if len(argv) >= 3 and argv[0] == "agreement-rounds":
+        return print_json(agreement_rounds, argv[1:])
     if len(argv) >= 2 and argv[0] in ("ladder", "launches"):
         since = None
         if "--since" in argv:

@@ -50,6 +50,8 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
                       replays=replays, seed=seed)
     plan.update(dataset={"name": ds.name, "version": ds.version, "checksum": ds.checksum}, split=split, part=part,
                 method=method, predictions={"path": path, "sha256": sha, "rows": int(len(predictions))})
+    if roles.attrs["no_reference"]:  # left out, as the board's speed-up over the reference leaves them out
+        plan["no_reference"] = roles.attrs["no_reference"]
     return plan
 
 
@@ -92,6 +94,7 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
                   "timing": "CUDA graph of k executions per replay (collector's rule), median of replays per "
                             "round, median over rounds; single executions for plans over 20 ms"},
         device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
+        problems_without_reference=plan.get("no_reference", []),
         device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table)
 
 
@@ -134,7 +137,9 @@ def run(args) -> int:
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
         out.mkdir(parents=True, exist_ok=True)
         plan_path.write_text(json.dumps(plan, indent=1) + "\n")
-        print(f"verify-on-gpu: plan of {len(plan['problems'])} problems -> {plan_path}")
+        left_out = len(plan.get("no_reference", []))
+        print(f"verify-on-gpu: plan of {len(plan['problems'])} problems -> {plan_path}"
+              + (f" ({left_out} left out: cuDNN mode A proposed no plan for them)" if left_out else ""))
         if args.plan_only:
             return 0
     if not args.score_only:

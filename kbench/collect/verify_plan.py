@@ -99,9 +99,12 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     """One row per problem of ``ids``: ``choice``, ``mode_a``, ``oracle`` plan names and their
     table times ``t_choice``, ``t_mode_a``, ``t_oracle`` (ms).
 
-    ``predictions`` has ``problem_id`` and ``ranking`` (or ``kernel``). A problem whose
-    prediction picks no listed plan, or that has no reference plan, is an input error
-    (the run would have nothing to compare).
+    ``predictions`` has ``problem_id`` and ``ranking`` (or ``kernel``). The roles follow the
+    scoring rules (:mod:`kbench.metrics`): a ranking, the prediction's or the reference's, whose
+    plans were none of them measured is a failure and takes the problem's slowest measured plan;
+    a problem for which ``reference`` proposed nothing at all has no reference time, so it is
+    left out, as the board's speed-up leaves it out (the ids are in ``.attrs["no_reference"]``).
+    A problem of the part with no prediction is an input error.
     """
     ids = pd.Index(pd.Series(list(ids), dtype=object).astype(str))
     rt = runtimes[runtimes["problem_id"].isin(ids)][["problem_id", "kernel", "time_ms"]].astype(
@@ -120,22 +123,26 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     heur = heuristics[(heuristics["heuristic"] == reference) & heuristics["problem_id"].isin(ids)]
     heur = heur.astype({"problem_id": str, "kernel": str}).sort_values(["problem_id", "rank"], kind="stable")
     ref_rank = heur.groupby("problem_id", sort=False)["kernel"].agg(";".join)
-    best = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
+    no_reference = ids.difference(ref_rank.index)
+    ids = ids.difference(no_reference, sort=False)
+    by_time = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable")
+    best = by_time.drop_duplicates("problem_id").set_index("problem_id")["kernel"]
+    slowest = by_time.drop_duplicates("problem_id", keep="last").set_index("problem_id")["kernel"]
     out = pd.DataFrame(index=ids)
-    out["choice"] = first_listed(preds.reindex(ids), listed).reindex(ids)
-    out["mode_a"] = first_listed(ref_rank.reindex(ids).fillna(""), listed).reindex(ids)
-    out["oracle"] = best.set_index("problem_id")["kernel"].reindex(ids)
+    out["oracle"] = best.reindex(ids)
+    bad = out["oracle"].isna()
+    if bad.any():
+        raise KbenchInputError(f"{int(bad.sum())} problem(s): no measured plan, e.g. {out.index[bad.to_numpy()][0]}")
+    out["choice"] = first_listed(preds.reindex(ids), listed).reindex(ids).fillna(slowest.reindex(ids))
+    out["mode_a"] = first_listed(ref_rank.reindex(ids), listed).reindex(ids).fillna(slowest.reindex(ids))
+    out = out[list(ROLES)]
     for role in ROLES:
-        bad = out[role].isna()
-        if bad.any():
-            what = {"choice": "the predicted ranking holds no plan measured for it",
-                    "mode_a": f"heuristic {reference!r} proposes no measured plan",
-                    "oracle": "no measured plan"}[role]
-            raise KbenchInputError(f"{int(bad.sum())} problem(s): {what}, e.g. {out.index[bad.to_numpy()][0]}")
         key = pd.MultiIndex.from_arrays([out.index, out[role].to_numpy()])
         out[f"t_{role}"] = times.reindex(key).to_numpy(dtype=np.float64)
     out.index.name = "problem_id"
-    return out.reset_index()
+    out = out.reset_index()
+    out.attrs["no_reference"] = [str(x) for x in no_reference]
+    return out
 
 
 def collector_problems(problems: pd.DataFrame) -> dict[str, dict]:

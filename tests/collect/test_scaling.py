@@ -151,3 +151,31 @@ def test_agreement_all_pairs(tmp_path):
     assert scaling.agreement_all([tmp_path / "gpu0", tmp_path / "gpu2"])["all_within_repeatability"] is True
     with pytest.raises(KbenchInputError, match="at least two"):
         scaling.agreement_all([tmp_path / "gpu0"])
+
+
+def test_agreement_rounds_against_the_same_gpu_timed_again(tmp_path):
+    nan = float("nan")
+    # two GPUs, two rounds, one problem-direction of two plans (k1) and one of one plan (k2)
+    _raw(tmp_path / "agree0", {"k1": [("p1", 1.0, nan), ("p2", 2.0, nan)], "k2": [("p1", 4.0, nan)]})
+    _raw(tmp_path / "agree1", {"k1": [("p1", 1.1, nan), ("p2", 2.0, nan)], "k2": [("p1", 4.0, nan)]})
+    _raw(tmp_path / "agree0_r2", {"k1": [("p1", 1.2, nan), ("p2", 2.0, nan)], "k2": [("p1", 4.0, nan)]})
+    _raw(tmp_path / "agree1_r2", {"k1": [("p1", 1.1, nan), ("p2", 1.0, nan)], "k2": [("p1", 4.0, nan)]})
+    folders = [tmp_path / n for n in ("agree0", "agree1", "agree0_r2", "agree1_r2")]
+    out = scaling.agreement_rounds(folders)
+    # agree0 ~ agree1_r2 and agree1 ~ agree0_r2 mix both effects and are left out
+    assert {k: v["kind"] for k, v in out["pairs"].items()} == {
+        "agree0 ~ agree1": "cross_gpu", "agree0 ~ agree0_r2": "same_gpu",
+        "agree1 ~ agree1_r2": "same_gpu", "agree0_r2 ~ agree1_r2": "cross_gpu"}
+    # cross-GPU ratios: round 1 ln 1.1, 0, 0; round 2 ln(1.1/1.2), ln(1/2), 0
+    cross = sorted([math.log(1.1), 0, 0, abs(math.log(1.1 / 1.2)), math.log(2), 0])
+    assert out["cross_gpu"]["n"] == 6
+    assert out["cross_gpu"]["median"] == pytest.approx((cross[2] + cross[3]) / 2)
+    # same-GPU ratios: GPU 0 ln 1.2, 0, 0; GPU 1 0, ln 2, 0 -> median 0
+    assert out["same_gpu"]["median"] == 0.0
+    assert out["within_repeatability"] is False
+    # fastest plan: p1 in every folder but agree1_r2 (p2 for k1)
+    assert out["pairs"]["agree0 ~ agree1"]["same_fastest_plan_share"] == 1.0
+    assert out["pairs"]["agree1 ~ agree1_r2"]["same_fastest_plan_share"] == 0.5
+    assert scaling.main(["agreement-rounds", *map(str, folders)]) == 0
+    with pytest.raises(KbenchInputError, match="two rounds"):
+        scaling.agreement_rounds(folders[:2])

@@ -97,8 +97,23 @@ def test_role_plans_errors():
     runtimes, heur, _ = _toy()
     with pytest.raises(KbenchInputError, match="no prediction"):
         role_plans(pd.DataFrame({"problem_id": ["p1"], "ranking": ["a"]}), runtimes, heur, ["p1", "p2"])
-    with pytest.raises(KbenchInputError, match="holds no plan measured"):
-        role_plans(pd.DataFrame({"problem_id": ["p1", "p2"], "ranking": ["z", "a"]}), runtimes, heur, ["p1", "p2"])
+
+
+
+def test_role_plans_follow_the_scoring_rules_for_failures_and_missing_references():
+    runtimes, heur, _ = _toy()
+    # p1's ranking holds no measured plan: a failure, timed (as scoring times it) at p1's slowest plan
+    r = role_plans(pd.DataFrame({"problem_id": ["p1", "p2"], "ranking": ["z", "a"]}), runtimes, heur, ["p1", "p2"])
+    slowest = "c"  # p1's plans: a 2.0, b 1.0, c 4.0 ms
+    assert r.set_index("problem_id").loc["p1", "choice"] == slowest
+    # mode A proposing only unmeasured plans is a failure too; proposing nothing leaves the problem out
+    unmeasured = heur.assign(kernel=np.where(heur["problem_id"] == "p1", "z", heur["kernel"]))
+    r = role_plans(pd.DataFrame({"problem_id": ["p1", "p2"], "ranking": ["a", "a"]}), runtimes, unmeasured,
+                   ["p1", "p2"])
+    assert r.set_index("problem_id").loc["p1", "mode_a"] == slowest and r.attrs["no_reference"] == []
+    r = role_plans(pd.DataFrame({"problem_id": ["p1", "p2"], "ranking": ["a", "a"]}), runtimes,
+                   heur[heur["problem_id"] != "p1"], ["p1", "p2"])
+    assert r["problem_id"].tolist() == ["p2"] and r.attrs["no_reference"] == ["p1"]
 
 
 def test_build_plan_dedupes_and_is_deterministic():
