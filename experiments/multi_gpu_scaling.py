@@ -1,4 +1,5 @@
-"""Issues 17 and 18: collection on one, two and four GPUs of one H200 host, read from raw/h200.
+"""Issues 17 and 18: collection on one, two and four GPUs of one H200 host, read from raw/h200, and on
+the two GPUs of one H100 host, read from raw/h100.
 
 Session 20 had one lease of ``nvidia-h200-x4`` (4 H200s, NVLink between every pair, 64 cores, one NUMA
 node: ``raw/h200/scaling_x4/topo.txt``). Its first call ran ``run_on_device.sh ladder`` (three ranks per
@@ -15,7 +16,16 @@ into ``raw/h200``, so every figure below is read from there:
 * ``host_load``: per launch, the largest one-minute load average and the lowest SM clock its ranks
   recorded at start and end;
 * ``agreement``: every pair of the host's GPUs (``scaling agreement-all``), and each GPU against
-  ``raw/h200``'s own timings of the same problem-directions (another H200 machine, an earlier lease).
+  ``raw/h200``'s own timings of the same problem-directions (another H200 machine, an earlier lease);
+* ``x2_h100``: session 21's lease of ``nvidia-h200-x2``, which the device tool ran on two H100s (NVLink
+  NV18, 32 cores, one NUMA node: ``raw/h100/scaling_x2/topo.txt``): ``run_on_device.sh ladder`` with
+  three ranks per GPU, 16 cores per GPU, 174 s per step on 1 and 2 GPUs (merged into ``raw/h100``),
+  then two agreement rounds in which each GPU timed the corpus's first 40 problem-directions
+  (``scaling agreement-rounds``: the two GPUs against each GPU's own re-run in another process), and
+  each GPU against ``raw/h100``'s timings of them (earlier H100 leases).
+
+Every launch row carries ``gpu_busy_share``, the share of the wall time each GPU spent on problems' GPU
+parts; unlike the per-minute rate it does not depend on what the problems of a launch's slice cost.
 
     python experiments/multi_gpu_scaling.py    # -> experiments/results/multi_gpu_scaling.json
 """
@@ -40,6 +50,9 @@ RAW = ROOT / "raw" / "h200"
 HOST = RAW / "scaling_x4"
 #: the ladder's first run: every later run of raw/h200 ran on the four-GPU host
 FIRST_RUN = "20261126T230930-7f0a13"
+RAW_H100 = ROOT / "raw" / "h100"
+#: the two-H100 host's ladder: its first run, and the runs of its two steps that raw/h100 holds
+X2_FIRST_RUN = "20261127T022943-5e36b3"
 
 
 def by_gpus(launches: list[dict]) -> list[dict]:
@@ -49,6 +62,7 @@ def by_gpus(launches: list[dict]) -> list[dict]:
     return [{"gpus": int(g), "launches": int(len(part)), "problem_directions": int(part["measured"].sum()),
              "per_minute_per_gpu": round(60 * float(part["measured"].sum()) / float(part["gpu_s"].sum()), 1),
              "expected_seconds_per_gpu_second": round(float(part["expected_s"].sum() / part["gpu_s"].sum()), 3),
+             "gpu_busy_share": round(float((part["gpu_busy_share"] * part["gpu_s"]).sum() / part["gpu_s"].sum()), 3),
              "per_launch_min_max": [float(part["per_minute_per_gpu"].min()), float(part["per_minute_per_gpu"].max())]}
             for g, part in frame.groupby("gpus")]
 
@@ -91,11 +105,21 @@ def agreement() -> dict:
             "against_raw_h200": other}
 
 
+def x2_h100() -> dict:
+    gpus = sorted((RAW_H100 / "scaling_x2" / "agreement").iterdir())
+    keep = ("problem_directions_on_both", "plans_on_both", "cross_gpu_abs_log_ratio", "same_fastest_plan_share")
+    return {"ladder": scaling.ladder([RAW_H100], since=X2_FIRST_RUN),
+            "agreement_rounds": scaling.agreement_rounds(gpus),
+            "against_raw_h100": {g.name: {k: v for k, v in scaling.agreement(RAW_H100, g).items() if k in keep}
+                                 for g in gpus}}
+
+
 def main() -> int:
     everything = scaling.launches([RAW])
     out = {"command": "python experiments/multi_gpu_scaling.py", "first_run": FIRST_RUN,
            "ladder": scaling.ladder([RAW], since=FIRST_RUN), "by_gpus": by_gpus(everything),
-           "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement()}
+           "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement(),
+           "x2_h100": x2_h100()}
     path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

@@ -11,7 +11,7 @@ Two yardsticks, both from raw folders in the repository:
   of ``raw/h100`` against ``raw/h100/repeats/retest-20261124``, another lease): per-plan
   ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
   ``kbench collect compare``);
-* *within runs*: ``python -m kbench.collect.scaling phases raw/h100`` per group of runs: the best plan
+* *within runs*: ``python -m kbench.collect.scaling phases raw/h100 --before 20261127T022943-5e36b3`` per group of runs: the best plan
   re-timed at its problem's end, the verification pass's second reading, how often a third was needed;
 * *throughput per launch* of the runs since the verification pass (runs 16 on), from the journal's
   problem start times (so a launch stopped before its end record counts too): problem-directions per
@@ -95,6 +95,9 @@ OUT_OF_WORK, LENDING = "20261125T065641-30733b", "20261125T080023-cb5e10"
 
 #: raw/h200's first run on the four-GPU host (session 20): every run from it on was collected there
 FOUR_GPU_HOST = "20261126T230930-7f0a13"
+#: raw/h100's first run on the two-H100 host (session 21, experiments/multi_gpu_scaling.py): the
+#: one-GPU machines' figures below stop before it
+TWO_GPU_HOST = "20261127T022943-5e36b3"
 
 
 def check_seconds(folder: Path) -> float:
@@ -113,7 +116,7 @@ def budget_bound(launches: list[dict]) -> dict:
 
 def main() -> int:
     raw = ROOT / "raw" / "h100"
-    phases = scaling.phases(raw)
+    phases = scaling.phases(raw, before=TWO_GPU_HOST)
     out = {"command": "python experiments/two_ranks_per_gpu_check.py",
            "across_runs": {"two_ranks_vs_first": across(raw, raw / "two_ranks_check"),
                            "three_ranks_vs_first": across(raw, raw / "three_ranks_check"),
@@ -136,7 +139,7 @@ def main() -> int:
     out["two_ranks_budget_bound"] = budget_bound([x for x in launches(2)
                                                   if x["first_run"] not in (OUT_OF_WORK, LENDING)])
     out["two_ranks_lending"] = budget_bound(launches(2, LENDING))
-    out["three_ranks_budget_bound"] = budget_bound(launches(3))
+    out["three_ranks_budget_bound"] = budget_bound([x for x in launches(3) if x["first_run"] < TWO_GPU_HOST])
     # the H200's three-rank launches on one-GPU machines (raw/h200's runs 16 on; docs/collect_scale_out.md's
     # per-launch table; the four-GPU host's launches are in experiments/multi_gpu_scaling.py's record)
     h200 = [x for x in launch_rates(ROOT / "raw" / "h200")

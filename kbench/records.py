@@ -10,7 +10,7 @@ import math
 import statistics
 from datetime import date
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -183,3 +183,12 @@ class VerificationRecord(BaseModel):
     device_time_s: float | None = Field(None, description="GPU wall time of the timing run(s)")
     measured: VerificationFigures = Field(description="from the GPU re-timing")
     table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_left_out(self, handler):
+        # records written before the field existed have no such key: an empty list is left out so that
+        # scoring them again from their committed timings gives the same file
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("problems_without_reference"):
+            data.pop("problems_without_reference", None)
+        return data

@@ -2,7 +2,7 @@
 
     python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
     python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
-    python -m kbench.collect.scaling phases RAW                     # time per phase, notes cache or not
+    python -m kbench.collect.scaling phases RAW [--before RUN_ID]   # time per phase, notes cache or not
     python -m kbench.collect.scaling launches RAW... [--since RUN_ID]   # per launch: GPUs, rates, problem mix
     python -m kbench.collect.scaling ladder RAW... [--since RUN_ID]     # the same against the 1-GPU launch
     python -m kbench.collect.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
@@ -100,7 +100,9 @@ def launches(paths, since: str | None = None) -> list[dict]:
     ``ranks_per_gpu``), problem-directions measured (end records), the longest rank's elapsed seconds,
     problem-directions per minute and per minute per GPU, and the shard cost model's expected seconds
     of the problem-directions measured per GPU-second (:func:`kbench.collect.shard.expected_seconds`),
-    which corrects for the problem mix of each launch's slice of the corpus."""
+    which corrects for the problem mix of each launch's slice of the corpus; and the share of the wall
+    time each GPU spent on problems' GPU parts (their ``t_time_s`` over GPUs times elapsed seconds: ranks
+    sharing a GPU hold its turn only for that part), which does not depend on the mix at all."""
     folders = _folders(paths)
     env = pd.concat([load_env(f) for f in folders], ignore_index=True)
     if not len(env) or "phase" not in env:
@@ -116,8 +118,11 @@ def launches(paths, since: str | None = None) -> list[dict]:
     ok = problems[problems["status"].eq("ok") & problems["run_id"].isin(set(runs["run_id"]))].drop_duplicates("key")
     expected = pd.Series(expected_seconds(ok) if len(ok) else [], index=ok.index, dtype=float)
     expected_by_run = expected.groupby(ok["run_id"]).sum()
+    gpu_part = ok["t_time_s"] if "t_time_s" in ok else pd.Series(np.nan, index=ok.index)
+    gpu_part_by_run = gpu_part.groupby(ok["run_id"]).sum(min_count=1)
     runs = runs.assign(launch=runs["run_id"].map(launch_numbers(runs)).to_numpy(),
-                       gpus=1.0 / runs["ranks_per_gpu"], expected_s=runs["run_id"].map(expected_by_run).fillna(0.0))
+                       gpus=1.0 / runs["ranks_per_gpu"], expected_s=runs["run_id"].map(expected_by_run).fillna(0.0),
+                       gpu_part_s=runs["run_id"].map(gpu_part_by_run))
     out = []
     for _, part in runs.sort_values("time").groupby("launch", sort=False):
         gpus = float(part["gpus"].sum())
@@ -127,14 +132,18 @@ def launches(paths, since: str | None = None) -> list[dict]:
                     "ranks_per_gpu": int(part["ranks_per_gpu"].max()), "gpus": gpus, "measured": measured,
                     "elapsed_s": round(wall, 1), "per_minute": round(60.0 * measured / wall, 1),
                     "per_minute_per_gpu": round(60.0 * measured / wall / gpus, 1),
-                    "expected_seconds_per_gpu_second": round(float(part["expected_s"].sum()) / (wall * gpus), 3)})
+                    "expected_seconds_per_gpu_second": round(float(part["expected_s"].sum()) / (wall * gpus), 3),
+                    "gpu_busy_share": (round(float(part["gpu_part_s"].sum()) / (wall * gpus), 3)
+                                       if part["gpu_part_s"].notna().any() else None)})
     return out
 
 
 def ladder(paths, since: str | None = None) -> dict:
     """The scaling table of launches on 1, 2, 4 ... GPUs (``run_on_device.sh ladder``): :func:`launches`,
     each with its speed-up over the first one-GPU launch and its efficiency (per-GPU rate over that
-    launch's); the same two on the mix-corrected rate (expected seconds per GPU-second)."""
+    launch's); the same two on the mix-corrected rate (expected seconds per GPU-second); and the GPU busy
+    share over that launch's (``busy_efficiency``): 1.0 where each added GPU is kept as busy as the
+    first, whatever the problems of its slice cost."""
     rows = launches(paths, since)
     ones = [r for r in rows if r["gpus"] == 1]
     if not ones:
@@ -145,6 +154,8 @@ def ladder(paths, since: str | None = None) -> dict:
         r["efficiency"] = round(r["per_minute_per_gpu"] / base["per_minute_per_gpu"], 3)
         r["mix_corrected_efficiency"] = round(r["expected_seconds_per_gpu_second"]
                                               / base["expected_seconds_per_gpu_second"], 3)
+        r["busy_efficiency"] = (round(r["gpu_busy_share"] / base["gpu_busy_share"], 3)
+                                if r["gpu_busy_share"] is not None and base["gpu_busy_share"] else None)
     return {"launches": rows, "yardstick": base["first_run"]}
 
 
@@ -207,16 +218,19 @@ def agreement(raw_a, raw_b) -> dict:
 ROUND_NAME = re.compile(r"^(?P<gpu>.+?)(?:_r(?P<round>\d+))?$")
 
 
-def agreement_rounds(paths) -> dict:
+def agreement_rounds(paths, resamples: int = 2000, seed: int = 0) -> dict:
     """Cross-GPU agreement against the same GPU timed again in another process.
 
     ``paths`` are raw folders of the same problem-directions named ``<gpu>`` (round 1) or
     ``<gpu>_r<k>`` (round k): in each round every GPU timed them at once, one process each.
     Pairs of one round on different GPUs measure the GPUs' differences; pairs of one GPU in
     different rounds measure that GPU's repeatability across processes (fresh plan builds, the
-    other GPUs busy alike), which is what shards timed on different GPUs are to be held to. The
-    GPUs agree when the pooled cross-GPU median and 90th percentile of |ln(t_b / t_a)| are no
-    larger than the pooled same-GPU ones."""
+    other GPUs busy alike), which is what shards timed on different GPUs are to be held to.
+    ``within_repeatability``: the pooled cross-GPU median and 90th percentile of |ln(t_b / t_a)|
+    are no larger than the pooled same-GPU ones. ``excess``: the cross-GPU minus the same-GPU
+    median and 90th percentile with a 95% bootstrap interval (``resamples`` draws of the
+    problem-directions with replacement, all plans of a drawn problem-direction together);
+    ``indistinguishable`` where both intervals reach zero."""
     folders = []
     for path in map(Path, paths):
         m = ROUND_NAME.match(path.name)
@@ -228,7 +242,7 @@ def agreement_rounds(paths) -> dict:
             if kind is None:
                 continue  # another GPU in another round: both effects at once, left out
             both, ratios, share = _paired(a, b)
-            pooled[kind].append(ratios)
+            pooled[kind].append(pd.DataFrame({"key": both["key"].to_numpy(), "ratio": ratios}))
             pairs[f"{path_a.name} ~ {path_b.name}"] = {
                 "kind": kind, "problem_directions_on_both": int(both["key"].nunique()),
                 "plans_on_both": int(len(both)), "abs_log_ratio": _quantiles(ratios),
@@ -236,13 +250,35 @@ def agreement_rounds(paths) -> dict:
     if not pooled["cross_gpu"] or not pooled["same_gpu"]:
         raise KbenchInputError("agreement-rounds needs folders of at least two GPUs, one of them timed in two "
                                "rounds (named GPU and GPU_r2, e.g. agree0 agree1 agree0_r2 agree1_r2).")
-    out = {"pairs": pairs}
-    for kind, arrays in pooled.items():
-        out[kind] = _quantiles(np.concatenate(arrays))
+    cross, same = (pd.concat(pooled[k], ignore_index=True) for k in ("cross_gpu", "same_gpu"))
+    out = {"pairs": pairs, "cross_gpu": _quantiles(cross["ratio"]), "same_gpu": _quantiles(same["ratio"])}
     c, s = out["cross_gpu"], out["same_gpu"]
     out["within_repeatability"] = (None if not c["n"] or not s["n"]
                                    else bool(c["median"] <= s["median"] and c["p90"] <= s["p90"]))
+    out["excess"] = _excess_interval(cross, same, resamples, seed)
+    out["indistinguishable"] = bool(out["excess"]["median"][0] <= 0 and out["excess"]["p90"][0] <= 0)
     return out
+
+
+def _excess_interval(cross: pd.DataFrame, same: pd.DataFrame, resamples: int, seed: int) -> dict:
+    """2.5%, 50% and 97.5% points of the bootstrap distribution of cross minus same median and p90,
+    drawing problem-directions (keys) with replacement."""
+    keys = np.union1d(cross["key"].unique(), same["key"].unique())
+    code = {k: i for i, k in enumerate(keys)}
+    rng = np.random.default_rng(seed)
+    stats = np.empty((resamples, 2))
+    groups = [(f["ratio"].to_numpy(), f["key"].map(code).to_numpy()) for f in (cross, same)]
+    for i in range(resamples):
+        weight = np.bincount(rng.integers(0, len(keys), len(keys)), minlength=len(keys))
+        values = [np.repeat(r, weight[k]) for r, k in groups]  # a drawn key's plans, as often as drawn
+        if not len(values[0]) or not len(values[1]):
+            stats[i] = np.nan
+            continue
+        stats[i] = [np.median(values[0]) - np.median(values[1]),
+                    np.percentile(values[0], 90) - np.percentile(values[1], 90)]
+    q = np.nanpercentile(stats, [2.5, 50, 97.5], axis=0)
+    return {"median": [round(float(x), 5) for x in q[:, 0]], "p90": [round(float(x), 5) for x in q[:, 1]],
+            "resamples": int(resamples), "seed": int(seed)}
 
 
 def launch_numbers(start: pd.DataFrame, gap_s: float = 60.0) -> pd.Series:
@@ -293,13 +329,15 @@ def run_starts(env: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def phases(raw) -> dict:
+def phases(raw, before: str | None = None) -> dict:
     """Time per phase for the runs with and without the notes cache, and with ranks sharing a GPU or not
-    (see the module text)."""
+    (see the module text); only the runs whose id sorts before ``before``, where given."""
     problems = load_records(raw, "problems")
     if "t_total_s" not in problems:
         raise KbenchInputError(f"{raw}: no problem records with phase times; give a folder `kbench collect cudnn` wrote.")
     ok = problems[problems["status"] == "ok"].copy()
+    if before is not None:
+        ok = ok[ok["run_id"].astype(str) < before]
     source = ok["notes_source"] if "notes_source" in ok else pd.Series("", index=ok.index)
     cached_runs = set(ok.loc[source.isin(["cache", "check"]), "run_id"])
     runs_all = run_starts(load_env(raw))
@@ -364,6 +402,8 @@ def main(argv=None) -> int:
         return print_json(agreement, argv[1], argv[2])
     if len(argv) == 2 and argv[0] == "phases":
         return print_json(phases, argv[1])
+    if len(argv) == 4 and argv[0] == "phases" and argv[2] == "--before":
+        return print_json(phases, argv[1], argv[3])
     if len(argv) >= 3 and argv[0] == "agreement-all":
         return print_json(agreement_all, argv[1:])
     if len(argv) >= 3 and argv[0] == "agreement-rounds":

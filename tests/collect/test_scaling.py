@@ -83,6 +83,9 @@ def test_phases_hand_worked(tmp_path):
     assert out["probes only"]["per_minute"] == 20.0 and out["notes cache"]["per_minute"] == 30.0
     assert out["notes cache"]["seconds_per_expected_second"] == pytest.approx(4.0 / (2 * one))
     assert (out["notes cache"]["runs"], out["notes cache"]["problem_directions"]) == (1, 2)
+    # before: only the runs whose id sorts before it ("cache-run" < "d" < "probe-run")
+    assert list(scaling.phases(folder, before="d")) == ["notes cache"]
+    assert scaling.main(["phases", str(folder), "--before", "d"]) == 0
     assert scaling.main(["phases", str(tmp_path / "none")]) == 2
 
 
@@ -90,7 +93,7 @@ def _launch(root, count, ranks_per_gpu, start, measured, elapsed, problems_each,
     """Shard folders ``root/shard-K-of-count`` of one launch: rank K starts at ``start + K`` s, measures
     ``measured[K]`` problem-directions (``problems_each`` of them recorded, all of one geometry) in
     ``elapsed[K]`` s."""
-    geo = dict(status="ok", flop=1e9, direction="F", dtype="FP16", layout="NCHW", groups=1)
+    geo = dict(status="ok", flop=1e9, direction="F", dtype="FP16", layout="NCHW", groups=1, t_time_s=2.0)
     for k in range(count):
         folder = root / f"shard-{k}-of-{count}"
         run = f"run-{start:05d}-{k}"
@@ -127,6 +130,9 @@ def test_ladder_hand_worked(tmp_path):
     mix = [12 * one / 60, 12 * one / (60 * 2), 6 * one / (45 * 2)]
     assert [r["expected_seconds_per_gpu_second"] for r in rows] == [round(m, 3) for m in mix]
     assert rows[2]["mix_corrected_efficiency"] == round(round(mix[2], 3) / round(mix[0], 3), 3)
+    # GPU parts of 2 s per recorded problem over GPUs x wall: 24 / 60, 24 / 120, 12 / 90
+    assert [r["gpu_busy_share"] for r in rows] == [0.4, 0.2, 0.133]
+    assert [r["busy_efficiency"] for r in rows] == [1.0, 0.5, 0.333]
     assert out["yardstick"] == rows[0]["first_run"] == "run-00000-0"
     # --since keeps the launches whose runs start at or after it; without a one-GPU launch no ladder
     assert [r["gpus"] for r in scaling.launches([tmp_path], since="run-01000")] == [2, 2]
@@ -179,3 +185,19 @@ def test_agreement_rounds_against_the_same_gpu_timed_again(tmp_path):
     assert scaling.main(["agreement-rounds", *map(str, folders)]) == 0
     with pytest.raises(KbenchInputError, match="two rounds"):
         scaling.agreement_rounds(folders[:2])
+
+
+@pytest.mark.parametrize("slower", [1.0, 2.0])
+def test_agreement_rounds_excess_interval(tmp_path, slower):
+    """Each GPU repeats itself exactly; GPU 1 runs every plan ``slower`` times as long as GPU 0. The
+    cross-GPU |ln ratio| is then ln(slower) for every plan, so every bootstrap draw's excess is too."""
+    nan = float("nan")
+    times = {f"k{i}": [("p1", 1.0 + i, nan), ("p2", 3.0 + i, nan)] for i in range(5)}
+    for name, factor in (("agree0", 1.0), ("agree0_r2", 1.0), ("agree1", slower), ("agree1_r2", slower)):
+        _raw(tmp_path / name, {k: [(p, t * factor, r) for p, t, r in v] for k, v in times.items()})
+    out = scaling.agreement_rounds(sorted(tmp_path.iterdir()), resamples=50)
+    assert out["same_gpu"]["median"] == 0.0 and out["same_gpu"]["p90"] == 0.0
+    assert out["cross_gpu"]["median"] == pytest.approx(math.log(slower))
+    assert out["excess"]["median"] == pytest.approx([round(math.log(slower), 5)] * 3)
+    assert out["excess"]["p90"] == pytest.approx([round(math.log(slower), 5)] * 3)
+    assert out["indistinguishable"] is (slower == 1.0) and out["within_repeatability"] is (slower == 1.0)

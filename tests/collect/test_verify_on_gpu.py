@@ -196,6 +196,11 @@ def test_record_round_trip_and_schema(fixture, tmp_path):
     assert {"measured", "table", "protocol", "problems_measured"} <= set(schema["required"])
     with pytest.raises(Exception):
         VerificationRecord.model_validate({**json.loads(rec.model_dump_json()), "surprise": 1})
+    # problems left out for want of a reference plan: listed when there are any, no key when none
+    assert "problems_without_reference" not in json.loads(rec.model_dump_json())
+    left_out = rec.model_copy(update={"problems_without_reference": ["q"]})
+    assert json.loads(left_out.model_dump_json())["problems_without_reference"] == ["q"]
+    assert VerificationRecord.model_validate_json(left_out.model_dump_json()) == left_out
 
 
 def test_read_raw_ignores_cut_lines(tmp_path):
