@@ -22,7 +22,10 @@ into ``raw/h200``, so every figure below is read from there:
   three ranks per GPU, 16 cores per GPU, 174 s per step on 1 and 2 GPUs (merged into ``raw/h100``),
   then two agreement rounds in which each GPU timed the corpus's first 40 problem-directions
   (``scaling agreement-rounds``: the two GPUs against each GPU's own re-run in another process), and
-  each GPU against ``raw/h100``'s timings of them (earlier H100 leases).
+  each GPU against ``raw/h100``'s timings of them (earlier H100 leases);
+* ``x4_h100``: the same on four H100s of one host (session 21's ``nvidia-h200-x4`` call, run on H100s;
+  ``raw/h100/scaling_x4/topo.txt``), 124 s per step on 1, 2 and 4 GPUs, seeded from raw/h100's travel
+  copy so that its problem-directions continue raw/h100's corpus order.
 
 Every launch row carries ``gpu_busy_share``, the share of the wall time each GPU spent on problems' GPU
 parts; unlike the per-minute rate it does not depend on what the problems of a launch's slice cost.
@@ -51,8 +54,9 @@ HOST = RAW / "scaling_x4"
 #: the ladder's first run: every later run of raw/h200 ran on the four-GPU host
 FIRST_RUN = "20261126T230930-7f0a13"
 RAW_H100 = ROOT / "raw" / "h100"
-#: the two-H100 host's ladder: its first run, and the runs of its two steps that raw/h100 holds
+#: the two-H100 host's ladder (its first run) and the four-H100 host's, both in raw/h100
 X2_FIRST_RUN = "20261127T022943-5e36b3"
+X4_H100_FIRST_RUN = "20261127T025137-012e3f"
 
 
 def by_gpus(launches: list[dict]) -> list[dict]:
@@ -105,11 +109,14 @@ def agreement() -> dict:
             "against_raw_h200": other}
 
 
-def x2_h100() -> dict:
-    gpus = sorted((RAW_H100 / "scaling_x2" / "agreement").iterdir())
+def h100_host(folder: str, since: str, until: str | None = None) -> dict:
+    """A multi-H100 host's ladder (its launches in raw/h100 from ``since``, before ``until``), its GPUs
+    against their own re-runs (``agreement_rounds``), and each folder against raw/h100's timings."""
+    gpus = sorted((RAW_H100 / folder / "agreement").iterdir())
     keep = ("problem_directions_on_both", "plans_on_both", "cross_gpu_abs_log_ratio", "same_fastest_plan_share")
-    return {"ladder": scaling.ladder([RAW_H100], since=X2_FIRST_RUN),
-            "agreement_rounds": scaling.agreement_rounds(gpus),
+    table = scaling.ladder([RAW_H100], since=since)
+    table["launches"] = [r for r in table["launches"] if until is None or r["first_run"] < until]
+    return {"ladder": table, "agreement_rounds": scaling.agreement_rounds(gpus),
             "against_raw_h100": {g.name: {k: v for k, v in scaling.agreement(RAW_H100, g).items() if k in keep}
                                  for g in gpus}}
 
@@ -119,7 +126,8 @@ def main() -> int:
     out = {"command": "python experiments/multi_gpu_scaling.py", "first_run": FIRST_RUN,
            "ladder": scaling.ladder([RAW], since=FIRST_RUN), "by_gpus": by_gpus(everything),
            "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement(),
-           "x2_h100": x2_h100()}
+           "x2_h100": h100_host("scaling_x2", X2_FIRST_RUN, until=X4_H100_FIRST_RUN),
+           "x4_h100": h100_host("scaling_x4", X4_H100_FIRST_RUN)}
     path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))
