@@ -67,3 +67,45 @@ def test_snapshot_of_a_multi_gpu_host_is_one_archive_per_gpu(tmp_path):
     (out / "raw_shards_gpu1.tgz").unlink()
     subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path)
     assert sorted(p.name for p in out.iterdir()) == ["raw_shards_gpu0.tgz"]
+
+
+def _verify_mode() -> str:
+    """The script's verify_one function and its verify mode block."""
+    lines = SCRIPT.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("verify_one() {"))
+    block = next(i for i, line in enumerate(lines) if line.strip() == 'if [ "$MODE" = verify ]; then')
+    end = next(i for i in range(block, len(lines)) if lines[i] == "fi")
+    return "\n".join(lines[start:end + 1])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
+def test_verify_deals_run_folders_over_the_gpus(tmp_path):
+    """Three run folders on a two-GPU host: the first and third on GPU 0 one after the other, the second on
+    GPU 1 beside them. A stand-in python3 records each call's GPU and writes what the real steps write;
+    the timings and the record come back, the plan (it came with the call) does not."""
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
+    out.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\n"
+        'while [ $# -gt 0 ]; do case "$1" in --out) dir=$2; shift;; --time-only) step=time;; '
+        "--score-only) step=score;; esac; shift; done\n"
+        'echo "$step $(basename $dir) gpu=$CUDA_VISIBLE_DEVICES nvml=$KBENCH_NVML_DEVICE" >> "$CALLS"\n'
+        '[ "$step" = time ] && echo "{}" > "$dir/raw.jsonl"; [ "$step" = score ] && echo "{}" > "$dir/verification.json"\n'
+        "exit 0\n")
+    (bin_dir / "python3").chmod(0o755)
+    runs = []
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "plan.json").write_text("{}")
+        runs.append(str(tmp_path / name))
+    script = (f"export PATH={bin_dir}:$PATH CALLS={tmp_path / 'calls'}\nOUT={out}\nNGPU=2\nBUDGET=300\nMARGIN=20\n"
+              f"T0=$(date +%s)\nMODE=verify\nPROBLEMS={','.join(runs)}\n"
+              "left() { echo $(( BUDGET - ($(date +%s) - T0) )); }\n" + _verify_mode() + "\n")
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path, capture_output=True)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert sorted(calls) == sorted(f"{step} {name} gpu={gpu} nvml={gpu}" for name, gpu in (("a", 0), ("b", 1), ("c", 0))
+                                   for step in ("time", "score"))
+    assert calls.index("score a gpu=0 nvml=0") < calls.index("time c gpu=0 nvml=0")  # one GPU: one after another
+    for name in ("a", "b", "c"):
+        assert sorted(p.name for p in (out / name).iterdir()) == ["raw.jsonl", "verification.json"]
