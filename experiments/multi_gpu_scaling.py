@@ -109,14 +109,34 @@ def agreement() -> dict:
             "against_raw_h200": other}
 
 
-def h100_host(folder: str, since: str, until: str | None = None) -> dict:
-    """A multi-H100 host's ladder (its launches in raw/h100 from ``since``, before ``until``), its GPUs
-    against their own re-runs (``agreement_rounds``), and each folder against raw/h100's timings."""
+def launch_mix(raw: Path, since: str, before: str | None) -> dict:
+    """Per launch (keyed by its first run): what its slice of the corpus held and what a problem-direction
+    cost in each phase, to tell a heavier slice from a slower GPU."""
+    env = load_env(raw)
+    runs = scaling.run_starts(env[(env["run_id"] >= since) & (env["run_id"] < (before or "~"))])
+    launch = scaling.launch_numbers(runs)
+    first = runs.groupby(runs["run_id"].map(launch))["run_id"].min()
+    problems = load_records(raw, "problems")
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch.index)]
+    out = {}
+    for number, part in ok.groupby(ok["run_id"].map(launch)):
+        gflop = part["flop"] / 1e9
+        out[str(first[number])] = {"problem_directions": int(len(part)), "gflop_mean": round(float(gflop.mean()), 1),
+                                   "gflop_median": round(float(gflop.median()), 1),
+                                   "fp32": int((part["dtype"] == "FP32").sum()),
+                                   **{c: round(float(part[c].mean()), 3) for c in ("t_build_s", "t_time_s", "t_wait_s")}}
+    return out
+
+
+def h100_host(folder: str, since: str, before: str | None = None) -> dict:
+    """A multi-H100 host's ladder (its launches in raw/h100 from ``since``, before ``before``) with each
+    launch's problem mix, its GPUs against their own re-runs (``agreement_rounds``), and each folder
+    against raw/h100's timings."""
     gpus = sorted((RAW_H100 / folder / "agreement").iterdir())
     keep = ("problem_directions_on_both", "plans_on_both", "cross_gpu_abs_log_ratio", "same_fastest_plan_share")
-    table = scaling.ladder([RAW_H100], since=since)
-    table["launches"] = [r for r in table["launches"] if until is None or r["first_run"] < until]
-    return {"ladder": table, "agreement_rounds": scaling.agreement_rounds(gpus),
+    return {"ladder": scaling.ladder([RAW_H100], since=since, before=before),
+            "launch_mix": launch_mix(RAW_H100, since, before),
+            "agreement_rounds": scaling.agreement_rounds(gpus),
             "against_raw_h100": {g.name: {k: v for k, v in scaling.agreement(RAW_H100, g).items() if k in keep}
                                  for g in gpus}}
 
@@ -126,7 +146,7 @@ def main() -> int:
     out = {"command": "python experiments/multi_gpu_scaling.py", "first_run": FIRST_RUN,
            "ladder": scaling.ladder([RAW], since=FIRST_RUN), "by_gpus": by_gpus(everything),
            "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement(),
-           "x2_h100": h100_host("scaling_x2", X2_FIRST_RUN, until=X4_H100_FIRST_RUN),
+           "x2_h100": h100_host("scaling_x2", X2_FIRST_RUN, before=X4_H100_FIRST_RUN),
            "x4_h100": h100_host("scaling_x4", X4_H100_FIRST_RUN)}
     path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
     path.write_text(json.dumps(out, indent=1) + "\n")

@@ -3,8 +3,8 @@
     python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
     python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
     python -m kbench.collect.scaling phases RAW [--before RUN_ID]   # time per phase, notes cache or not
-    python -m kbench.collect.scaling launches RAW... [--since RUN_ID]   # per launch: GPUs, rates, problem mix
-    python -m kbench.collect.scaling ladder RAW... [--since RUN_ID]     # the same against the 1-GPU launch
+    python -m kbench.collect.scaling launches RAW... [--since RUN_ID] [--before RUN_ID]  # per launch: GPUs, rates, mix
+    python -m kbench.collect.scaling ladder RAW... [--since RUN_ID] [--before RUN_ID]    # against the 1-GPU launch
     python -m kbench.collect.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
     python -m kbench.collect.scaling agreement-rounds agree0 agree1 agree0_r2 agree1_r2  # against re-runs
 
@@ -93,10 +93,10 @@ def throughput(paths) -> dict:
             "per_minute_per_gpu": per_minute / gpus, "ranks": ranks}
 
 
-def launches(paths, since: str | None = None) -> list[dict]:
+def launches(paths, since: str | None = None, before: str | None = None) -> list[dict]:
     """One row per launch (ranks of one launcher call, :func:`launch_numbers`) of the runs recorded in
     ``paths`` (raw folders, shard roots or shard folders; a merged raw folder keeps its runs' records),
-    in start order, those whose first run id is not before ``since``: GPUs (the ranks over
+    in start order, of the runs whose id is not before ``since`` and sorts before ``before``: GPUs (the ranks over
     ``ranks_per_gpu``), problem-directions measured (end records), the longest rank's elapsed seconds,
     problem-directions per minute and per minute per GPU, and the shard cost model's expected seconds
     of the problem-directions measured per GPU-second (:func:`kbench.collect.shard.expected_seconds`),
@@ -110,6 +110,8 @@ def launches(paths, since: str | None = None) -> list[dict]:
     runs = run_starts(env)
     if since is not None:
         runs = runs[runs["run_id"].astype(str) >= since]
+    if before is not None:
+        runs = runs[runs["run_id"].astype(str) < before]
     runs = runs.dropna(subset=["elapsed_s"])
     if not len(runs):
         raise KbenchInputError(f"{', '.join(map(str, paths))}: no run has ended"
@@ -138,13 +140,13 @@ def launches(paths, since: str | None = None) -> list[dict]:
     return out
 
 
-def ladder(paths, since: str | None = None) -> dict:
+def ladder(paths, since: str | None = None, before: str | None = None) -> dict:
     """The scaling table of launches on 1, 2, 4 ... GPUs (``run_on_device.sh ladder``): :func:`launches`,
     each with its speed-up over the first one-GPU launch and its efficiency (per-GPU rate over that
     launch's); the same two on the mix-corrected rate (expected seconds per GPU-second); and the GPU busy
     share over that launch's (``busy_efficiency``): 1.0 where each added GPU is kept as busy as the
     first, whatever the problems of its slice cost."""
-    rows = launches(paths, since)
+    rows = launches(paths, since, before)
     ones = [r for r in rows if r["gpus"] == 1]
     if not ones:
         raise KbenchInputError("no one-GPU launch among the runs: the ladder's first step (1 GPU) is its yardstick.")
@@ -188,10 +190,10 @@ def _timed_plans(raw) -> pd.DataFrame:
 
 
 def _paired(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, float | None]:
-    """The plans timed on both, their |ln(t_b / t_a)|, and the share of problems with the same fastest plan."""
+    """The plans timed on both, their ln(t_b / t_a), and the share of problems with the same fastest plan."""
     both = a.merge(b, on=["key", "plan"], suffixes=("_a", "_b"))
     both = both[(both["precise_ms_a"] > 0) & (both["precise_ms_b"] > 0)]
-    ratios = np.abs(np.log(both["precise_ms_b"] / both["precise_ms_a"])).to_numpy()
+    ratios = np.log(both["precise_ms_b"] / both["precise_ms_a"]).to_numpy()
     best_a = a.loc[a.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(a) else a[["key", "plan"]]
     best_b = b.loc[b.groupby("key")["precise_ms"].idxmin(), ["key", "plan"]] if len(b) else b[["key", "plan"]]
     same_best = best_a.merge(best_b, on="key", suffixes=("_a", "_b"))
@@ -202,7 +204,8 @@ def _paired(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray,
 def agreement(raw_a, raw_b) -> dict:
     """Cross-GPU timing differences against single-GPU repeatability (see the module text)."""
     frames = [_timed_plans(raw_a), _timed_plans(raw_b)]
-    both, cross, share = _paired(*frames)
+    both, signed, share = _paired(*frames)
+    cross = np.abs(signed)
     rep = pd.concat([f.dropna(subset=["repeat_ms"]) for f in frames])
     rep = rep[(rep["repeat_ms"] > 0) & (rep["precise_ms"] > 0)]
     repeat = np.abs(np.log(rep["repeat_ms"] / rep["precise_ms"]))
@@ -241,11 +244,14 @@ def agreement_rounds(paths, resamples: int = 2000, seed: int = 0) -> dict:
             kind = ("same_gpu" if gpu_a == gpu_b else "cross_gpu" if round_a == round_b else None)
             if kind is None:
                 continue  # another GPU in another round: both effects at once, left out
-            both, ratios, share = _paired(a, b)
+            both, signed, share = _paired(a, b)
+            ratios = np.abs(signed)
             pooled[kind].append(pd.DataFrame({"key": both["key"].to_numpy(), "ratio": ratios}))
             pairs[f"{path_a.name} ~ {path_b.name}"] = {
                 "kind": kind, "problem_directions_on_both": int(both["key"].nunique()),
                 "plans_on_both": int(len(both)), "abs_log_ratio": _quantiles(ratios),
+                # whether B runs slower (> 0) or faster than A overall, not only apart
+                "signed_median": float(np.median(signed)) if len(signed) else None,
                 "same_fastest_plan_share": share}
     if not pooled["cross_gpu"] or not pooled["same_gpu"]:
         raise KbenchInputError("agreement-rounds needs folders of at least two GPUs, one of them timed in two "
@@ -264,10 +270,9 @@ def _excess_interval(cross: pd.DataFrame, same: pd.DataFrame, resamples: int, se
     """2.5%, 50% and 97.5% points of the bootstrap distribution of cross minus same median and p90,
     drawing problem-directions (keys) with replacement."""
     keys = np.union1d(cross["key"].unique(), same["key"].unique())
-    code = {k: i for i, k in enumerate(keys)}
     rng = np.random.default_rng(seed)
     stats = np.empty((resamples, 2))
-    groups = [(f["ratio"].to_numpy(), f["key"].map(code).to_numpy()) for f in (cross, same)]
+    groups = [(f["ratio"].to_numpy(), np.searchsorted(keys, f["key"].to_numpy())) for f in (cross, same)]
     for i in range(resamples):
         weight = np.bincount(rng.integers(0, len(keys), len(keys)), minlength=len(keys))
         values = [np.repeat(r, weight[k]) for r, k in groups]  # a drawn key's plans, as often as drawn
@@ -400,20 +405,20 @@ def main(argv=None) -> int:
         return print_json(throughput, argv[1:])
     if len(argv) == 3 and argv[0] == "agreement":
         return print_json(agreement, argv[1], argv[2])
-    if len(argv) == 2 and argv[0] == "phases":
-        return print_json(phases, argv[1])
-    if len(argv) == 4 and argv[0] == "phases" and argv[2] == "--before":
-        return print_json(phases, argv[1], argv[3])
-    if len(argv) >= 3 and argv[0] == "agreement-all":
+    options = {}
+    for flag in ("--since", "--before"):  # RUN_ID bounds, taken out of the positional arguments
+        if flag in argv:
+            i = argv.index(flag)
+            options[flag[2:]], argv = (argv[i + 1] if i + 1 < len(argv) else ""), argv[:i] + argv[i + 2:]
+    if len(argv) == 2 and argv[0] == "phases" and "since" not in options:
+        return print_json(phases, argv[1], options.get("before"))
+    if len(argv) >= 3 and argv[0] == "agreement-all" and not options:
         return print_json(agreement_all, argv[1:])
-    if len(argv) >= 3 and argv[0] == "agreement-rounds":
+    if len(argv) >= 3 and argv[0] == "agreement-rounds" and not options:
         return print_json(agreement_rounds, argv[1:])
     if len(argv) >= 2 and argv[0] in ("ladder", "launches"):
-        since = None
-        if "--since" in argv:
-            i = argv.index("--since")
-            since, argv = (argv[i + 1] if i + 1 < len(argv) else ""), argv[:i] + argv[i + 2:]
-        return print_json(ladder if argv[0] == "ladder" else launches, argv[1:], since)
+        return print_json(ladder if argv[0] == "ladder" else launches, argv[1:], options.get("since"),
+                          options.get("before"))
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2
 

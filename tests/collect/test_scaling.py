@@ -141,6 +141,10 @@ def test_ladder_hand_worked(tmp_path):
     with pytest.raises(KbenchInputError, match="no run has ended since run-9"):
         scaling.launches([tmp_path], since="run-9")
     assert scaling.main(["ladder", str(tmp_path), "--since", "run-01000"]) == 2
+    # --before keeps the launches whose runs start before it: here the first two
+    assert [r["gpus"] for r in scaling.ladder([tmp_path], before="run-02000")["launches"]] == [1, 2]
+    assert [r["ranks"] for r in scaling.launches([tmp_path], since="run-01000", before="run-02000")] == [6]
+    assert scaling.main(["ladder", str(tmp_path), "--before", "run-02000"]) == 0
 
 
 def test_agreement_all_pairs(tmp_path):
@@ -182,6 +186,10 @@ def test_agreement_rounds_against_the_same_gpu_timed_again(tmp_path):
     # fastest plan: p1 in every folder but agree1_r2 (p2 for k1)
     assert out["pairs"]["agree0 ~ agree1"]["same_fastest_plan_share"] == 1.0
     assert out["pairs"]["agree1 ~ agree1_r2"]["same_fastest_plan_share"] == 0.5
+    # signed: GPU 1 ran p1 of k1 10% slower in round 1, the rest alike -> median of (ln 1.1, 0, 0) is 0
+    assert out["pairs"]["agree0 ~ agree1"]["signed_median"] == 0.0
+    assert out["pairs"]["agree0 ~ agree0_r2"]["signed_median"] == 0.0
+    assert scaling.main(["agreement-rounds", *map(str, folders), "--since", "x"]) == 2
     assert scaling.main(["agreement-rounds", *map(str, folders)]) == 0
     with pytest.raises(KbenchInputError, match="two rounds"):
         scaling.agreement_rounds(folders[:2])
@@ -198,6 +206,7 @@ def test_agreement_rounds_excess_interval(tmp_path, slower):
     out = scaling.agreement_rounds(sorted(tmp_path.iterdir()), resamples=50)
     assert out["same_gpu"]["median"] == 0.0 and out["same_gpu"]["p90"] == 0.0
     assert out["cross_gpu"]["median"] == pytest.approx(math.log(slower))
+    assert out["pairs"]["agree0 ~ agree1"]["signed_median"] == pytest.approx(math.log(slower))  # GPU 1 slower
     assert out["excess"]["median"] == pytest.approx([round(math.log(slower), 5)] * 3)
     assert out["excess"]["p90"] == pytest.approx([round(math.log(slower), 5)] * 3)
     assert out["indistinguishable"] is (slower == 1.0) and out["within_repeatability"] is (slower == 1.0)
