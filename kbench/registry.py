@@ -113,8 +113,10 @@ register(DatasetSpec(
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
     # 1.2.0: 5,589 problem-directions, raw/h200's first 15 runs (1.1.0 had the first 3,229 of h100's
-    # corpus order, 1.0.0 1,024). 1.3.0: the first 24 runs (runs 16-24 with three ranks sharing the GPU)
-    version="1.3.0", collected_through="20261125T133632-d19126",
+    # corpus order, 1.0.0 1,024). 1.3.0: the first 24 runs (runs 16-24 with three ranks sharing the GPU).
+    # 1.4.0: all 120 runs to session 20's, 21,992 problem-directions (runs 25-120 with three ranks per GPU;
+    # the last 45, runs 76-120, on a host of four GPUs)
+    version="1.4.0", collected_through="20261126T232709-dcad2d",
 ))
 
 

@@ -150,10 +150,11 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-# h100 1.3.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.3.0:
-# raw/h200's first 24 runs (runs 16-24: three launches of three ranks sharing the GPU)
-@pytest.mark.parametrize("name, runs_shipped, collected", [("h100", 49, 12342), ("h200", 24, 7581)])
-def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, runs_shipped, collected):
+# h100 1.3.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.4.0:
+# raw/h200's 120 runs (runs 16-120 with three ranks sharing each GPU; 76-120 on a host of four H200s)
+@pytest.mark.parametrize("name, version, runs_shipped, collected",
+                         [("h100", "1.3.0", 49, 12342), ("h200", "1.4.0", 120, 21992)])
+def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, runs_shipped, collected):
     import kbench
     from kbench.collect.writer import load_records
     from kbench.registry import DATASETS
@@ -162,7 +163,7 @@ def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, runs_shippe
                                ["key", "run_id"])["run_id"].unique())
     assert runs.index(through) == runs_shipped - 1
     info = kbench.load(name).info
-    assert info["version"] == "1.3.0" and info["cleaning"]["problem_directions_collected"] == collected
+    assert info["version"] == version and info["cleaning"]["problem_directions_collected"] == collected
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
