@@ -25,7 +25,11 @@ into ``raw/h200``, so every figure below is read from there:
   each GPU against ``raw/h100``'s timings of them (earlier H100 leases);
 * ``x4_h100``: the same on four H100s of one host (session 21's ``nvidia-h200-x4`` call, run on H100s;
   ``raw/h100/scaling_x4/topo.txt``), 124 s per step on 1, 2 and 4 GPUs, seeded from raw/h100's travel
-  copy so that its problem-directions continue raw/h100's corpus order.
+  copy so that its problem-directions continue raw/h100's corpus order;
+* ``cores_h100``: how many host cores a GPU's three ranks need (session 22; a call for ``nvidia-h200``
+  that ran on one H100): ``run_on_device.sh ladder`` with ``CORES_LADDER="16 1 2 4"``, one GPU pinned to
+  16, 1, 2 and 4 cores in turn (131 s per step), merged into ``raw/h100``; per launch its rate, busy
+  share, the cores its runs could use (``cpu_count``, their affinity) and its problem mix and phase means.
 
 Every launch row carries ``gpu_busy_share``, the share of the wall time each GPU spent on problems' GPU
 parts; unlike the per-minute rate it does not depend on what the problems of a launch's slice cost.
@@ -57,6 +61,8 @@ RAW_H100 = ROOT / "raw" / "h100"
 #: the two-H100 host's ladder (its first run) and the four-H100 host's, both in raw/h100
 X2_FIRST_RUN = "20261127T022943-5e36b3"
 X4_H100_FIRST_RUN = "20261127T025137-012e3f"
+#: the one-H100 cores ladder's first run (session 22), after the four-H100 host's runs
+CORES_FIRST_RUN = "20261127T055054-9e0c20"
 
 
 def by_gpus(launches: list[dict]) -> list[dict]:
@@ -141,13 +147,28 @@ def h100_host(folder: str, since: str, before: str | None = None) -> dict:
                                  for g in gpus}}
 
 
+def cores_ladder(raw: Path, since: str) -> dict:
+    """A cores ladder (one launch per cores-per-GPU step): each launch's row, the cores its runs could use
+    and its problem mix and phase means."""
+    env = load_env(raw)
+    starts = scaling.run_starts(env[env["run_id"] >= since])
+    launch = scaling.launch_numbers(starts)
+    first = starts.groupby(starts["run_id"].map(launch))["run_id"].min()
+    start_records = env[(env["run_id"] >= since) & (env["phase"] == "start")].drop_duplicates("run_id")
+    cores = start_records.groupby(start_records["run_id"].map(launch))["cpu_count"].agg(lambda c: sorted(set(c)))
+    mix = launch_mix(raw, since, None)
+    return {"launches": [{**row, "cores": [int(c) for c in cores[number]], **mix[row["first_run"]]}
+                         for number, row in zip(first.index, scaling.launches([raw], since=since))]}
+
+
 def main() -> int:
     everything = scaling.launches([RAW])
     out = {"command": "python experiments/multi_gpu_scaling.py", "first_run": FIRST_RUN,
            "ladder": scaling.ladder([RAW], since=FIRST_RUN), "by_gpus": by_gpus(everything),
            "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement(),
            "x2_h100": h100_host("scaling_x2", X2_FIRST_RUN, before=X4_H100_FIRST_RUN),
-           "x4_h100": h100_host("scaling_x4", X4_H100_FIRST_RUN)}
+           "x4_h100": h100_host("scaling_x4", X4_H100_FIRST_RUN, before=CORES_FIRST_RUN),
+           "cores_h100": cores_ladder(RAW_H100, CORES_FIRST_RUN)}
     path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

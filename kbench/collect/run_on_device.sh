@@ -33,10 +33,16 @@
 # into one root seeded from BASE: each step's shard folders (another shard count) count as done for
 # the next, so the steps take consecutive corpus slices and all of it is mergeable collection. Then
 # AGREE_S seconds in which every GPU times the corpus's first N_AGREE problem-directions (no base,
-# one rank each, its own cores), AGREE_ROUNDS times (default 1; 'scaling agreement-rounds' compares the
+# one rank each, its own cores), AGREE_ROUNDS times (default 1, 0 for none; 'scaling agreement-rounds' compares the
 # GPUs with each GPU's own re-runs). Brings back ladder_<G>gpu.tgz (the step's shard folders),
 # agreement.tgz (agree<g>/ per GPU) and ladder.log; 'python -m kbench.collect.scaling ladder' and
 # '... agreement-all' compute the table and the pairwise agreement from them on the CPU.
+# With CORES_LADDER (for example "16 1 2 4") the steps vary the host cores instead: each runs
+# LADDER_GPUS GPUs (default all) with that many cores per GPU, the same shard count every step, so each
+# resumes the shard folders where the last stopped (one assignment of STEP_LIMIT_PER_GPU per GPU per
+# step); it brings back ladder_<G>gpu_cores.tgz and 'python -m kbench.collect.scaling launches' tells
+# the steps apart by their start times (each run's start record holds its cpu_count, the cores it
+# could use).
 #
 # Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
@@ -248,10 +254,8 @@ if [ "$MODE" = ladder ]; then
   CPG=${CORES_PER_GPU:-$((NCPU / NGPU))}
   PIN=1; { [ $CPG -ge 1 ] && [ $((CPG * NGPU)) -le $NCPU ] && command -v taskset > /dev/null; } || { PIN=0; CPG=$NCPU; }
   STEPS=${LADDER:-$(g=1; while [ $g -lt $NGPU ]; do echo $g; g=$((g * 2)); done; echo $NGPU)}
-  NSTEPS=$(echo $STEPS | wc -w)
   AGREE_S=${AGREE_S:-90}  # per round
   ROUNDS=${AGREE_ROUNDS:-1}
-  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S * ROUNDS - 30) / NSTEPS ))}
   mkdir -p $RAW; [ -d "$BASE" ] && cp -r "$BASE"/. $RAW/
   pinned() {  # pinned FIRST_CORE NCORES CMD...: CMD on those host cores (on all where PIN=0)
     local first=$1 n=$2; shift 2
@@ -261,28 +265,44 @@ if [ "$MODE" = ladder ]; then
     for i in $(seq 20); do pgrep -f "kbench.collect cudnn" > /dev/null || return 0; sleep 1; done
     pkill -9 -f "kbench.collect cudnn"; sleep 2
   }
-  echo "ladder: steps '$(echo $STEPS)', $STEP_S s each, $RPG ranks per GPU, $CPG of $NCPU cores per GPU (pinned: $PIN)" | tee $OUT/ladder.log
-  for G in $STEPS; do
-    [ $G -le $NGPU ] || continue
-    [ $(left) -lt $((STEP_S + AGREE_S / 2)) ] && { echo "ladder: no time left for $G GPUs" | tee -a $OUT/ladder.log; break; }
+  # a step is GPUS:CORES_PER_GPU; a cores ladder keeps the GPUs and varies the cores
+  if [ -n "${CORES_LADDER:-}" ]; then
+    LG=${LADDER_GPUS:-$NGPU}; STEP_LIST=$(for c in $CORES_LADDER; do echo $LG:$c; done)
+    [ $PIN = 1 ] || { echo "ladder: CORES_LADDER needs taskset and cores for every step" | tee $OUT/ladder.log; exit 2; }
+  else
+    STEP_LIST=$(for g in $STEPS; do echo $g:$CPG; done)
+  fi
+  NSTEPS=$(echo $STEP_LIST | wc -w)
+  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S * ROUNDS - 30) / NSTEPS ))}
+  # every step of a cores ladder resumes one assignment (the same shard count): room for all its steps
+  PER_GPU=${STEP_LIMIT_PER_GPU:-400}; [ -n "${CORES_LADDER:-}" ] && PER_GPU=$((PER_GPU * NSTEPS))
+  echo "ladder: steps (GPUs:cores per GPU) '$(echo $STEP_LIST)', $STEP_S s each, $RPG ranks per GPU, of $NCPU cores (pinned: $PIN)" | tee $OUT/ladder.log
+  for STEP in $STEP_LIST; do
+    G=${STEP%%:*}; C=${STEP##*:}
+    [ $G -le $NGPU ] && [ $((G * C)) -le $NCPU ] || { echo "ladder: step $STEP does not fit this host" | tee -a $OUT/ladder.log; continue; }
+    [ $(left) -lt $((STEP_S + AGREE_S / 2)) ] && { echo "ladder: no time left for step $STEP" | tee -a $OUT/ladder.log; break; }
     NR=$((G * RPG))
     DEV=$(seq -s, 0 $((G - 1)))
-    echo "== $G GPU(s) ($DEV): $NR ranks, cores $([ $PIN = 1 ] && echo 0-$((G * CPG - 1)) || echo all)" | tee -a $OUT/ladder.log
-    CUDA_VISIBLE_DEVICES=$DEV pinned 0 $((G * CPG)) timeout -k 10 $((STEP_S - 5)) \
+    echo "== $G GPU(s) ($DEV): $NR ranks, cores $([ $PIN = 1 ] && echo 0-$((G * C - 1)) || echo all)" | tee -a $OUT/ladder.log
+    CUDA_VISIBLE_DEVICES=$DEV pinned 0 $((G * C)) timeout -k 10 $((STEP_S - 5)) \
         torchrun --standalone --nproc-per-node=$NR -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
-        --time-budget $((STEP_S - MARGIN)) --limit $((G * ${STEP_LIMIT_PER_GPU:-400})) --ranks-per-gpu $RPG \
-        > /tmp/ladder_$G.log 2>&1
+        --time-budget $((STEP_S - MARGIN)) --limit $((G * PER_GPU)) --ranks-per-gpu $RPG \
+        > /tmp/ladder_$STEP.log 2>&1
     echo "$G GPU(s) rc=$?" | tee -a $OUT/ladder.log
     wait_ranks
-    tail -5 /tmp/ladder_$G.log >> $OUT/ladder.log
+    tail -5 /tmp/ladder_$STEP.log >> $OUT/ladder.log
     for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
-    python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
-    (cd $RAW && tar czf $OUT/ladder_${G}gpu.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
+    if [ -n "${CORES_LADDER:-}" ]; then  # the same folders every step: one archive at the end
+      (cd $RAW && tar czf $OUT/ladder_${G}gpu_cores.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
+    else
+      python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
+      (cd $RAW && tar czf $OUT/ladder_${G}gpu.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
+    fi
   done
   # agreement: every GPU times the same first problem-directions of the corpus at once, no base; with
   # AGREE_ROUNDS > 1 again in later rounds (agree<g>_r<k>), the same GPU's repeatability across processes
   L=$(left)
-  if [ $L -ge 45 ] && [ $NGPU -ge 2 ]; then
+  if [ $L -ge 45 ] && [ $NGPU -ge 2 ] && [ $ROUNDS -ge 1 ]; then  # AGREE_ROUNDS=0: no agreement runs
     for r in $(seq 1 $ROUNDS); do
       L=$(left); RL=$(( (L - 10) / (ROUNDS - r + 1) )); [ $RL -ge 35 ] || break
       SUF=$([ $r = 1 ] || echo _r$r)
@@ -299,7 +319,8 @@ if [ "$MODE" = ladder ]; then
     [ $ROUNDS -gt 1 ] && python3 -m kbench.collect.scaling agreement-rounds /tmp/agree/agree* 2>&1 \
         | tee -a $OUT/ladder.log | grep -A3 '"cross_gpu"\|"same_gpu"\|within'
   fi
-  python3 -m kbench.collect.scaling ladder $RAW 2>&1 | tee -a $OUT/ladder.log | head -40
+  python3 -m kbench.collect.scaling $([ -n "${CORES_LADDER:-}" ] && echo launches || echo ladder) $RAW 2>&1 \
+      | tee -a $OUT/ladder.log | head -40
   ls -la $OUT
   exit 0
 fi

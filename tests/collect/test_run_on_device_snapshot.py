@@ -109,3 +109,56 @@ def test_verify_deals_run_folders_over_the_gpus(tmp_path):
     assert calls.index("score a gpu=0 nvml=0") < calls.index("time c gpu=0 nvml=0")  # one GPU: one after another
     for name in ("a", "b", "c"):
         assert sorted(p.name for p in (out / name).iterdir()) == ["raw.jsonl", "verification.json"]
+
+
+def _ladder_mode() -> str:
+    """The script's ladder mode block."""
+    lines = SCRIPT.read_text().splitlines()
+    block = next(i for i, line in enumerate(lines) if line.strip() == 'if [ "$MODE" = ladder ]; then')
+    end = next(i for i in range(block, len(lines)) if lines[i] == "fi")
+    return "\n".join(lines[block:end + 1])
+
+
+def _ladder_calls(tmp_path, env: str) -> list[str]:
+    """Run the ladder block on a stand-in host of 2 GPUs and 16 cores: taskset, torchrun and python3 record
+    their arguments; returns the launches as 'cores=FIRST-LAST gpus=DEVICES nproc=N limit=L'."""
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
+    out.mkdir()
+    stand_ins = {
+        "nproc": "echo 16\n",
+        "taskset": 'shift; echo "cores=$1" >> "$CALLS.pin"; shift; exec "$@"\n',
+        "torchrun": ('while [ $# -gt 0 ]; do case "$1" in --nproc-per-node=*) n=${1#*=};; --limit) l=$2; shift;; '
+                     "esac; shift; done\n"
+                     'echo "$(tail -1 "$CALLS.pin") gpus=$CUDA_VISIBLE_DEVICES nproc=$n limit=$l" >> "$CALLS"\n'),
+        "python3": "exit 0\n",
+        "pgrep": "exit 1\n",
+    }
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    script = (f"export PATH={bin_dir}:$PATH CALLS={tmp_path / 'calls'}\nOUT={out}\nRAW={tmp_path / 'raw'}\n"
+              "NGPU=2\nBUDGET=600\nMARGIN=20\nRPG=3\nBASE=none\nPROBLEMS=corpus.csv.gz\nT0=$(date +%s)\nMODE=ladder\n"
+              "left() { echo $(( BUDGET - ($(date +%s) - T0) )); }\n" + env + "\n" + _ladder_mode() + "\n")
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path, capture_output=True)
+    return (tmp_path / "calls").read_text().splitlines()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_ladder_steps_over_gpus_with_the_hosts_share_of_cores(tmp_path):
+    """The default ladder: 1 then 2 GPUs, each pinned to 16 / 2 = 8 cores per GPU, a shard count per step."""
+    calls = _ladder_calls(tmp_path, "export STEP_S=40 AGREE_S=0 AGREE_ROUNDS=0")
+    assert calls == ["cores=0-7 gpus=0 nproc=3 limit=400", "cores=0-15 gpus=0,1 nproc=6 limit=800"]
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.tgz")) == ["ladder_1gpu.tgz", "ladder_2gpu.tgz"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_cores_ladder_keeps_the_gpus_and_varies_the_cores(tmp_path):
+    """CORES_LADDER="8 1 2": one GPU pinned to 8, then 1, then 2 cores; the same shard count (3 ranks) every
+    step, whose one assignment has room for all three steps (3 x 400); a step that does not fit the host
+    (one GPU of 32 cores on 16) is skipped."""
+    calls = _ladder_calls(tmp_path, 'export STEP_S=40 AGREE_S=0 AGREE_ROUNDS=0 CORES_LADDER="8 1 32 2" LADDER_GPUS=1')
+    assert calls == ["cores=0-7 gpus=0 nproc=3 limit=1600", "cores=0-0 gpus=0 nproc=3 limit=1600",
+                     "cores=0-1 gpus=0 nproc=3 limit=1600"]
+    assert [p.name for p in (tmp_path / "out").glob("*.tgz")] == ["ladder_1gpu_cores.tgz"]
+    assert "step 1:32 does not fit this host" in (tmp_path / "out" / "ladder.log").read_text()
