@@ -28,8 +28,9 @@ into ``raw/h200``, so every figure below is read from there:
   copy so that its problem-directions continue raw/h100's corpus order;
 * ``cores_h100``: how many host cores a GPU's three ranks need (session 22; a call for ``nvidia-h200``
   that ran on one H100): ``run_on_device.sh ladder`` with ``CORES_LADDER="16 1 2 4"``, one GPU pinned to
-  16, 1, 2 and 4 cores in turn (131 s per step), merged into ``raw/h100``; per launch its rate, busy
-  share, the cores its runs could use (``cpu_count``, their affinity) and its problem mix and phase means.
+  16, 1, 2 and 4 cores in turn (131 s per step), then a second call with 1, 2, 16 and 1 (127 s), both
+  merged into ``raw/h100``; per launch its rate, busy share, the cores its runs could use (``cpu_count``,
+  their affinity), its problem mix and phase means, and the host work per built plan.
 
 Every launch row carries ``gpu_busy_share``, the share of the wall time each GPU spent on problems' GPU
 parts; unlike the per-minute rate it does not depend on what the problems of a launch's slice cost.
@@ -157,7 +158,15 @@ def cores_ladder(raw: Path, since: str) -> dict:
     start_records = env[(env["run_id"] >= since) & (env["phase"] == "start")].drop_duplicates("run_id")
     cores = start_records.groupby(start_records["run_id"].map(launch))["cpu_count"].agg(lambda c: sorted(set(c)))
     mix = launch_mix(raw, since, None)
-    return {"launches": [{**row, "cores": [int(c) for c in cores[number]], **mix[row["first_run"]]}
+    # host work per built plan (plan builds, CUDA graph captures): unlike per-problem means, these hardly
+    # depend on how many plans a slice's problems have
+    problems = load_records(raw, "problems")
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch.index)]
+    per_plan = ok.groupby(ok["run_id"].map(launch))[["t_build_s", "t_capture_s", "t_time_s", "n_built"]].sum()
+    host_ms = pd.DataFrame({f"{c[2:-2]}_ms_per_plan": (1e3 * per_plan[c] / per_plan["n_built"]).round(2)
+                            for c in ("t_build_s", "t_capture_s", "t_time_s")})
+    return {"launches": [{**row, "cores": [int(c) for c in cores[number]], **mix[row["first_run"]],
+                          **host_ms.loc[number].to_dict()}
                          for number, row in zip(first.index, scaling.launches([raw], since=since))]}
 
 
