@@ -279,7 +279,8 @@ if [ "$MODE" = ladder ]; then
   echo "ladder: steps (GPUs:cores per GPU) '$(echo $STEP_LIST)', $STEP_S s each, $RPG ranks per GPU, of $NCPU cores (pinned: $PIN)" | tee $OUT/ladder.log
   for STEP in $STEP_LIST; do
     G=${STEP%%:*}; C=${STEP##*:}
-    [ $G -le $NGPU ] && [ $((G * C)) -le $NCPU ] || { echo "ladder: step $STEP does not fit this host" | tee -a $OUT/ladder.log; continue; }
+    [ $G -le $NGPU ] && { [ $PIN = 0 ] || [ $((G * C)) -le $NCPU ]; } \
+        || { echo "ladder: step $STEP does not fit this host" | tee -a $OUT/ladder.log; continue; }
     [ $(left) -lt $((STEP_S + AGREE_S / 2)) ] && { echo "ladder: no time left for step $STEP" | tee -a $OUT/ladder.log; break; }
     NR=$((G * RPG))
     DEV=$(seq -s, 0 $((G - 1)))

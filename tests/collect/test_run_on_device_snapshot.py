@@ -162,3 +162,12 @@ def test_cores_ladder_keeps_the_gpus_and_varies_the_cores(tmp_path):
                      "cores=0-1 gpus=0 nproc=3 limit=1600"]
     assert [p.name for p in (tmp_path / "out").glob("*.tgz")] == ["ladder_1gpu_cores.tgz"]
     assert "step 1:32 does not fit this host" in (tmp_path / "out" / "ladder.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_ladder_without_pinning_runs_every_step_on_all_cores(tmp_path):
+    """CORES_PER_GPU=0 turns pinning off (as a host without taskset does): every step runs unpinned on all
+    the host's cores, and none is skipped for want of cores."""
+    calls = _ladder_calls(tmp_path, "export STEP_S=40 AGREE_S=0 AGREE_ROUNDS=0 CORES_PER_GPU=0")
+    assert [c.split(" ", 1)[1] for c in calls] == ["gpus=0 nproc=3 limit=400", "gpus=0,1 nproc=6 limit=800"]
+    assert not (tmp_path / "calls.pin").exists()
