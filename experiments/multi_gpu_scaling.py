@@ -64,6 +64,9 @@ X2_FIRST_RUN = "20261127T022943-5e36b3"
 X4_H100_FIRST_RUN = "20261127T025137-012e3f"
 #: the one-H100 cores ladder's first run (session 22), after the four-H100 host's runs
 CORES_FIRST_RUN = "20261127T055054-9e0c20"
+#: a run id sorting after the cores ladders' last runs (run ids start with their UTC start time; the second
+#: ladder's call ended at 06:12), so that later collections merged into raw/h100 stay out of ``cores_h100``
+CORES_BEFORE = "20261127T061500"
 
 
 def by_gpus(launches: list[dict]) -> list[dict]:
@@ -148,26 +151,29 @@ def h100_host(folder: str, since: str, before: str | None = None) -> dict:
                                  for g in gpus}}
 
 
-def cores_ladder(raw: Path, since: str) -> dict:
-    """A cores ladder (one launch per cores-per-GPU step): each launch's row, the cores its runs could use
-    and its problem mix and phase means."""
+def cores_ladder(raw: Path, since: str, before: str | None = None) -> dict:
+    """A cores ladder (one launch per cores-per-GPU step, runs from ``since``, before ``before``): each
+    launch's row, the cores its runs could use, its problem mix and phase means, and the host work per
+    built plan."""
     env = load_env(raw)
-    starts = scaling.run_starts(env[env["run_id"] >= since])
+    env = env[(env["run_id"] >= since) & (env["run_id"] < (before or "~"))]
+    starts = scaling.run_starts(env)
     launch = scaling.launch_numbers(starts)
-    first = starts.groupby(starts["run_id"].map(launch))["run_id"].min()
-    start_records = env[(env["run_id"] >= since) & (env["phase"] == "start")].drop_duplicates("run_id")
-    cores = start_records.groupby(start_records["run_id"].map(launch))["cpu_count"].agg(lambda c: sorted(set(c)))
-    mix = launch_mix(raw, since, None)
-    # host work per built plan (plan builds, CUDA graph captures): unlike per-problem means, these hardly
-    # depend on how many plans a slice's problems have
+    first_run = starts.groupby(starts["run_id"].map(launch))["run_id"].min()  # a launch's key, as launches() gives it
+    launch_key = launch.map(first_run)
+    start_records = env[env["phase"] == "start"].drop_duplicates("run_id")
+    cores = start_records.groupby(start_records["run_id"].map(launch_key))["cpu_count"].agg(lambda c: sorted(set(c)))
+    mix = launch_mix(raw, since, before)
+    # host work per built plan (plan builds, CUDA graph captures): per plan rather than per problem, as
+    # slices differ in how many plans their problems have
     problems = load_records(raw, "problems")
-    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch.index)]
-    per_plan = ok.groupby(ok["run_id"].map(launch))[["t_build_s", "t_capture_s", "t_time_s", "n_built"]].sum()
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch_key.index)]
+    per_plan = ok.groupby(ok["run_id"].map(launch_key))[["t_build_s", "t_capture_s", "t_time_s", "n_built"]].sum()
     host_ms = pd.DataFrame({f"{c[2:-2]}_ms_per_plan": (1e3 * per_plan[c] / per_plan["n_built"]).round(2)
                             for c in ("t_build_s", "t_capture_s", "t_time_s")})
-    return {"launches": [{**row, "cores": [int(c) for c in cores[number]], **mix[row["first_run"]],
-                          **host_ms.loc[number].to_dict()}
-                         for number, row in zip(first.index, scaling.launches([raw], since=since))]}
+    return {"launches": [{**row, "cores": [int(c) for c in cores[row["first_run"]]], **mix[row["first_run"]],
+                          **host_ms.loc[row["first_run"]].to_dict()}
+                         for row in scaling.launches([raw], since=since, before=before)]}
 
 
 def main() -> int:
@@ -177,7 +183,7 @@ def main() -> int:
            "phases_by_host": phases_by_host(), "host_load": host_load(), "agreement": agreement(),
            "x2_h100": h100_host("scaling_x2", X2_FIRST_RUN, before=X4_H100_FIRST_RUN),
            "x4_h100": h100_host("scaling_x4", X4_H100_FIRST_RUN, before=CORES_FIRST_RUN),
-           "cores_h100": cores_ladder(RAW_H100, CORES_FIRST_RUN)}
+           "cores_h100": cores_ladder(RAW_H100, CORES_FIRST_RUN, CORES_BEFORE)}
     path = ROOT / "experiments" / "results" / "multi_gpu_scaling.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

@@ -352,9 +352,10 @@ def _phased_runs(problems: pd.DataFrame) -> set:
 
 
 def hosts_row(env: pd.DataFrame) -> str:
-    """A machine-table row naming the hosts the runs ran on (from each run's start record: the host's
-    cores and the GPU the run took), when there was more than one kind or a host lent several GPUs;
-    empty otherwise, so the card of a collection on one-GPU machines reads as before."""
+    """A machine-table row of the cores each run could use and the GPU it took (from each run's start
+    record; ``cpu_count`` is the run's CPU affinity, so a run pinned with taskset counts its pinned cores,
+    not the host's), when runs differ in either; empty otherwise, so the card of a collection on one-GPU
+    machines reads as before."""
     start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
     if "cpu_count" not in start or not len(start):
         return ""
@@ -366,12 +367,12 @@ def hosts_row(env: pd.DataFrame) -> str:
         return ""
     def runs(n):
         return f"{n} run{'s' if n != 1 else ''}"
-    parts = [f"{runs(unknown)} with no host recorded"] if unknown else []
+    parts = [f"{runs(unknown)} with no cores recorded"] if unknown else []
     for cores, part in start.groupby("cores"):
         gpus = sorted(part["gpu"].unique(), key=lambda g: (len(g), g))
-        parts.append(f"{runs(len(part))} on hosts of {cores} cores"
+        parts.append(f"{runs(len(part))} with {cores} cores"
                      + (f", on GPUs {', '.join(gpus)} of one host" if len(gpus) > 1 else ""))
-    return f"| hosts (each run's start record) | {'; '.join(parts)} |\n"
+    return f"| cores each run could use, and its GPU (start records; pinned runs count their pinned cores) | {'; '.join(parts)} |\n"
 
 
 def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None = None) -> str:

@@ -267,21 +267,29 @@ if [ "$MODE" = ladder ]; then
   }
   # a step is GPUS:CORES_PER_GPU; a cores ladder keeps the GPUs and varies the cores
   if [ -n "${CORES_LADDER:-}" ]; then
-    LG=${LADDER_GPUS:-$NGPU}; STEP_LIST=$(for c in $CORES_LADDER; do echo $LG:$c; done)
+    LG=${LADDER_GPUS:-$NGPU}; WANTED=$(for c in $CORES_LADDER; do echo $LG:$c; done)
     [ $PIN = 1 ] || { echo "ladder: CORES_LADDER needs taskset and cores for every step" | tee $OUT/ladder.log; exit 2; }
   else
-    STEP_LIST=$(for g in $STEPS; do echo $g:$CPG; done)
+    WANTED=$(for g in $STEPS; do echo $g:$CPG; done)
   fi
+  : > $OUT/ladder.log
+  STEP_LIST=""  # the steps this host can run: the budget and the shard assignment are shared among them only
+  for STEP in $WANTED; do
+    G=${STEP%%:*}; C=${STEP##*:}
+    if [ $G -le $NGPU ] && { [ $PIN = 0 ] || [ $((G * C)) -le $NCPU ]; }; then STEP_LIST="$STEP_LIST $STEP"
+    else echo "ladder: step $STEP does not fit this host" | tee -a $OUT/ladder.log; fi
+  done
   NSTEPS=$(echo $STEP_LIST | wc -w)
-  STEP_S=${STEP_S:-$(( ($(left) - AGREE_S * ROUNDS - 30) / NSTEPS ))}
+  [ $NSTEPS -ge 1 ] || exit 2
+  # agreement needs two GPUs and at least one round; otherwise no time is kept for it
+  AGREE_KEEP=0; [ $ROUNDS -ge 1 ] && [ $NGPU -ge 2 ] && AGREE_KEEP=$AGREE_S
+  STEP_S=${STEP_S:-$(( ($(left) - AGREE_KEEP * ROUNDS - 30) / NSTEPS ))}
   # every step of a cores ladder resumes one assignment (the same shard count): room for all its steps
   PER_GPU=${STEP_LIMIT_PER_GPU:-400}; [ -n "${CORES_LADDER:-}" ] && PER_GPU=$((PER_GPU * NSTEPS))
-  echo "ladder: steps (GPUs:cores per GPU) '$(echo $STEP_LIST)', $STEP_S s each, $RPG ranks per GPU, of $NCPU cores (pinned: $PIN)" | tee $OUT/ladder.log
+  echo "ladder: steps (GPUs:cores per GPU) '$(echo $STEP_LIST)', $STEP_S s each, $RPG ranks per GPU, of $NCPU cores (pinned: $PIN)" | tee -a $OUT/ladder.log
   for STEP in $STEP_LIST; do
     G=${STEP%%:*}; C=${STEP##*:}
-    [ $G -le $NGPU ] && { [ $PIN = 0 ] || [ $((G * C)) -le $NCPU ]; } \
-        || { echo "ladder: step $STEP does not fit this host" | tee -a $OUT/ladder.log; continue; }
-    [ $(left) -lt $((STEP_S + AGREE_S / 2)) ] && { echo "ladder: no time left for step $STEP" | tee -a $OUT/ladder.log; break; }
+    [ $(left) -lt $((STEP_S + AGREE_KEEP / 2)) ] && { echo "ladder: no time left for step $STEP" | tee -a $OUT/ladder.log; break; }
     NR=$((G * RPG))
     DEV=$(seq -s, 0 $((G - 1)))
     echo "== $G GPU(s) ($DEV): $NR ranks, cores $([ $PIN = 1 ] && echo 0-$((G * C - 1)) || echo all)" | tee -a $OUT/ladder.log

@@ -220,7 +220,7 @@ def test_heuristics_table_keeps_each_order_within_the_candidate_set():
     assert str(got["rank"].dtype) == "int16"
 
 
-def test_hosts_row_names_the_host_shapes_only_when_they_differ():
+def test_hosts_row_names_the_cores_and_gpus_only_when_they_differ():
     from kbench.collect.card import hosts_row
 
     def env(rows):
@@ -231,6 +231,6 @@ def test_hosts_row_names_the_host_shapes_only_when_they_differ():
     assert hosts_row(env(one_gpu + [{}])) == ""  # a run older than the field changes nothing by itself
     four = [{"cpu_count": 64, "gpu_selected": g} for g in ("2", "0", "10", "1")]
     assert hosts_row(env([{}] + one_gpu + four)) == (
-        "| hosts (each run's start record) | 1 run with no host recorded; 2 runs on hosts of 16 cores; "
-        "4 runs on hosts of 64 cores, on GPUs 0, 1, 2, 10 of one host |\n")
+        "| cores each run could use, and its GPU (start records; pinned runs count their pinned cores) | "
+        "1 run with no cores recorded; 2 runs with 16 cores; 4 runs with 64 cores, on GPUs 0, 1, 2, 10 of one host |\n")
     assert hosts_row(env(four[:1])) == "" and hosts_row(pd.DataFrame()) == ""

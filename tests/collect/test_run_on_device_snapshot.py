@@ -154,12 +154,12 @@ def test_ladder_steps_over_gpus_with_the_hosts_share_of_cores(tmp_path):
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
 def test_cores_ladder_keeps_the_gpus_and_varies_the_cores(tmp_path):
-    """CORES_LADDER="8 1 2": one GPU pinned to 8, then 1, then 2 cores; the same shard count (3 ranks) every
-    step, whose one assignment has room for all three steps (3 x 400); a step that does not fit the host
-    (one GPU of 32 cores on 16) is skipped."""
+    """CORES_LADDER="8 1 32 2": one GPU pinned to 8, then 1, then 2 cores; the same shard count (3 ranks)
+    every step, whose one assignment has room for the three steps that run (3 x 400); the step that does
+    not fit the host (one GPU with 32 cores on 16) is skipped and takes no share of the budget."""
     calls = _ladder_calls(tmp_path, 'export STEP_S=40 AGREE_S=0 AGREE_ROUNDS=0 CORES_LADDER="8 1 32 2" LADDER_GPUS=1')
-    assert calls == ["cores=0-7 gpus=0 nproc=3 limit=1600", "cores=0-0 gpus=0 nproc=3 limit=1600",
-                     "cores=0-1 gpus=0 nproc=3 limit=1600"]
+    assert calls == ["cores=0-7 gpus=0 nproc=3 limit=1200", "cores=0-0 gpus=0 nproc=3 limit=1200",
+                     "cores=0-1 gpus=0 nproc=3 limit=1200"]
     assert [p.name for p in (tmp_path / "out").glob("*.tgz")] == ["ladder_1gpu_cores.tgz"]
     assert "step 1:32 does not fit this host" in (tmp_path / "out" / "ladder.log").read_text()
 
@@ -171,3 +171,11 @@ def test_ladder_without_pinning_runs_every_step_on_all_cores(tmp_path):
     calls = _ladder_calls(tmp_path, "export STEP_S=40 AGREE_S=0 AGREE_ROUNDS=0 CORES_PER_GPU=0")
     assert [c.split(" ", 1)[1] for c in calls] == ["gpus=0 nproc=3 limit=400", "gpus=0,1 nproc=6 limit=800"]
     assert not (tmp_path / "calls.pin").exists()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("tar") is None, reason="needs bash and tar")
+def test_ladder_without_agreement_keeps_no_time_for_it(tmp_path):
+    """AGREE_ROUNDS=0 (or a one-GPU host) keeps no agreement time back: with 55 s left, two steps of
+    (55 - 30) / 2 = 12 s each both run, where keeping half of the default AGREE_S of 90 would skip them."""
+    calls = _ladder_calls(tmp_path, 'export AGREE_ROUNDS=0 CORES_LADDER="8 1" LADDER_GPUS=1 BUDGET=55')
+    assert [c.split(" gpus")[0] for c in calls] == ["cores=0-7", "cores=0-0"]

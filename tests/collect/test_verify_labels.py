@@ -229,8 +229,9 @@ def test_shipped_h200_aligns_with_h100():
     paired = set(b.problems["problem_id"].astype(str))
     assert set(a.problems["problem_id"].astype(str)) == paired <= here
     # both collections are prefixes of one corpus order: whatever the longer one holds beyond the
-    # shorter comes later in that order than everything the shorter measured, and the longer one
-    # holds all that the shorter measured (either GPU may be ahead: each grows run by run)
+    # shorter comes later in that order than everything the shorter measured, except the shorter
+    # one's unfinished tail (below), and the longer one holds all that the shorter measured (either
+    # GPU may be ahead: each grows run by run)
     from kbench.collect.package import load_raw
     from kbench.registry import DATASETS
     # each dataset's own runs (a raw folder may hold runs collected for its next version)
