@@ -119,22 +119,29 @@ def agreement() -> dict:
             "against_raw_h200": other}
 
 
-def launch_mix(raw: Path, since: str, before: str | None) -> dict:
-    """Per launch (keyed by its first run): what its slice of the corpus held and what a problem-direction
-    cost in each phase, to tell a heavier slice from a slower GPU."""
-    env = load_env(raw)
+def _launch_keys(env: pd.DataFrame, since: str, before: str | None) -> pd.Series:
+    """Each run's launch, keyed as :func:`kbench.collect.scaling.launches` keys it (the launch's first
+    run id), for the runs from ``since`` and before ``before``."""
     runs = scaling.run_starts(env[(env["run_id"] >= since) & (env["run_id"] < (before or "~"))])
     launch = scaling.launch_numbers(runs)
-    first = runs.groupby(runs["run_id"].map(launch))["run_id"].min()
-    problems = load_records(raw, "problems")
-    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch.index)]
+    return launch.map(runs.groupby(runs["run_id"].map(launch))["run_id"].min())
+
+
+def launch_mix(raw: Path, since: str, before: str | None, *, env: pd.DataFrame | None = None,
+               problems: pd.DataFrame | None = None) -> dict:
+    """Per launch (keyed by its first run): what its slice of the corpus held and what a problem-direction
+    cost in each phase, to tell a heavier slice from a slower GPU (``env`` and ``problems``: the folder's
+    records, where the caller has read them already)."""
+    key = _launch_keys(load_env(raw) if env is None else env, since, before)
+    problems = load_records(raw, "problems") if problems is None else problems
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(key.index)]
     out = {}
-    for number, part in ok.groupby(ok["run_id"].map(launch)):
+    for first_run, part in ok.groupby(ok["run_id"].map(key)):
         gflop = part["flop"] / 1e9
-        out[str(first[number])] = {"problem_directions": int(len(part)), "gflop_mean": round(float(gflop.mean()), 1),
-                                   "gflop_median": round(float(gflop.median()), 1),
-                                   "fp32": int((part["dtype"] == "FP32").sum()),
-                                   **{c: round(float(part[c].mean()), 3) for c in ("t_build_s", "t_time_s", "t_wait_s")}}
+        out[str(first_run)] = {"problem_directions": int(len(part)), "gflop_mean": round(float(gflop.mean()), 1),
+                               "gflop_median": round(float(gflop.median()), 1),
+                               "fp32": int((part["dtype"] == "FP32").sum()),
+                               **{c: round(float(part[c].mean()), 3) for c in ("t_build_s", "t_time_s", "t_wait_s")}}
     return out
 
 
@@ -155,20 +162,15 @@ def cores_ladder(raw: Path, since: str, before: str | None = None) -> dict:
     """A cores ladder (one launch per cores-per-GPU step, runs from ``since``, before ``before``): each
     launch's row, the cores its runs could use, its problem mix and phase means, and the host work per
     built plan."""
-    env = load_env(raw)
-    env = env[(env["run_id"] >= since) & (env["run_id"] < (before or "~"))]
-    starts = scaling.run_starts(env)
-    launch = scaling.launch_numbers(starts)
-    first_run = starts.groupby(starts["run_id"].map(launch))["run_id"].min()  # a launch's key, as launches() gives it
-    launch_key = launch.map(first_run)
-    start_records = env[env["phase"] == "start"].drop_duplicates("run_id")
-    cores = start_records.groupby(start_records["run_id"].map(launch_key))["cpu_count"].agg(lambda c: sorted(set(c)))
-    mix = launch_mix(raw, since, before)
+    env, problems = load_env(raw), load_records(raw, "problems")
+    key = _launch_keys(env, since, before)
+    start_records = env[(env["phase"] == "start") & env["run_id"].isin(key.index)].drop_duplicates("run_id")
+    cores = start_records.groupby(start_records["run_id"].map(key))["cpu_count"].agg(lambda c: sorted(set(c)))
+    mix = launch_mix(raw, since, before, env=env, problems=problems)
     # host work per built plan (plan builds, CUDA graph captures): per plan rather than per problem, as
     # slices differ in how many plans their problems have
-    problems = load_records(raw, "problems")
-    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(launch_key.index)]
-    per_plan = ok.groupby(ok["run_id"].map(launch_key))[["t_build_s", "t_capture_s", "t_time_s", "n_built"]].sum()
+    ok = problems[(problems["status"] == "ok") & problems["run_id"].isin(key.index)]
+    per_plan = ok.groupby(ok["run_id"].map(key))[["t_build_s", "t_capture_s", "t_time_s", "n_built"]].sum()
     host_ms = pd.DataFrame({f"{c[2:-2]}_ms_per_plan": (1e3 * per_plan[c] / per_plan["n_built"]).round(2)
                             for c in ("t_build_s", "t_capture_s", "t_time_s")})
     return {"launches": [{**row, "cores": [int(c) for c in cores[row["first_run"]]], **mix[row["first_run"]],

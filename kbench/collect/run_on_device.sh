@@ -301,7 +301,7 @@ if [ "$MODE" = ladder ]; then
     wait_ranks
     tail -5 /tmp/ladder_$STEP.log >> $OUT/ladder.log
     for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
-    if [ -n "${CORES_LADDER:-}" ]; then  # the same folders every step: one archive at the end
+    if [ -n "${CORES_LADDER:-}" ]; then  # the same folders every step: one archive, refreshed after each
       (cd $RAW && tar czf $OUT/ladder_${G}gpu_cores.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
     else
       python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
