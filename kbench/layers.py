@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
       "kbench.collect.writer", "kbench.collect.lock", "kbench.collect.gpu_turn", "kbench.collect.shard",
       "kbench.collect.merge", "kbench.collect.travel",
       "kbench.collect.scaling", "kbench.collect.verify", "kbench.repeatability", "kbench.collect.notes_cache",
-      "kbench.collect.cudnn", "kbench.collect.validate_timing",
+      "kbench.collect.strides", "kbench.collect.cudnn", "kbench.collect.validate_timing",
       "kbench.collect.card", "kbench.collect.labels", "kbench.collect.package")),
     ("data model", "the registry, building and loading datasets (local or from the Hub), data cards",
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",

@@ -75,6 +75,9 @@ def _add_cudnn_parser(sub) -> None:
     c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
                    help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
+    c.add_argument("--tensor-strides", choices=["pytorch", "legacy"], default="pytorch",
+                   help="the strides handed to cuDNN: 'pytorch' (default) as PyTorch's descriptors carry them, "
+                        "'legacy' as runs before that convention (kbench.collect.strides; recorded in env.jsonl)")
     c.add_argument("--shard", default=None, metavar="K/N",
                    help="measure only shard K (0..N-1) of the pending work, into OUT/shard-K-of-N/; default: "
                         "from torchrun (RANK/WORLD_SIZE) or a SLURM job array, else no sharding "
@@ -216,7 +219,7 @@ def cmd_cudnn(args) -> int:
     layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
                      torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
-                     kernel_cache=args.kernel_cache, seed=args.seed)
+                     kernel_cache=args.kernel_cache, seed=args.seed, tensor_strides=args.tensor_strides)
     if args.verify_band is not None:
         if not 0 <= args.verify_band < 1:
             from kbench.errors import KbenchInputError

@@ -82,6 +82,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.strides import STRIDE_CONVENTIONS, tensor_strides
 from kbench.errors import KbenchInputError
 
 DIRECTIONS = ("F", "B", "W")
@@ -494,6 +495,9 @@ class Options:
     # the GPU part of each problem runs holding it, the host-only part (lists, notes, builds) without
     gpu_turn: str | None = None
     seed: int = 0
+    # the strides handed to cuDNN (kbench.collect.strides): "pytorch" as PyTorch's descriptors carry
+    # them; "legacy" as runs before PyTorch's convention was adopted, kept to measure the difference
+    tensor_strides: str = "pytorch"
 
 
 @dataclass
@@ -519,6 +523,9 @@ class CudnnCollector:
                 "machine: bash kbench/collect/run_on_device.sh (docs/collect_scale_out.md).") from None
         self.torch, self.cudnn = torch, cudnn
         self.opt = options or Options()
+        if self.opt.tensor_strides not in STRIDE_CONVENTIONS:
+            raise KbenchInputError(f"tensor strides {self.opt.tensor_strides!r}: expected one of "
+                                   f"{', '.join(STRIDE_CONVENTIONS)}")
         if not torch.cuda.is_available():
             raise KbenchInputError("collect cudnn needs a CUDA GPU; none is visible to PyTorch.")
         torch.backends.cudnn.benchmark = False
@@ -545,7 +552,7 @@ class CudnnCollector:
         self.notes = {n: getattr(nn, n) for n in NOTE_NAMES if hasattr(nn, n)}
 
     def env(self) -> dict:
-        return environment(self.torch, self.cudnn)
+        return {**environment(self.torch, self.cudnn), "tensor_strides": self.opt.tensor_strides}
 
     def warm_up(self, seconds: float = 2.0) -> None:
         """Keep the GPU busy for a moment so that the first problems do not meet idle clocks."""
@@ -568,11 +575,9 @@ class CudnnCollector:
         dt = self.tdt[p["dtype"]]
 
         def empty(shape):
-            # the strides .contiguous(memory_format=channels_last) gives (an NCHW-contiguous tensor
-            # with C == 1 or H == W == 1 keeps its strides), worked out on the meta device
-            like = t.empty(shape, dtype=dt, device="meta")
-            like = like.contiguous(memory_format=t.channels_last) if cl else like
-            return t.empty_strided(shape, like.stride(), dtype=dt, device="cuda")
+            # the strides PyTorch's cuDNN descriptors carry (kbench.collect.strides), or the legacy ones
+            strides = tensor_strides(shape, "NHWC" if cl else "NCHW", self.opt.tensor_strides)
+            return t.empty_strided(shape, strides, dtype=dt, device="cuda")
         x = empty((p["n"], p["c"], p["x_h"], p["x_w"]))
         w = empty((p["k"], p["c"] // p["groups"], p["fil_h"], p["fil_w"]))
         y = empty((p["n"], p["k"], p["y_h"], p["y_w"]))
