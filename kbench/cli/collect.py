@@ -153,7 +153,7 @@ def _add_compare_parser(sub) -> None:
                                    "disagreements of either run's fastest plan with how each time was taken.")
     c.add_argument("raw_a", help="first raw folder (e.g. raw/h100)")
     c.add_argument("raw_b", help="second raw folder (the re-measurement)")
-    c.add_argument("--variant", choices=["default", "tf32"], default="default")
+    c.add_argument("--variant", choices=["default", "tf32", "pytorch"], default="default")
     c.add_argument("--top", type=int, default=15, help="disagreements to list (default 15)")
     c.add_argument("--csv", default=None, help="also write every (problem, plan) pair to this CSV")
     c.set_defaults(func=cmd_compare)
@@ -166,8 +166,9 @@ def _add_package_parser(sub) -> None:
     c.add_argument("--name", required=True, help="dataset name, e.g. h100")
     c.add_argument("--out", required=True, help="output folder of the dataset")
     c.add_argument("--mituna", default="../shared/data/mituna", help="MITuna lists for the networks split")
-    c.add_argument("--variant", choices=["default", "tf32"], default="default",
-                   help="default: FP32 problems keep full-FP32 plans only; tf32: every correct plan")
+    c.add_argument("--variant", choices=["default", "tf32", "pytorch"], default="default",
+                   help="default: FP32 problems keep full-FP32 plans only; tf32: every correct plan; pytorch: "
+                        "what PyTorch's cuDNN path may run with its default flags (allow_tf32, not deterministic)")
     c.add_argument("--card", default=None, help="also write the data card to this markdown file")
     c.add_argument("--repeats", nargs="+", default=None, metavar="RAW2",
                    help="raw folder(s) re-measuring a sample (kbench collect sample) in other runs: "

@@ -9,7 +9,9 @@
 * ``runtimes``: every plan that built, ran and computed the right answer and
   is in the variant's candidate set (:func:`kbench.collect.cudnn.default_set`:
   full-FP32 plans only for FP32 data in the ``default`` variant, every correct
-  plan in the ``tf32`` variant). ``time_ms`` is the precise median where the
+  plan in the ``tf32`` variant, every correct plan PyTorch's engine filter keeps
+  with its default flags in the ``pytorch`` variant,
+  :func:`kbench.collect.cudnn.pytorch_default_set`). ``time_ms`` is the precise median where the
   plan was re-timed precisely, else the coarse median (``timing`` says which).
 * ``kernels``: the plan vocabulary (``eng<id>_k<knob>=<v>...``); ``algorithm``
   is the cuDNN engine (``eng<id>``); ``family`` comes from cuDNN's numerical
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.cudnn import default_set
+from kbench.collect.cudnn import default_set, pytorch_default_mask
 from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import REPO_ROOT
@@ -38,6 +40,12 @@ SPEC = {
     "h100": dict(device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs)", arch="sm_90"),
     "h200": dict(device="NVIDIA H200 (132 SMs)", arch="sm_90"),
 }
+
+
+#: candidate sets: ``default`` (strict FP32 for FP32 data, no reduced-precision reduction for
+#: FP16/BF16), ``tf32`` (every correct plan) and ``pytorch`` (what PyTorch's cuDNN path may run
+#: with its default flags, :func:`kbench.collect.cudnn.pytorch_default_set`)
+VARIANTS = ("default", "tf32", "pytorch")
 
 
 def repo_relative(path: str | Path) -> str:
@@ -98,8 +106,8 @@ def plan_family(notes: str | None) -> str:
 
 def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str = "default") -> pd.DataFrame:
     """Valid plans in the variant's candidate set, with time_ms and timing columns."""
-    if variant not in ("default", "tf32"):
-        raise KbenchInputError(f"unknown variant {variant!r}: default or tf32")
+    if variant not in VARIANTS:
+        raise KbenchInputError(f"unknown variant {variant!r}: {', '.join(VARIANTS)}")
     ok = problems.loc[problems["status"] == "ok", ["key", "dtype"]]
     p = plans.merge(ok, on="key", how="inner")
     p = p[p["exec_ok"].astype(bool) & p["correct"].astype(bool) & p["coarse_ms"].notna()]
@@ -107,6 +115,8 @@ def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str
         keep = [default_set(r, r["dtype"], r.get("numeric_notes") is not None)
                 for r in p[["precision", "numeric_notes", "dtype"]].to_dict("records")]
         p = p[np.asarray(keep, dtype=bool)] if len(p) else p
+    elif variant == "pytorch":
+        p = p[pytorch_default_mask(p)]
     p = p.copy()
     precise = p["precise_ms"].notna() if "precise_ms" in p else pd.Series(False, index=p.index)
     p["time_ms"] = np.where(precise, p.get("precise_ms"), p["coarse_ms"]).astype(float)
@@ -120,6 +130,19 @@ def candidate_runtimes(problems: pd.DataFrame, plans: pd.DataFrame, variant: str
         p[a] = p[b] if b in p else np.nan
     p["n_reps"] = np.where(precise, p.get("precise_n"), p["coarse_n"])
     return p[p["time_ms"] > 0]
+
+
+def torch_choice_coverage(problems: pd.DataFrame, runtimes: pd.DataFrame) -> dict:
+    """How many of the problem-directions whose PyTorch choice was matched have it in the candidate set
+    ``runtimes`` (from :func:`candidate_runtimes`): the check that a variant holds what PyTorch runs."""
+    ok = problems[problems["status"] == "ok"]
+    matched = ok[ok.get("torch_status", pd.Series("", index=ok.index)).eq("matched")]
+    first = matched["torch_plans"].astype(str).str.split(";").str[0]
+    inside = pd.MultiIndex.from_arrays([matched["key"], first]).isin(
+        pd.MultiIndex.from_frame(runtimes[["key", "plan"]]))
+    return {"problem_directions": int(len(ok)), "torch_choice_matched": int(len(matched)),
+            "torch_choice_in_set": int(inside.sum()),
+            "share_in_set": round(float(inside.mean()), 4) if len(matched) else None}
 
 
 def _listed_plans(orders: pd.Series, runtimes: pd.DataFrame) -> pd.DataFrame:
