@@ -16,6 +16,7 @@ import pandas as pd
 
 from kbench.collect import cudnn as C
 from kbench.collect import verify as V
+from kbench.collect.strides import UNRECORDED_CONVENTION
 
 # The size the first published version of a collected dataset must reach (issue 8: "at least
 # 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
@@ -375,6 +376,18 @@ def hosts_row(env: pd.DataFrame) -> str:
     return f"| cores each run could use, and its GPU (start records; pinned runs count their pinned cores) | {'; '.join(parts)} |\n"
 
 
+def strides_row(env: pd.DataFrame) -> str:
+    """A machine-table row of the tensor-stride convention of the runs (each run's start record; one
+    without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md)."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env
+    conv = (start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object))
+    counts = conv.fillna(UNRECORDED_CONVENTION).value_counts().sort_index()
+    parts = [f"`{name}` ({n} run{'s' if n != 1 else ''})" for name, n in counts.items()]
+    return ("| tensor strides handed to cuDNN (docs/tensor_strides.md) | " + ", ".join(parts)
+            + ": `pytorch` as PyTorch's cuDNN descriptors carry them, `legacy` with NCHW strides kept for the "
+            "size-1 dimensions of NHWC tensors with one channel or a 1x1 size |\n")
+
+
 def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None = None) -> str:
     """``first``: the first run's start record in env.jsonl; ``env``: every record (for :func:`hosts_row`)."""
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
@@ -393,7 +406,7 @@ def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None
 | SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
 | GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
 | TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
-{hosts_row(env) if env is not None else ""}"""
+{hosts_row(env) if env is not None else ""}{strides_row(env) if env is not None else ""}"""
 
 
 def _runs_table(problems: pd.DataFrame, env: pd.DataFrame, sharing: pd.DataFrame) -> pd.DataFrame:
