@@ -78,8 +78,8 @@ choice follows from that, not from the test layers:
 
 Selection on valid scores the same ordering, which on valid (one schema per problem) equals
 the plain one, so the grid choice and the forest do not depend on this option.
-``bench/tiles_cross_schema.py`` scores both orderings of the same fitted models, 5 seeds, on
-valid and test, and ``bench/tiles_report.py`` shows them side by side.
+``experiments/tiles_cross_schema.py`` scores both orderings of the same fitted models, 5 seeds, on
+valid and test, and ``tools/tiles_report.py`` shows them side by side.
 
 Candidates of a tile problem: the configurations the dataset lists for it
 (tile datasets list every valid configuration of a benchmark layer, so this is

@@ -13,7 +13,7 @@ Three registered entries, one model class:
     so it can never pick a plan outside that short list (the restriction: it
     cannot reach a fastest plan that mode A ranks below ``top_k`` or does not
     propose at all; where mode A proposes no plan of the problem's set, it ranks
-    all of them, 14 of h100 1.3.0's 12,339 problems; ``bench/results/xgboost_plans_tuning.json`` gives the share
+    all of them, 14 of h100 1.3.0's 12,339 problems; ``experiments/results/xgboost_plans_tuning.json`` gives the share
     of valid problems whose fastest plan lies inside).
 ``xgboost-plans-safe``
     ``xgboost-plans`` with up to 2,500 rounds and a "safe" decision rule (:func:`safe_scores`): a problem
@@ -51,8 +51,8 @@ Objectives (``objective``):
 
 Ties in the score keep cuDNN mode A's order (then mode B's). Rankings hold the
 first ``max_ranking`` (30) candidates. Early stopping on the valid part only.
-Settings were chosen on h100 ``random`` valid by ``bench/tune_xgboost_plans.py``
-(results in ``bench/results/xgboost_plans_tuning.json``; the grid at seed 0 on a
+Settings were chosen on h100 ``random`` valid by ``experiments/tune_xgboost_plans.py``
+(results in ``experiments/results/xgboost_plans_tuning.json``; the grid at seed 0 on a
 shared, loaded 2-core machine): regression of the log ratio beat both ranking
 objectives (valid speed-up over mode A 1.082 against 1.073 pairwise and 1.079
 NDCG at depth 8), depth 10 with learning rate 0.05 and 1,000 rounds scored best

@@ -53,7 +53,7 @@ def mean_saved_ms(ds, split: str, preds_path: Path) -> dict:
     ev = Evaluator(ds, split=split, part="test")
     preds, _ = read_predictions(preds_path)
     ids = ev.ids
-    from kbench.collect.verify_plan import role_plans
+    from kbench.gpu_check.plan import role_plans
     roles = role_plans(preds, ds.runtimes, ds.heuristics, ids)
     saved = roles["t_mode_a"] - roles["t_choice"]
     return {"problems": int(len(roles)), "mean_t_mode_a_ms": float(roles["t_mode_a"].mean()),

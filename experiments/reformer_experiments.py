@@ -1,12 +1,12 @@
 """The Reformer experiments of issue 6 on mi100: train, score, aggregate, write records and a table.
 
     # train (resumable: a finished seed is skipped), one thread, records per seed under results/
-    python bench/reformer_experiments.py train --split random --methods reformer --seeds 0 1 2 3 4
-    python bench/reformer_experiments.py train --split networks \
+    python experiments/reformer_experiments.py train --split random --methods reformer --seeds 0 1 2 3 4
+    python experiments/reformer_experiments.py train --split networks \
         --methods reformer-onehot reformer-softmax transformer-block --seeds 0
     # re-score every stored seed with the current evaluator (reference: the dataset's default, `rules`),
     # aggregate, write the records and the summary table
-    python bench/reformer_experiments.py report --splits random networks
+    python experiments/reformer_experiments.py report --splits random networks
 
 ``train`` runs the baseline framework's runner (``kbench.leaderboard.runner.run_method``),
 which writes ``results/<dataset>/<split>/<method>/seed-<k>/{preds.csv.gz,result.json}`` with
@@ -19,13 +19,13 @@ ddof=1 std), and writes the entry (result.json, meta.json, seed-0 preds.csv.gz) 
 
 * under ``leaderboard/`` when it meets the leaderboard rules (>= 5 seeds, every test
   problem predicted);
-* else under ``bench/results/reformer_records/`` in the same layout (1-seed ablations,
+* else under ``experiments/results/reformer_records/`` in the same layout (1-seed ablations,
   and ``tunanet``, which predicts only the problems MIOpen would ask it about).
 
 It also scores ``tunanet`` on its supported subset of the test part, and every other
 method's stored seeds restricted to that subset (``allow_partial=True``), and writes
-everything to ``bench/results/reformer_<dataset>.json`` and a markdown table
-(``bench/results/reformer_<dataset>.md``).
+everything to ``experiments/results/reformer_<dataset>.json`` and a markdown table
+(``experiments/results/reformer_<dataset>.md``).
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def cmd_report(args) -> None:
         meta = SubmissionMeta(
             method="tunanet", display_name="TunaNet (MIOpen)", description=BASELINES["tunanet"].description,
             role="entry", paper=None, code="baselines/tunanet.py", contact="kbench maintainers",
-            command=f"python bench/reformer_experiments.py report --splits {split}", n_parameters=None,
+            command=f"python experiments/reformer_experiments.py report --splits {split}", n_parameters=None,
             model_size_bytes=None, training_hardware="pre-trained by AMD (not trained here)",
             training_time_s=None, inference_latency_ms=None, inference_hardware=None, external_data=True,
             kbench_version=__version__, dataset=rec.dataset, split=split, date=rec.date)

@@ -8,8 +8,8 @@ part. Writes ``results/seq2seq-tiles/<split>/seed-<k>/{result.json,preds.csv.gz}
 (git-ignored: the leaderboard's entry layout for selection datasets wants a
 ``meta.json`` and >= 5 seeds, see kbench.leaderboard).
 
-    python bench/seq2seq_tiles.py [--split networks] [--seed 0] [--beam-width 10]
-    python bench/seq2seq_tiles.py --compare single-best,xgboost,ml-rf   # reference selectors
+    python experiments/seq2seq_tiles.py [--split networks] [--seed 0] [--beam-width 10]
+    python experiments/seq2seq_tiles.py --compare single-best,xgboost,ml-rf   # reference selectors
 """
 
 from __future__ import annotations

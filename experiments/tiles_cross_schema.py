@@ -1,6 +1,6 @@
 """Both cross-schema orderings of the tile baselines, side by side (issue 5).
 
-    python bench/tiles_cross_schema.py      # writes bench/results/tiles_cross_schema.json (minutes per seed)
+    python experiments/tiles_cross_schema.py      # writes experiments/results/tiles_cross_schema.json (minutes per seed)
 
 ``hybrid-rf``, ``ml-rf`` and ``analytical`` rank a layer's configurations either by predicted
 score across kernel schemas (``plain``) or with the schemas taking turns (``interleave``, the
@@ -10,7 +10,7 @@ the predicted scores are turned into a ranking, not the fit: each model is fitte
 and both rankings are scored on ``valid`` and ``test`` with the kbench evaluator. Recorded per
 seed: LoP@1/5/10/30 of both parts, per-layer LoP@n on test, the fit time, and whether the two
 valid rankings are identical (they are whenever every valid problem lists one schema).
-``bench/tiles_report.py`` prints the table and checks the ``interleave`` numbers against the
+``tools/tiles_report.py`` prints the table and checks the ``interleave`` numbers against the
 leaderboard records.
 """
 
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     out = Path(a.out)
     res = json.loads(out.read_text()) if out.exists() else {}
-    res["note"] = ("Both cross-schema orderings of the same fitted models (bench/tiles_cross_schema.py); "
+    res["note"] = ("Both cross-schema orderings of the same fitted models (experiments/tiles_cross_schema.py); "
                    "LoP as fractions; std over seeds (ddof 1).")
     for name in a.datasets:
         for method in a.methods:

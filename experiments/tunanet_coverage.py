@@ -18,7 +18,7 @@ reports, for the TunaNet model of that device:
 
 Usage::
 
-    python bench/tunanet_coverage.py [--fdb gfx90878] [--json out.json]
+    python experiments/tunanet_coverage.py [--fdb gfx90878] [--json out.json]
 """
 
 from __future__ import annotations

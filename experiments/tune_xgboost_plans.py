@@ -1,7 +1,7 @@
 """Valid-only tuning of ``xgboost-plans`` / ``xgboost-rerank-a`` on h100 (issue 19).
 
-    python bench/tune_xgboost_plans.py                       # writes bench/results/xgboost_plans_tuning.json
-    python bench/tune_xgboost_plans.py --split networks --seeds 0
+    python experiments/tune_xgboost_plans.py                       # writes experiments/results/xgboost_plans_tuning.json
+    python experiments/tune_xgboost_plans.py --split networks --seeds 0
 
 Each setting is trained on the split's train part and scored by kbench's Evaluator
 on its **valid** part (speed-up over cuDNN mode A, the dataset's reference). The

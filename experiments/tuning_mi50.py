@@ -1,6 +1,6 @@
 """Train, predict and score the tuning baselines on mi50-tuning ConvAsm1x1U (issue 7).
 
-Writes, per method, ``reports/mi50-tuning/<split>/<method>/result.json``
+Writes, per method, ``experiments/results/mi50-tuning/<split>/<method>/result.json``
 (the TuningResult of ``kbench.evaluate.evaluate_tuning`` on the test part, as
 ``model_dump_json``) and ``preds.csv.gz`` (the seed's predictions: problem_id
 + the 8 parameter columns; re-score with ``kbench evaluate preds.csv.gz
@@ -11,15 +11,15 @@ diagnostics. Trained models go to ``results/tuning-models/`` (git-ignored).
 
 Usage::
 
-    python bench/tuning_mi50.py --group seq2seq         # hybrid model + its decoding ablations
-    python bench/tuning_mi50.py --group seq2seq-noconv  # plain encoder-decoder ablation
-    python bench/tuning_mi50.py --group xgboost
-    python bench/tuning_mi50.py --group nearest-neighbour
-    python bench/tuning_mi50.py --group miopen
-    python bench/tuning_mi50.py --table                 # print the table from the records
-    python bench/tuning_mi50.py --group seq2seq --seed 1 --out results/tuning-seeds/seed-1
-    python bench/tuning_mi50.py --seeds-table results/tuning-seeds   # mean/std over seeds
-    python bench/tuning_mi50.py --leaderboard results/tuning-seeds   # 5-seed entries under leaderboard/
+    python experiments/tuning_mi50.py --group seq2seq         # hybrid model + its decoding ablations
+    python experiments/tuning_mi50.py --group seq2seq-noconv  # plain encoder-decoder ablation
+    python experiments/tuning_mi50.py --group xgboost
+    python experiments/tuning_mi50.py --group nearest-neighbour
+    python experiments/tuning_mi50.py --group miopen
+    python experiments/tuning_mi50.py --table                 # print the table from the records
+    python experiments/tuning_mi50.py --group seq2seq --seed 1 --out results/tuning-seeds/seed-1
+    python experiments/tuning_mi50.py --seeds-table results/tuning-seeds   # mean/std over seeds
+    python experiments/tuning_mi50.py --leaderboard results/tuning-seeds   # 5-seed entries under leaderboard/
 
 Each group trains at most one model (one core: ``threads=1``).
 """
@@ -308,7 +308,7 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
         code, paper, description = FAMILY[family]
         meta = SubmissionMeta(
             method=method, description=description + f" ({method})", paper=paper, code=code, contact="kbench",
-            command=f"python bench/tuning_mi50.py --group {family if family != 'xgboost-per-param' else 'xgboost'}"
+            command=f"python experiments/tuning_mi50.py --group {family if family != 'xgboost-per-param' else 'xgboost'}"
                     f" --seed K  (K = {', '.join(map(str, seeds))}); then --leaderboard",
             n_parameters=first.extra.get("n_parameters"), model_size_bytes=None,
             training_hardware=first.extra.get("hardware") or machine_description(),

@@ -1,7 +1,7 @@
 """Where the top-1 errors of a kernel-selection model are: by class, list length and kernel pair.
 
-    python bench/xgboost_error_analysis.py [--preds results/mi100/random/xgboost/seed-0/preds.csv.gz]
-        [--dataset mi100] [--split random] [--out bench/results/xgboost_errors.json]
+    python experiments/xgboost_error_analysis.py [--preds results/mi100/random/xgboost/seed-0/preds.csv.gz]
+        [--dataset mi100] [--split random] [--out experiments/results/xgboost_errors.json]
 
 Re-scores the predictions with the Evaluator's scorer and writes JSON: top-1 per
 (spatial dims, dtype), per layout and per number of listed kernels; the most frequent
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--preds", default=str(ROOT / "results/mi100/random/xgboost/seed-0/preds.csv.gz"))
     ap.add_argument("--dataset", default="mi100")
     ap.add_argument("--split", default="random")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/xgboost_errors.json"))
+    ap.add_argument("--out", default=str(ROOT / "experiments/results/xgboost_errors.json"))
     args = ap.parse_args()
 
     import kbench

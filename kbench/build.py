@@ -54,7 +54,7 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         # rendered here and shipped beside the tables as card.md.
         # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
         # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
-        from kbench.collect.labels import label_files
+        from kbench.collect.label_retiming.apply import label_files
         raw = REPO_ROOT / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         align = None

@@ -163,7 +163,12 @@ def test_layer_table_places_modules_by_longest_prefix():
     assert LAYER_NAMES[layer_of("kbench.tuning")] == "metrics/evaluate"
     assert LAYER_NAMES[layer_of("kbench.collect.package")] == "sources"
     assert LAYER_NAMES[layer_of("kbench.cli.collect")] == "application"
-    assert LAYER_NAMES[layer_of("kbench.collect.corpus")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.collect.corpus")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.collect.studies.scaling")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.collect.label_retiming.front_runners")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.collect.label_retiming.shipped")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.collect.__main__")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.gpu_check.plan")] == "application"
     assert LAYER_NAMES[layer_of("kbench.hub_download")] == "data model"
     assert LAYER_NAMES[layer_of("kbench.hub")] == "application"
     assert LAYER_NAMES[layer_of("baselines.rules")] == "baselines"
@@ -190,14 +195,40 @@ def test_no_module_imports_its_own_package_init():
 
 
 def test_package_imports_no_scripts():
-    """Nothing in kbench/ or baselines/ imports the scripts under bench/, experiments/ or tests/."""
+    """Nothing in kbench/ or baselines/ imports the scripts under bench/, experiments/, tools/ or tests/."""
     found = []
     for module, (path, _) in module_files(REPO).items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
-            found += [f"{module} -> {n}" for n in names if n.split(".")[0] in ("bench", "experiments", "tests")]
+            found += [f"{module} -> {n}" for n in names if n.split(".")[0] in ("bench", "experiments", "tools", "tests")]
     assert found == []
+
+
+def test_every_module_sits_in_one_layer_named_in_the_docs():
+    """Each module file has a layer, and docs/architecture.md's table row of each layer names every
+    prefix that layers.py gives it (so the docs and the table cannot drift apart)."""
+    assert [m for m in module_files(REPO) if layer_of(m) is None] == []
+    rows = {line.split("|")[1].strip(): line for line in
+            (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines() if line.startswith("| ")}
+    from kbench.layers import LAYERS
+    missing = []
+    for layer, _, prefixes in LAYERS:
+        for prefix in prefixes:
+            short = "kbench/__init__.py" if prefix == "kbench" else prefix.removeprefix("kbench.")
+            if f"`{short}" not in rows.get(layer, ""):
+                missing.append(f"{layer}: {short}")
+    assert missing == []
+
+
+def test_collect_is_grouped_by_job():
+    """kbench/collect/ keeps measurement at its top (no flat list longer than a reader can hold) and
+    its jobs in subpackages; the diagnostics live in tools/collect/, which nothing imports."""
+    top = sorted(p.stem for p in (REPO / "kbench" / "collect").glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert len(top) <= 12, top
+    assert {p.name for p in (REPO / "kbench" / "collect").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
+        "label_retiming", "studies"}
+    assert (REPO / "tools" / "README.md").exists() and (REPO / "tools" / "collect" / "probe_api.py").exists()
 
 
 def main(argv: list[str]) -> int:

@@ -1,11 +1,11 @@
 """Run the adversarial suite once and write its table into docs/reliability.md.
 
-    python bench/reliability_report.py            # runs tests/adversarial, rewrites the table
-    python bench/reliability_report.py --check    # exit 1 when docs/reliability.md is out of date
+    python tools/reliability_report.py            # runs tests/adversarial, rewrites the table
+    python tools/reliability_report.py --check    # exit 1 when docs/reliability.md is out of date
 
 The counts come from the ``adversarial`` markers of the collected tests (category, outcome, fixed,
 limit: tests/adversarial/reliability.py); the run must pass for the table to be written. The per-case
-results go to bench/results/reliability.json.
+results go to tools/results/reliability.json.
 """
 
 from __future__ import annotations

@@ -1,11 +1,18 @@
-"""Render bench/results/*.json into the README's performance table (between the bench markers).
+"""Render the README's generated blocks: the dataset table, the scoring rules and the performance table.
 
-    python bench/report.py            # rewrites the block in README.md (and the dataset table)
+    python tools/report.py            # rewrites the three blocks in README.md
+
+The performance table comes from ``bench/results/*.json``; the scoring rules from the "Scoring
+rules" part of :data:`kbench.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
+prints, so the README and the command say the same (``tests/test_dataset.py`` checks both blocks).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,21 +67,48 @@ def rows() -> list[str]:
                    f"{d['wall_min']:.1f} min | about 15 min | {mach(d)} |")
     out.append("")
     out.append("Experiment reports generated from the records: "
-               + ", ".join(f"[`{p.name}`](bench/results/{p.name})" for p in sorted(res.glob("*.md"))) + ".")
+               + ", ".join(f"[`{p.name}`]({p.relative_to(ROOT).as_posix()})" for p in sorted(
+                   [*(ROOT / "experiments" / "results").glob("*.md"), *(ROOT / "tools" / "results").glob("*.md")],
+                   key=lambda p: p.name)) + ".")
     return out
 
 
 DATASETS_START, DATASETS_END = "<!-- datasets:start -->", "<!-- datasets:end -->"
+SCORING_START, SCORING_END = "<!-- scoring:start -->", "<!-- scoring:end -->"
+
+
+def scoring_rules_markdown(expected_format: str) -> str:
+    """The "Scoring rules" part of ``expected_format`` as Markdown: a numbered list, then its closing note."""
+    section = expected_format.split("\nScoring rules\n", 1)[1]
+    items: list[str] = []
+    note: list[str] = []
+    for line in section.strip("\n").splitlines():
+        words = line.strip()
+        if re.match(r"\d+\. ", words):
+            items.append(words)
+        elif items and not note and line.startswith("     "):  # a rule's continuation line
+            items[-1] += " " + words
+        elif words:
+            note.append(words)
+    wrap = functools.partial(textwrap.fill, width=100, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(wrap(item, subsequent_indent="   ") for item in items) + "\n\n" + wrap(" ".join(note))
+
+
+def replace_block(text: str, start: str, end: str, body: str) -> str:
+    """``text`` with what lies between the markers ``start`` and ``end`` replaced by ``body``."""
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + body + "\n" + end + rest.split(end, 1)[1]
 
 
 def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
     from kbench.dataset import datasets_markdown
+    from kbench.evaluate import EXPECTED_FORMAT
     readme = ROOT / "README.md"
     text = readme.read_text()
-    head, rest = text.split(DATASETS_START, 1)
-    text = head + DATASETS_START + "\n" + datasets_markdown() + "\n" + DATASETS_END + rest.split(DATASETS_END, 1)[1]
+    text = replace_block(text, DATASETS_START, DATASETS_END, datasets_markdown())
+    text = replace_block(text, SCORING_START, SCORING_END, scoring_rules_markdown(EXPECTED_FORMAT))
     block = START + "\n" + "\n".join(rows()) + "\n" + END
     if START in text:
         head, rest = text.split(START, 1)

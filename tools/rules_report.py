@@ -1,7 +1,7 @@
 """How the ``rules`` heuristic's choices distribute over kernel families (issue 4).
 
-    python bench/rules_report.py                 # rewrites the block in docs/baselines.md
-    python bench/rules_report.py --print
+    python tools/rules_report.py                 # rewrites the block in docs/baselines.md
+    python tools/rules_report.py --print
 
 For the test part of each split: which rule fired, the family of the rules'
 first choice, and the family of the fastest measured kernel (the oracle's),

@@ -162,6 +162,12 @@ def register_cli(sub) -> None:
     p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets")
     p.set_defaults(func=cmd_validate)
 
+    from kbench.leaderboard import rescore_entries as rescore
+    p = lsub.add_parser("rescore", help="re-score entries from their predictions with the current scoring",
+                        description=rescore.__doc__.split("\n\n")[0])
+    rescore.add_arguments(p)
+    p.set_defaults(func=rescore.run)
+
     p = lsub.add_parser("schema", help="print the JSON Schemas, or write / check the shipped ones")
     p.add_argument("which", nargs="?", default="result", choices=["result", "submission"])
     p.add_argument("--write", nargs="?", const="-", metavar="DIR",

@@ -39,7 +39,7 @@ collector
    are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
    :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
    is shared), and the best plan once more at the end (``repeat_ms``, the noise
-   check). Then the verification pass (:mod:`kbench.collect.verify`, ``--no-verify``
+   check). Then the verification pass (:mod:`kbench.collect.label_retiming.front_runners`, ``--no-verify``
    skips it) re-times the front-runners in a fresh interleaved order, a third
    time where the two readings disagree, and stores ``first_ms``, ``verify_ms``,
    ``verify2_ms``, ``verified`` and the label time ``verified_ms`` per plan and
@@ -479,7 +479,7 @@ class Options:
     notes: bool = True
     torch_choice: bool = True
     precise: bool = True
-    verify: bool = True  # the verification pass (kbench.collect.verify; its module doc derives the defaults)
+    verify: bool = True  # the verification pass (kbench.collect.label_retiming.front_runners; its module doc derives the defaults)
     verify_band: float = 0.03  # front-runners: within this fraction of the best ...
     verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
     verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
@@ -488,7 +488,7 @@ class Options:
     # cuDNN's kernel cache: every graph becomes a dynamic-shape graph sharing the cache of its
     # topology (kernel_cache_topology), so a runtime-compiled kernel is compiled once per process
     # instead of once per problem. Off: dynamic shapes change the plans offered (on the H100 with
-    # cuDNN 9.19, none for most backward problems; kbench.collect.kernel_cache_check has the figures).
+    # cuDNN 9.19, none for most backward problems; tools/collect/kernel_cache_check.py has the figures).
     kernel_cache: bool = False
     # the GPU's turn-lock file when ranks share the GPU (--ranks-per-gpu; kbench.collect.gpu_turn):
     # the GPU part of each problem runs holding it, the host-only part (lists, notes, builds) without
@@ -880,7 +880,7 @@ class CudnnCollector:
             self._precise_retiming(p, rec, g, pack, valid, torch_plans)
         rec["t_precise_s"] = time.perf_counter() - t_phase
         t_phase = time.perf_counter()
-        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
+        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.label_retiming.front_runners)
         if self.opt.verify and valid:
             self._verify(p, rec, g, pack, valid)
         rec["t_verify_s"] = time.perf_counter() - t_phase
@@ -1141,7 +1141,7 @@ class CudnnCollector:
 
     def _verify(self, p, rec, g, pack, valid) -> None:
         """Re-time the front-runners (precise rounds, fresh order); label times into the plan records."""
-        from kbench.collect import verify as V
+        from kbench.collect.label_retiming import front_runners as V
         by_name = {ps.rec["plan"]: ps for ps in valid}
         first = {n: (ps.rec.get("precise_ms") or ps.rec["coarse_ms"]) for n, ps in by_name.items()}
         in_set = [n for n, ps in by_name.items() if default_set(ps.rec, p["dtype"], bool(self.notes_reliable))]

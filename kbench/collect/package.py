@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect.cudnn import default_set
-from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
+from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import REPO_ROOT
 from kbench.errors import KbenchInputError
@@ -295,7 +295,7 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     problems, plans, env = load_raw(raws, through_run)
     label_info = None
     if labels:
-        from kbench.collect.labels import apply_labels, read_labels
+        from kbench.collect.label_retiming.apply import apply_labels, read_labels
         checks, verified_problems = read_labels(labels)
         plans = apply_labels(plans, checks)
         label_info = label_summary(checks, verified_problems, labels)

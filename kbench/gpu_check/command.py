@@ -5,10 +5,10 @@
     kbench verify-on-gpu --out DIR --score-only [--method NAME]                       # CPU: DIR/verification.json
     kbench verify-on-gpu PREDS --dataset h100 --split random --out DIR                # all three in one go
 
-Three steps, three modules: the plan (:mod:`kbench.collect.verify_plan`, pure:
+Three steps, three modules: the plan (:mod:`kbench.gpu_check.plan`, pure:
 which plans per problem and the interleaved order), the timing
-(:mod:`kbench.collect.verify_gpu`, on the GPU, resumable, raw rows as it
-goes), and the score (:mod:`kbench.collect.verify_score`, pure) into a typed
+(:mod:`kbench.gpu_check.timing`, on the GPU, resumable, raw rows as it
+goes), and the score (:mod:`kbench.gpu_check.score`, pure) into a typed
 :class:`kbench.records.VerificationRecord` with the measured speed-up over
 cuDNN mode A (geomean overall, per direction and data type) and the oracle's
 measured margin, next to the table-derived figures of the same problems.
@@ -32,7 +32,7 @@ RECORD_NAME = "verification.json"
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
-    from kbench.collect.verify_plan import build_plan, require_cudnn_collected, role_plans
+    from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
@@ -81,8 +81,8 @@ def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
 
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
     """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
-    from kbench.collect.verify_gpu import RAW_NAME
-    from kbench.collect.verify_score import score
+    from kbench.gpu_check.timing import RAW_NAME
+    from kbench.gpu_check.score import score
     from kbench.records import DatasetRef, PredictionsRef, VerificationRecord
     from kbench.version import __version__
     raw, failed, env, seconds = read_raw(out_dir / RAW_NAME)
@@ -124,7 +124,7 @@ def run(args) -> int:
         if not plan_path.exists():
             raise KbenchInputError(f"{plan_path}: no run plan; write one first with "
                                    f"'kbench verify-on-gpu PREDS --out {out} --plan-only'")
-        from kbench.collect.verify_plan import require_plan_kind
+        from kbench.gpu_check.plan import require_plan_kind
         plan = read_json_object(plan_path)
         require_plan_kind(plan, "roles", plan_path)
     else:
@@ -143,7 +143,7 @@ def run(args) -> int:
         if args.plan_only:
             return 0
     if not args.score_only:
-        from kbench.collect.verify_gpu import run_timing
+        from kbench.gpu_check.timing import run_timing
         try:
             summary = run_timing(plan, out, args.time_budget)
         except ImportError as exc:
@@ -163,11 +163,11 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Stand-alone entry (``python -m kbench.collect.verify_on_gpu``), for the device machine."""
+    """Stand-alone entry (``python -m kbench.gpu_check.command``), for the device machine."""
     import argparse
     import sys
     from kbench.errors import KbenchError
-    p = argparse.ArgumentParser(prog="python -m kbench.collect.verify_on_gpu", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kbench.gpu_check.command", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
     from kbench.collect.cudnn import FatalCudaError

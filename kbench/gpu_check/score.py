@@ -3,7 +3,7 @@
 A plan's measured time on a problem is the median over rounds of its per-round
 times (each the median of that round's replays, ms per execution). Speed-ups
 compare the ``choice`` and ``oracle`` roles with the ``mode_a`` role
-(:mod:`kbench.collect.verify_plan`); roles naming the same plan share its time,
+(:mod:`kbench.gpu_check.plan`); roles naming the same plan share its time,
 so a choice equal to mode A's plan has a speed-up of exactly 1. The table
 figures use the dataset's times of the same plans on the same problems (only
 the problems measured on the GPU), so the two columns compare like with like.

@@ -7,7 +7,7 @@ dataset's kernel names), CUDA-graph capture of k back-to-back executions
 (``_capture``, k from ``inner_count`` as in the collector), replay timing with
 CUDA events (``_replays``) and single-execution timing for slow plans
 (``_single_ms``). Only the order differs from the collector: the plan's
-interleaved rounds (:mod:`kbench.collect.verify_plan`), each timing being the
+interleaved rounds (:mod:`kbench.gpu_check.plan`), each timing being the
 median of ``replays`` replays.
 
 Raw rows go to ``raw.jsonl`` in the run folder, one JSON object per line,

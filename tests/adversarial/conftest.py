@@ -1,7 +1,7 @@
 """The adversarial suite's plugin: the ``adversarial`` marker, and the per-case outcomes as JSON.
 
 With KBENCH_RELIABILITY_JSON=PATH the run writes every declared case and whether its test passed
-(``bench/reliability_report.py`` sets it and writes docs/reliability.md from the file).
+(``tools/reliability_report.py`` sets it and writes docs/reliability.md from the file).
 """
 
 import json

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from kbench.collect import sample as S
+from kbench.collect.studies import sample as S
 from kbench.collect.cudnn import load_problems
 from kbench.errors import DataIntegrityError, KbenchInputError
 
@@ -153,7 +153,7 @@ def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
 
 def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):
     from kbench.cli import main
-    from kbench.collect import retest
+    from kbench.collect.studies import retest
     raw2, keys = _repeat_folder(raw_sample, tmp_path)
     m = retest.compare(raw_sample, raw2)
     assert set(m["key"]) <= set(keys) and np.allclose(m["log_ratio"], np.log(1.5))

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from kbench.collect import scaling
+from kbench.collect.studies import scaling
 from kbench.collect import writer as W
 from kbench.errors import KbenchInputError
 

@@ -9,7 +9,7 @@ this check, on the GPU, shows that it changes nothing but the build time::
 
     kbench collect cudnn --problems raw/h100/corpus.csv.gz --out KC/off --limit 60
     kbench collect cudnn --problems raw/h100/corpus.csv.gz --out KC/on  --limit 60 --kernel-cache
-    python -m kbench.collect.kernel_cache_check KC/off KC/on > kernel_cache.json
+    python tools/collect/kernel_cache_check.py KC/off KC/on > kernel_cache.json
 
 (``bash kbench/collect/run_on_device.sh kcache raw/h100/corpus.csv.gz BUDGET`` runs all three.)
 It compares, over the problem-directions measured in both folders:
@@ -26,7 +26,7 @@ It compares, over the problem-directions measured in both folders:
 * **time per phase** (mean seconds per problem-direction, from the problems' ``t_*_s`` columns, over
   the problem-directions measured ``ok`` in both);
 * **timings**: the same (problem, plan) timed in both runs, against the single-run repeatability of
-  the same folders (:func:`kbench.collect.scaling.agreement`), and whether the fastest plan is the same.
+  the same folders (:func:`kbench.collect.studies.scaling.agreement`), and whether the fastest plan is the same.
 
 ``usable`` is true when every problem measured in both runs is ``ok`` in both, every mode's lists are
 the same for every problem, no process crashed, and the timings agree within repeatability.
@@ -42,7 +42,7 @@ died without an end record (segmentation faults: the script restarts a run only 
 writes one, or 139) and the third stopped on an illegal memory access. A dataset built that way
 would measure another, much smaller selection problem than the one frameworks meet. The record and both
 raw folders are in ``raw/h100/kernel_cache/`` (re-score with
-``python -m kbench.collect.kernel_cache_check raw/h100/kernel_cache/off raw/h100/kernel_cache/on``).
+``python tools/collect/kernel_cache_check.py raw/h100/kernel_cache/off raw/h100/kernel_cache/on``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from kbench.collect.scaling import agreement, print_json
+from kbench.collect.studies.scaling import agreement, print_json
 from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
 
@@ -168,7 +168,7 @@ def compare(off, on) -> dict:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 2:
-        print("usage: python -m kbench.collect.kernel_cache_check RAW_OFF RAW_ON", file=sys.stderr)
+        print("usage: python tools/collect/kernel_cache_check.py RAW_OFF RAW_ON", file=sys.stderr)
         return 2
     return print_json(compare, *argv)
 

@@ -1,8 +1,8 @@
 """Label verifications (``kbench collect verify-labels``) read back and applied to raw plan records.
 
-The GPU run (:mod:`kbench.collect.verify_labels`) writes one JSON line per
+The GPU run (:mod:`kbench.collect.label_retiming.shipped`) writes one JSON line per
 problem-direction with the per-plan checks of the verification pass
-(:mod:`kbench.collect.verify`). Here they are read (:func:`read_labels`) and
+(:mod:`kbench.collect.label_retiming.front_runners`). Here they are read (:func:`read_labels`) and
 joined onto the raw plan records (:func:`apply_labels`) with the fields the
 collector's own pass writes, so that packaging
 (:func:`kbench.collect.package.candidate_runtimes`) treats both alike.

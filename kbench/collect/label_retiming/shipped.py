@@ -2,7 +2,7 @@
 
 Datasets packaged before the verification pass existed (h100 1.0.0) hold labels
 timed once. This command gives them the same second look the collector now
-gives every new problem-direction (:mod:`kbench.collect.verify`), without
+gives every new problem-direction (:mod:`kbench.collect.label_retiming.front_runners`), without
 timing every plan again:
 
     kbench collect verify-labels --dataset h100 --out DIR --plan-only   # CPU: DIR/plan.json
@@ -15,7 +15,7 @@ timing every plan again:
    ``networks`` test), then the rest, each group in seeded order, so a run cut
    short has verified what the boards score.
 2. **Timing** (:func:`run_labels`, GPU): per problem, cuDNN's plan list is
-   rebuilt and :func:`kbench.collect.verify.verify_problem` runs with a
+   rebuilt and :func:`kbench.collect.label_retiming.front_runners.verify_problem` runs with a
    ``time_fn`` that builds, warms and captures the plans it is asked for (the
    collector's rules: k from a warm execution, spin-protected replays,
    single-execution timing for slow plans) and times them in the collector's
@@ -28,7 +28,7 @@ timing every plan again:
    collector's own pass writes, so :func:`kbench.collect.package.package` treats
    them alike: ``time_ms`` becomes ``verified_ms`` and ``timing`` ``verified``.
    A raw folder's ``labels/*.jsonl.gz`` is applied by ``kbench build-data``
-   (:mod:`kbench.collect.labels`).
+   (:mod:`kbench.collect.label_retiming.apply`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def problem_order(all_ids, parts: list, seed: int = 0) -> list[str]:
 
 def make_plan(dataset, seed: int = 0, limit: int | None = None) -> dict:
     """The verification plan of a packaged kernel-selection dataset (name, folder or Dataset)."""
-    from kbench.collect.verify_plan import collector_problems, require_cudnn_collected
+    from kbench.gpu_check.plan import collector_problems, require_cudnn_collected
     from kbench.dataset import load
     ds = load(dataset) if isinstance(dataset, (str, Path)) else dataset
     require_cudnn_collected(ds, "verify-labels")
@@ -102,7 +102,7 @@ def read_plan(out_dir: str | Path) -> dict:
     if not path.exists():
         raise KbenchInputError(f"{path}: not found; make it first with 'kbench collect verify-labels "
                                f"--dataset NAME --out {out_dir} --plan-only'.")
-    from kbench.collect.verify_plan import require_plan_kind
+    from kbench.gpu_check.plan import require_plan_kind
     plan = read_json_object(path)
     require_plan_kind(plan, "first", path)
     if plan.get("format") != PLAN_FORMAT:
@@ -185,8 +185,8 @@ def run_labels(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
                progress_every: int = 100) -> dict:
     """Verify every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
     from kbench.collect import cudnn as C
-    from kbench.collect import verify as V
-    from kbench.collect.verify_gpu import run_resumable
+    from kbench.collect.label_retiming import front_runners as V
+    from kbench.gpu_check.timing import run_resumable
     return run_resumable(
         plan["problems"], out_dir, lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, seed=plan["seed"])),
         lambda col, item: ([], _verify_one(col, C, V, item, plan["seed"])), time_budget_s, progress_every,

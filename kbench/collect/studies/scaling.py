@@ -1,12 +1,12 @@
 """Numbers of a multi-GPU collection, read from raw folders (no GPU needed).
 
-    python -m kbench.collect.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
-    python -m kbench.collect.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
-    python -m kbench.collect.scaling phases RAW [--before RUN_ID]   # time per phase, notes cache or not
-    python -m kbench.collect.scaling launches RAW... [--since RUN_ID] [--before RUN_ID]  # per launch: GPUs, rates, mix
-    python -m kbench.collect.scaling ladder RAW... [--since RUN_ID] [--before RUN_ID]    # against the 1-GPU launch
-    python -m kbench.collect.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
-    python -m kbench.collect.scaling agreement-rounds agree0 agree1 agree0_r2 agree1_r2  # against re-runs
+    python -m kbench.collect.studies.scaling throughput ROOT_OR_FOLDER...   # problem-directions per minute
+    python -m kbench.collect.studies.scaling agreement RAW_GPU0 RAW_GPU1    # same problems timed on two GPUs
+    python -m kbench.collect.studies.scaling phases RAW [--before RUN_ID]   # time per phase, notes cache or not
+    python -m kbench.collect.studies.scaling launches RAW... [--since RUN_ID] [--before RUN_ID]  # per launch: GPUs, rates, mix
+    python -m kbench.collect.studies.scaling ladder RAW... [--since RUN_ID] [--before RUN_ID]    # against the 1-GPU launch
+    python -m kbench.collect.studies.scaling agreement-all RAW_GPU0 RAW_GPU1 ...  # every pair of GPUs
+    python -m kbench.collect.studies.scaling agreement-rounds agree0 agree1 agree0_r2 agree1_r2  # against re-runs
 
 **Throughput** comes from each run's ``end`` record in ``env.jsonl`` (problem-
 directions measured and seconds elapsed, written by the collector itself).

@@ -13,7 +13,7 @@ Three checks, each printing a table and writing JSON:
 
         ncu --csv --metrics gpu__time_duration.sum --clock-control none \
             --cache-control none --profile-from-start off \
-            python -m kbench.collect.validate_timing ncu-target > ncu.csv
+            python -m kbench.collect.studies.validate_timing ncu-target > ncu.csv
 ``scaling``
     The best plan of one layer at batch 1..256: time must grow with the work.
 ``outliers``

@@ -1,6 +1,6 @@
-"""Re-score leaderboard entries from their per-seed predictions with the current Evaluator.
+"""``kbench leaderboard rescore``: re-score leaderboard entries from their predictions with the current Evaluator.
 
-    python bench/rescore_entries.py DATASET [DATASET ...] [--results results] [--leaderboard leaderboard]
+    kbench leaderboard rescore DATASET [DATASET ...] [--results results] [--leaderboard leaderboard]
 
 For each entry ``leaderboard/<dataset>/<split>/<method>/`` whose per-seed predictions are in
 ``results/<dataset>/<split>/<method>/seed-<k>/preds.csv.gz`` (as ``kbench run`` writes them),
@@ -8,14 +8,14 @@ every seed is scored again and the record re-aggregated; the entry's metadata, e
 seed-0 predictions file stay as they are. Used when a scoring rule changes (e.g. the reference
 heuristic of a dataset), so no model has to be retrained.
 
-    python bench/rescore_entries.py --check [--leaderboard leaderboard] [--dump scores.json]
+    kbench leaderboard rescore --check [--leaderboard leaderboard] [--dump scores.json]
 
 re-scores the committed predictions file of every entry (any dataset, kernel selection and
 tuning) and compares each metric with the record's figures for that file's seed; it writes
 nothing (``--dump`` saves every re-scored metric, to compare two kbench versions). It prints
 the number of entries checked and the largest absolute difference, and exits 1 on a mismatch.
 
-    python bench/rescore_entries.py --relabel DATASET [--methods M ...] [--leaderboard leaderboard]
+    kbench leaderboard rescore --relabel DATASET [--methods M ...] [--leaderboard leaderboard]
 
 re-scores entries recorded on an earlier version of DATASET (new labels, same problems) from
 their committed predictions file, the seed-0 predictions: the record keeps that one seed (the
@@ -23,7 +23,7 @@ other seeds' predictions are not stored), its ``extra.relabel`` names the earlie
 seeds, and the old and new seed-0 figures are printed side by side. For entries whose models
 are too costly to train again at once; re-run them with ``kbench run`` to get every seed back.
 
-    python bench/rescore_entries.py --lean [--extra-root DIR]
+    kbench leaderboard rescore --lean [--extra-root DIR]
 
 rewrites every entry's ranking predictions file with each ranking cut to its first 30 applicable
 candidates (what ``kbench run`` and ``kbench submit`` store), after checking that the cut file
@@ -32,9 +32,7 @@ scores to the identical record, and updates the record's ``predictions.sha256``.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -195,8 +193,8 @@ def lean(roots: list[Path]) -> int:
     return 0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def add_arguments(ap) -> None:
+    """The options of ``kbench leaderboard rescore`` (the modes are described in this module's docstring)."""
     ap.add_argument("datasets", nargs="*")
     ap.add_argument("--results", default="results")
     ap.add_argument("--leaderboard", default="leaderboard")
@@ -208,15 +206,10 @@ def main() -> None:
     ap.add_argument("--relabel", default=None, metavar="DATASET",
                     help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
     ap.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
-    args = ap.parse_args()
-    try:
-        raise SystemExit(_run(args))
-    except KbenchInputError as exc:  # bad input: one message, exit 2, no traceback
-        print(f"rescore_entries: error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
-def _run(args) -> int:
+def run(args) -> int:
+    """Run ``kbench leaderboard rescore`` with parsed arguments; the exit code."""
     if args.relabel:
         return relabel(Path(args.leaderboard), args.relabel, args.methods)
     if args.lean:
@@ -232,6 +225,3 @@ def _run(args) -> int:
                       f"LoP@30 {o.get('lop_at_30'):.4f}")
     return 0
 
-
-if __name__ == "__main__":
-    main()
