@@ -21,17 +21,17 @@ pair, and a problem's candidates are ranked by predicted time (fastest first).
     global-level bytes over DRAM bandwidth and shared-level bytes over
     shared-memory bandwidth), lowest first.
 ``hybrid-rf`` on kernel-selection datasets (``mi100`` ..., the NVIDIA engine set)
-    Inputs: the generic features of :mod:`baselines.features` (every column of
+    Inputs: the generic features of :mod:`kbench_baselines.features` (every column of
     ``problem_features``: sizes, FLOPs, bytes, intensity, GEMM M/N/K, flags)
     plus the kernel's features (``kernel_encoding``, see
-    :func:`baselines.features.kernel_features`): ``auto`` gives a one-hot of the kernel
+    :func:`kbench_baselines.features.kernel_features`): ``auto`` gives a one-hot of the kernel
     on a kernel library's named solvers, and on cuDNN engine configurations (the
     NVIDIA engine set, thousands of names, most measured on a handful of problems)
     the engine one-hot plus one numeric column per knob, which identifies a
     configuration as exactly in tens of columns and lets the forest share what it
     learns between configurations of one engine; one row per measured (problem, kernel);
     candidates at prediction time: every kernel that runs in the problem's
-    direction (:class:`baselines.base.KernelSpace`). On this 2-core machine the
+    direction (:class:`kbench_baselines.base.KernelSpace`). On this 2-core machine the
     training problems are subsampled (``max_train_problems``, default 10,000
     problems drawn with the seed: about 33,000 rows on mi100) and so are the valid
     problems used for selection (``max_valid_problems``, default 2,000).
@@ -112,9 +112,9 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
+from kbench_baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
                             rank_by_scores)
-from baselines.features import KERNEL_ENCODINGS, is_engine_space
+from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space
 from kbench.errors import KbenchInputError
 
 N_JOBS = 2
@@ -455,8 +455,8 @@ class _ForestBaseline(Baseline):
         return X[cols].to_numpy(dtype=np.float32), cols
 
     def _kernel_table(self, names) -> pd.DataFrame:
-        """Kernel features of the fitted space (``baselines.features.kernel_features``), cached."""
-        from baselines.features import kernel_features
+        """Kernel features of the fitted space (``kbench_baselines.features.kernel_features``), cached."""
+        from kbench_baselines.features import kernel_features
         key = (self._encoding, tuple(names))
         if getattr(self, "_kernel_cache", (None,))[0] != key:
             self._kernel_cache = (key, kernel_features(names, self._encoding))
@@ -464,7 +464,7 @@ class _ForestBaseline(Baseline):
 
     def _kernel_matrix(self, problems: pd.DataFrame, pos: np.ndarray, kidx: np.ndarray,
                        names) -> np.ndarray:
-        from baselines.features import problem_features
+        from kbench_baselines.features import problem_features
         pf = problem_features(problems).to_numpy(dtype=np.float32)
         kf = self._kernel_table(names).to_numpy(dtype=np.float32)
         X = np.empty((len(pos), pf.shape[1] + kf.shape[1]), dtype=np.float32)
@@ -473,7 +473,7 @@ class _ForestBaseline(Baseline):
         return X
 
     def _kernel_columns(self, problems: pd.DataFrame, names) -> list[str]:
-        from baselines.features import problem_features
+        from kbench_baselines.features import problem_features
         return list(problem_features(problems.head(1)).columns) + list(self._kernel_table(names).columns)
 
     # -- targets -----------------------------------------------------------------------

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from baselines.base import Baseline, dataset_library, kernel_directions, predictions_frame, problems_of
+from kbench_baselines.base import Baseline, dataset_library, kernel_directions, predictions_frame, problems_of
 # the decision list lives in the sources layer, which also writes it into each AMD dataset's
 # heuristics table (the speed-up reference); re-exported here for the baseline's users
 from kbench.sources.miopen_rules import (  # noqa: F401

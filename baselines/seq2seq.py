@@ -1,6 +1,6 @@
 """``seq2seq``: an encoder-decoder that translates a problem descriptor into a parameter sequence.
 
-The task (issue 7): for a tunable solver (ConvAsm1x1U) predict the tuple of
+The task: for a tunable solver (ConvAsm1x1U) predict the tuple of
 tuning parameters that won MIOpen's exhaustive tuning, one parameter per
 decoder step, and at inference keep only tuples the solver accepts. The same
 model and search serve *sequence-valued* kernel selection (``v100-tiles``:
@@ -81,8 +81,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from baselines.features import ENGINE_NAME, KNOB
-from baselines.base import (Baseline, as_id_index, dataset_library, join_rankings, load_safetensors,
+from kbench_baselines.features import ENGINE_NAME, KNOB
+from kbench_baselines.base import (Baseline, as_id_index, dataset_library, join_rankings, load_safetensors,
                             predictions_frame, problems_of, save_safetensors)
 from kbench.errors import KbenchInputError, read_json_object
 
@@ -516,9 +516,9 @@ def _torch():
 
 
 def net_class():
-    """The network class, :class:`baselines._seq2seq_net.Seq2SeqNet` (imported on first use: its module
+    """The network class, :class:`kbench_baselines._seq2seq_net.Seq2SeqNet` (imported on first use: its module
     imports torch, and importing this module does not)."""
-    from baselines._seq2seq_net import Seq2SeqNet
+    from kbench_baselines._seq2seq_net import Seq2SeqNet
     return Seq2SeqNet
 
 
@@ -904,7 +904,7 @@ class Seq2SeqTiles(Baseline):
         self.model: Seq2Seq | None = None
 
     def supports(self, dataset) -> bool:
-        from baselines.base import dataset_task
+        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "tile-selection":
             return False
         k = getattr(dataset, "kernels", None)
@@ -1056,7 +1056,7 @@ class Seq2SeqEngines(Seq2SeqTiles):
         self.positions = tuple(params.get("positions", ()))  # () until fit reads the dataset's knob ids
 
     def supports(self, dataset) -> bool:
-        from baselines.base import dataset_task
+        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "kernel-selection" or not str(dataset_library(dataset) or "").startswith("cuDNN"):
             return False
         k = getattr(dataset, "kernels", None)

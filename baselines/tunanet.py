@@ -81,7 +81,7 @@ except Exception:  # pragma: no cover - standalone use of this module
     class KbenchInputError(ValueError):
         pass
 
-from baselines.fdeep import FdeepModel
+from kbench_baselines.fdeep import FdeepModel
 
 __all__ = ["TunaNet", "TunaNetArch", "DEVICE_ARCH", "MODEL_DIR", "in_dtype", "in_layout"]
 

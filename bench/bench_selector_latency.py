@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=10)
     args = ap.parse_args(argv)
     import kbench
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     ds = kbench.load("h100")
     parts = ds.split(args.split)
     load_before = os.getloadavg()

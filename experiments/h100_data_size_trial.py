@@ -42,7 +42,7 @@ def provisional_h100(folder: Path):
 
 
 def fit_score(ds, train, valid, seed: int) -> dict:
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
     t0 = time.perf_counter()
     model = get_baseline("xgboost-plans-safe")

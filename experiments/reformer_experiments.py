@@ -105,8 +105,8 @@ def _summary(records) -> dict:
 
 
 def cmd_report(args) -> None:
-    from baselines.base import BASELINES, discover
-    from baselines.tunanet import TunaNet
+    from kbench_baselines.base import BASELINES, discover
+    from kbench_baselines.tunanet import TunaNet
     from kbench import __version__
     from kbench.evaluate import Evaluator, sha256_bytes
     from kbench.leaderboard.runner import aggregate_method, machine_description

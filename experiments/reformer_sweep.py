@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import json, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import kbench
-from baselines.reformer import Reformer, TransformerBlock
+from kbench_baselines.reformer import Reformer, TransformerBlock
 cfg = json.loads(sys.argv[1])
 split = cfg.pop("split", "random")
 cls = TransformerBlock if cfg.pop("tb", False) else Reformer

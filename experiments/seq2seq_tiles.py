@@ -39,7 +39,7 @@ def main(argv=None):
         return compare(a)
 
     import kbench
-    from baselines.seq2seq import Seq2SeqTiles
+    from kbench_baselines.seq2seq import Seq2SeqTiles
     from kbench.evaluate import Evaluator
     from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text, predictions_csv_gz
 
@@ -80,7 +80,7 @@ def main(argv=None):
 
 def compare(a):
     import kbench
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
 
     ds = kbench.load(a.dataset)

@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines.tunanet import DEVICE_ARCH, TunaNet  # noqa: E402
+from kbench_baselines.tunanet import DEVICE_ARCH, TunaNet  # noqa: E402
 from kbench.problem import parse_miopen_keys  # noqa: E402
 
 

@@ -70,7 +70,7 @@ def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
     import kbench
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -85,14 +85,14 @@ class Timer:
 
 
 def _ids(ds, split):
-    from baselines.seq2seq import solver_targets
+    from kbench_baselines.seq2seq import solver_targets
 
     sp = ds.split(split)
     return sp, {part: solver_targets(ds, SOLVER, sp[part])["problem_id"].to_numpy() for part in ("valid", "test")}
 
 
 def run_seq2seq(ds, split, seed, out_root, use_conv=True, max_epochs=None):
-    from baselines.seq2seq import Seq2Seq
+    from kbench_baselines.seq2seq import Seq2Seq
 
     sp, ids = _ids(ds, split)
     base = "seq2seq" if use_conv else "seq2seq-noconv"
@@ -125,7 +125,7 @@ def run_seq2seq(ds, split, seed, out_root, use_conv=True, max_epochs=None):
 
 
 def run_xgboost(ds, split, seed, out_root):
-    from baselines.tuning_baselines import TuningXGBoost
+    from kbench_baselines.tuning_baselines import TuningXGBoost
 
     sp, ids = _ids(ds, split)
     model = TuningXGBoost()
@@ -145,7 +145,7 @@ def run_xgboost(ds, split, seed, out_root):
 
 
 def run_nn(ds, split, seed, out_root):
-    from baselines.tuning_baselines import TuningNearestNeighbour
+    from kbench_baselines.tuning_baselines import TuningNearestNeighbour
 
     sp, ids = _ids(ds, split)
     model = TuningNearestNeighbour()
@@ -163,7 +163,7 @@ def run_nn(ds, split, seed, out_root):
 
 
 def run_miopen(ds, split, seed, out_root):
-    from baselines.miopen_asm1x1u import MiopenAsm1x1U
+    from kbench_baselines.miopen_asm1x1u import MiopenAsm1x1U
     from kbench.tuning.metrics import score_tuning
 
     sp, ids = _ids(ds, split)

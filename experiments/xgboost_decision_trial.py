@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     import kbench
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

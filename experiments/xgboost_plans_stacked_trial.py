@@ -26,9 +26,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines import get_baseline  # noqa: E402
-from baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
-from baselines.xgb_plans import rank_rows  # noqa: E402
+from kbench_baselines import get_baseline  # noqa: E402
+from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
+from kbench_baselines.xgb_plans import rank_rows  # noqa: E402
 
 OUT = ROOT / "experiments" / "results" / "xgboost_plans_safe_trial.json"
 CACHE = Path("/tmp/xgb_plans_safe_cache")

@@ -155,7 +155,7 @@ def render_card(ds, data_prefix: str = "") -> str:
     if ds.task == "tuning":
         return render_tuning_card(ds, data_prefix)
     if ds.task == "tile-selection":
-        from kbench.sources.cnnopt import render_data_card
+        from kbench.sources.cnnopt_card import render_data_card
         body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
         return _yaml_front_matter(ds, data_prefix) + "\n" + body
     return _finddb_card(ds, data_prefix)

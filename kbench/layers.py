@@ -4,7 +4,7 @@ This table is the one definition of the architecture: ``tests/test_architecture.
 every import against it (module-level and function-level), and ``docs/architecture.md``
 explains it. A module belongs to the layer of the longest prefix below that matches its
 name. Besides the layer order, the test requires: no import cycles, no core module
-(anything under ``kbench``) importing ``baselines``, and no module importing the
+(anything under ``kbench``) importing ``kbench_baselines``, and no module importing the
 ``__init__`` of a package it belongs to (import from the module that defines the name).
 
 ``python tests/test_architecture.py [ROOT]`` prints the import graph's cycles and upward edges.
@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
      ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.evaluate", "kbench.tuning")),
     ("baselines", "the reference methods, one module each, behind one interface",
-     ("baselines",)),
+     ("kbench_baselines",)),
     ("application", "what users run: the CLI, the leaderboard (runner, submit, site, rescore), publishing "
                     "to the Hub, re-timing an entry on the GPU, label re-timing of a shipped dataset, "
                     "``python -m kbench.collect``, and the package facade ``kbench``",

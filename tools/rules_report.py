@@ -21,7 +21,7 @@ START, END = "<!-- rules:start -->", "<!-- rules:end -->"
 
 
 def report(ds, split: str) -> str:
-    from baselines.rules import kernel_family, rules_report
+    from kbench_baselines.rules import kernel_family, rules_report
     ids = ds.split(split)["test"]
     rep = rules_report(ds, ids)
     best = ds.best.drop_duplicates("problem_id").set_index("problem_id")["kernel"].reindex(rep["problem_id"])

@@ -112,7 +112,7 @@ def schema_scores(dataset, preds: pd.DataFrame, split: str = SPLIT) -> pd.DataFr
 
 def _n_blocks(dataset, out: pd.DataFrame) -> dict[str, np.ndarray]:
     """Thread blocks launched (analytic kernel model) by the chosen and by the fastest configuration."""
-    from baselines.hybrid_rf import gpu_spec_of
+    from kbench_baselines.hybrid_rf import gpu_spec_of
     from kbench.sources.cnnopt_features import TILE_COLUMNS, tile_features
     k = dataset.kernels.assign(kernel=lambda d: d["kernel"].astype(str)).set_index("kernel")[TILE_COLUMNS]
     res = {}

@@ -17,8 +17,8 @@ import pandas as pd
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
 
-# The size the first published version of a collected dataset must reach (issue 8: "at least
-# 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
+# The size the first published version of a collected dataset must reach ("at least 5,000
+# problem-directions with every plan timed"); below it the card says it is a draft.
 FIRST_VERSION_PROBLEM_DIRECTIONS = 5000
 
 
@@ -192,7 +192,7 @@ def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
 
 
 def protocol_line(problems: pd.DataFrame | None) -> str:
-    """Which shipped runs used the collector before issue 16's fix: their problems have no
+    """Which shipped runs used the collector before the run-to-run outlier fix: their problems have no
     verification pass of their own (``verify_passes`` empty), so their labels were re-timed later."""
     since = "the Labels section says how their labels were re-timed\nsince (`kbench collect verify-labels`)."
     per_run = (problems.groupby("run_id")["verify_passes"].apply(lambda v: bool(v.isna().all()))
@@ -207,7 +207,7 @@ def protocol_line(problems: pd.DataFrame | None) -> str:
 
 def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None,
                     problems: pd.DataFrame | None = None) -> str:
-    """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
+    """The diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
     from kbench.collect.studies import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation" / "issue16"

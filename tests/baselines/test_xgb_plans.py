@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines import get_baseline
-from baselines.base import Baseline
-from baselines.features import KNOB_ABSENT
-from baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows, safe_scores
+from kbench_baselines import get_baseline
+from kbench_baselines.base import Baseline
+from kbench_baselines.features import KNOB_ABSENT
+from kbench_baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows, safe_scores
 from kbench.errors import KbenchInputError
 
 P1, P2 = "p1", "p2"

@@ -9,8 +9,9 @@ import pytest
 from kbench.errors import KbenchInputError
 from kbench.sources.cnnopt import (
     CUDNN_FWD_ALGOS, REFERENCE_ALL, REFERENCE_STANDARD, RS_FAILED_LAUNCH_LINE, SPLIT_NAME,
-    canonical_problems, read_cudnn_profile, read_tile_text, render_data_card, resolve_gpu,
+    canonical_problems, read_cudnn_profile, read_tile_text, resolve_gpu,
 )
+from kbench.sources.cnnopt_card import render_data_card
 from kbench.sources.cnnopt_features import GPU_SPECS
 from kbench.splits import assign_networks_split
 

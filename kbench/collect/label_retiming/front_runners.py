@@ -23,7 +23,7 @@ on the GPU in :class:`kbench.collect.cudnn.CudnnCollector`:
    :data:`VERIFY_MAX_PASSES` passes (:func:`verify_problem`).
 
 Thresholds, from the h100 noise figures (``data_cards/h100.md`` "Noise", and the
-re-measurement of 180 problem-directions in issue 16):
+re-measurement of 180 problem-directions in the run-to-run outlier study):
 
 * coarse against precise time of the same plan: |ratio - 1| median 0.5%,
   p90 2.1%; re-measurement in another run: median 0.8%, p90 3.3%.
@@ -186,7 +186,7 @@ def _seed(seed: int, pass_no: int, stage: int) -> list[int]:
 
 
 def label_checks(runtimes: pd.DataFrame, plans: pd.DataFrame) -> dict:
-    """The check that would have caught issue 16's flipped labels: how each problem's label was timed.
+    """The check that would have caught the flipped labels of the outlier study: how each problem's label was timed.
 
     ``runtimes``: candidate rows with ``key, plan, time_ms`` (:func:`candidate_runtimes`);
     ``plans``: the raw plan records. A label (the fastest plan of a problem) is

@@ -132,7 +132,7 @@ class _PlanTimer:
             for ps in self.states.values():
                 if ps.graph is not None:
                     ps.graph = col._capture(g, self.pack, ps.index, ps.k)
-        first = col._single_ms(g, self.pack, i)  # the first execution is slow (issue 16): k from a warm one
+        first = col._single_ms(g, self.pack, i)  # the first execution is slow (outlier study): k from a warm one
         ps = C.PlanState(i, {"plan": name, "first_exec_ms": first})
         if first >= C.SLOW_PLAN_MS:
             ps.rec.update(timing_method="single", coarse_ms=first)

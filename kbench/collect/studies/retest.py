@@ -1,7 +1,7 @@
 """``kbench collect compare RAW_A RAW_B``: where two measurements of the same problems disagree, and how
 each time was taken.
 
-For finding the cause of run-to-run outliers (issue 16): every (problem, plan)
+For finding the cause of run-to-run outliers: every (problem, plan)
 packaged in both raw folders, with its time in each run and the provenance of
 that time: how it was timed (``verified`` / ``precise`` / ``coarse`` /
 ``single``), from how many CUDA-graph replays its coarse median came (1 = the

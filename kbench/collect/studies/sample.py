@@ -1,6 +1,6 @@
 """``kbench collect sample``: a stratified random sample of a dataset's problem-directions to re-measure.
 
-The test-retest study (issue 16) re-measures a sample of shipped problems in
+The test-retest study re-measures a sample of shipped problems in
 another run and packages it as the ``repeats`` table
 (``kbench collect package RAW --repeats RAW2``). The sample is stratified over
 kind (network layer, torchvision layer, random geometry), data type, direction

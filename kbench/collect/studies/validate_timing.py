@@ -170,8 +170,9 @@ def scaling(col):
     return rows
 
 
-# ------------------------------------------------------------------------- outliers (issue 16)
-#: problem-directions whose shipped winner ran 5-7x slower when re-measured (issue 16's re-run)
+# ------------------------------------------------------------------------- run-to-run outliers
+#: problem-directions whose shipped winner ran 5-7x slower when re-measured (the h100 re-run recorded
+#: in raw/h100/validation/issue16)
 ISSUE16_RERUN = {
     "80-21-21-3x3-8-21-21-128-3x3-1x1-3x3-0-NCHW-BF16-F": ["eng22_k2=16_k13=0_k14=3_k18=0_k23=2"],
     "16-112-112-1x1-32-112-112-16-0x0-1x1-1x1-0-NCHW-FP16-B": ["eng63_k25=0"],
@@ -242,7 +243,7 @@ def _plan_trace(col, g, pack, i) -> dict:
     r["k1_upload_ms"] = _timed_replays(col, g1, 1, 1, spin=False)[0]
     r["k1_nospin_ms"] = _timed_replays(col, g1, 1, 10, spin=False)
     r["k1_spin_ms"] = _timed_replays(col, g1, 1, 10, spin=True)
-    # the collector before issue 16: k from the first execution, warm-up check, no spin
+    # the collector before the outlier fix: k from the first execution, warm-up check, no spin
     single = r["first_ms"] if r["first_ms"] >= C.COARSE_TARGET_MS else r["second_ms"]
     k = C.inner_count(single)
     go = col._capture(g, pack, i, k)
@@ -308,7 +309,7 @@ PHASES = ("t_heur_s", "t_notes_s", "t_build_s", "t_coarse_s", "t_torch_s", "t_pr
 
 
 def diagnosis(vdir) -> dict:
-    """The issue-16 evidence recorded in ``vdir`` (``raw/h100/validation/issue16``), as tables.
+    """The run-to-run outlier evidence recorded in ``vdir`` (``raw/h100/validation/issue16``), as tables.
 
     ``first``: per traced plan (``outliers`` run, default and eager module loading) the first
     execution, a second one launched alone, a spin-protected one, graph replays of one
