@@ -271,7 +271,7 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
 
     Deterministic methods (nearest neighbour) give the same predictions for every seed: their seed-0
     record stands for seeds 0..4, as ``kbench run`` does. Methods scored on a subset of the test part
-    (MIOpen's gfx908 model) stay in ``reports/``: an entry must predict every test problem.
+    (MIOpen's gfx908 model) stay in ``experiments/results/``: an entry must predict every test problem.
     """
     import kbench
     from kbench import __version__
@@ -290,7 +290,7 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
     for method, by_seed in sorted(recs.items()):
         family = next((fam for fam in sorted(FAMILY, key=len, reverse=True) if method.startswith(fam)), None)
         if family is None:
-            print(f"{method}: not a leaderboard method (subset or reference only), kept in reports/")
+            print(f"{method}: not a leaderboard method (subset or reference only), kept in experiments/results/")
             continue
         if family in DETERMINISTIC:
             by_seed = {k: by_seed[0] for k in range(min_seeds)}
@@ -331,7 +331,7 @@ def main(argv=None):
     ap.add_argument("--group", choices=["seq2seq", "seq2seq-noconv", "xgboost", "nearest-neighbour", "miopen"])
     ap.add_argument("--split", default="random")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "reports"))
+    ap.add_argument("--out", default=str(ROOT / "experiments" / "results"))
     ap.add_argument("--max-epochs", type=int, default=None)
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--seeds-table", metavar="SEEDS_ROOT",
