@@ -13,7 +13,6 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
-from pathlib import Path
 
 OLD, NEW = "baselines", "kbench_baselines"
 
@@ -33,10 +32,6 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass  # the module was run once, under its new name
 
 
-_SHIM_FILES = {str(Path(__file__).resolve()), str(Path(__file__).resolve().with_name("__init__.py")),
-               str(Path(__file__).resolve().parent / "_legacy" / "__init__.py")}
-
-
 def _importer_stacklevel() -> int:
     """The stack level of the code that wrote ``import baselines`` (past the import machinery and the shims)."""
     frame, level = sys._getframe(2), 2
@@ -44,7 +39,7 @@ def _importer_stacklevel() -> int:
         name = frame.f_code.co_filename
         if name.startswith("<frozen importlib"):
             frame = frame.f_back  # warnings.warn skips the import machinery's frames itself
-        elif str(Path(name).resolve()) in _SHIM_FILES:
+        elif frame.f_globals.get("__name__") in (OLD, __name__):  # the shim's own frames
             frame, level = frame.f_back, level + 1
         else:
             break

@@ -17,6 +17,13 @@ from kbench.dataset_files import (  # noqa: F401
     write_dataset, write_table)
 from kbench.errors import KbenchInputError
 from kbench.registry import DATASETS, DatasetSpec
+from kbench.tuning.dataset import convert_perfdb
+from kbench.sources.miopen import convert_finddb
+from kbench.sources.miopen_rules import rules_heuristics
+from kbench.sources.mituna import read_network_layers
+from kbench.splits import assign_networks_split
+from kbench.splits import assign_random_split
+from kbench.splits import network_geometry_match
 
 CENSORING_RULES = {
     "finddb-top4": (
@@ -75,7 +82,6 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
 
 def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
     """Convert one MIOpen perf-db (tuned parameters) into ``out_root/<name>``."""
-    from kbench.tuning.dataset import convert_perfdb
 
     spec = DATASETS[name]
     path = Path(raw_root) / spec.raw_file
@@ -89,10 +95,6 @@ def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path =
 
 def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
     """Convert one MIOpen find-db into ``out_root/<name>``; returns the manifest."""
-    from kbench.sources.miopen import convert_finddb
-    from kbench.sources.miopen_rules import rules_heuristics
-    from kbench.sources.mituna import read_network_layers
-    from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
 
     spec = DATASETS[name]
     raw_root = Path(raw_root)

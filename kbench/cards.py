@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.dataset_files import PACKAGE_DATA
+from kbench.dataset import read_dataset_folder
 
 
 def size_category(n: int) -> str:
@@ -318,7 +319,6 @@ def _finddb_card(ds, data_prefix: str) -> str:
 
 
 def write_card(name: str, out_dir: Path, data_root: Path = PACKAGE_DATA) -> Path:
-    from kbench.dataset import read_dataset_folder
     ds = read_dataset_folder(Path(data_root) / name, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.md"

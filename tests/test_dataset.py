@@ -150,3 +150,13 @@ def test_scoring_rules_markdown_on_a_hand_made_text():
     spec.loader.exec_module(report)
     text = "Head\n\nScoring rules\n  1. First rule,\n     continued.\n  2. Second.\n  A closing\n  note.\n"
     assert report.scoring_rules_markdown(text) == "1. First rule, continued.\n2. Second.\n\nA closing note."
+
+
+def test_readme_first_screens_are_the_newcomer_path():
+    """Install, load, evaluate, datasets, leaderboard: the README's first 100 lines hold no collector
+    internals (throughputs, ranks per GPU, agreement figures); docs/collect_scale_out.md does."""
+    import re
+    from pathlib import Path
+
+    head = "\n".join((Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()[:100])
+    assert not re.search(r"per minute|ln ratio|ranks-per-gpu|ranks per GPU|cores ladder|bootstrap", head)

@@ -32,6 +32,13 @@ from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import REPO_ROOT
 from kbench.errors import KbenchInputError
+from kbench.collect.shard import shard_folders
+from kbench.problem import PROBLEM_COLUMNS
+from kbench.problem import parse_miopen_keys
+from kbench.splits import assign_networks_split
+from kbench.splits import assign_random_split
+from kbench.dataset_files import DATASET_VERSION
+from kbench.dataset_files import write_dataset
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
 SPEC = {
@@ -53,7 +60,6 @@ def load_raw(raws, through_run: str | None = None) -> tuple[pd.DataFrame, pd.Dat
     """(problems, plans, env) of one or more raw folders, one measurement per key; with ``through_run``,
     only the runs up to that run id (run ids start with their UTC start time, so they sort in time)."""
     raws = [raws] if isinstance(raws, (str, Path)) else list(raws)
-    from kbench.collect.shard import shard_folders
     for raw in raws:
         if shard_folders(raw):
             raise KbenchInputError(f"{raw}: holds shard folders (shard-K-of-N) of a sharded collection; join "
@@ -150,8 +156,6 @@ def heuristics_table(src: pd.DataFrame, runtimes: pd.DataFrame) -> pd.DataFrame:
 
 def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,
                  variant: str = "default") -> tuple[dict[str, pd.DataFrame], dict]:
-    from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
-    from kbench.splits import assign_networks_split, assign_random_split
     rt = candidate_runtimes(problems, plans, variant)
     ids = sorted(set(rt["key"]))
     if not ids:
@@ -291,7 +295,6 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     GPU's dataset of the same corpus, for the card's alignment check. ``through_run``: package
     the runs up to this run id only (:func:`load_raw`).
     """
-    from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws, through_run)
     label_info = None
     if labels:

@@ -24,6 +24,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+from kbench.collect import cudnn as C
 
 RAW_NAME = "raw.jsonl"
 
@@ -106,7 +107,6 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
     (:class:`kbench.collect.cudnn.FatalCudaError`, raised for the caller to restart and resume).
     Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
     """
-    from kbench.collect import cudnn as C
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     raw_path = out_dir / RAW_NAME
@@ -147,7 +147,6 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
 def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
                progress_every: int = 50) -> dict:
     """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
-    from kbench.collect import cudnn as C
     return run_resumable(
         plan["problems"], out_dir,
         lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),

@@ -193,21 +193,6 @@ def lean(roots: list[Path]) -> int:
     return 0
 
 
-def add_arguments(ap) -> None:
-    """The options of ``kbench leaderboard rescore`` (the modes are described in this module's docstring)."""
-    ap.add_argument("datasets", nargs="*")
-    ap.add_argument("--results", default="results")
-    ap.add_argument("--leaderboard", default="leaderboard")
-    ap.add_argument("--check", action="store_true", help="re-score every entry's predictions file, write nothing")
-    ap.add_argument("--extra-root", action="append", default=[], help="another folder of entries to check")
-    ap.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
-    ap.add_argument("--lean", action="store_true",
-                    help="rewrite every entry's ranking predictions file lean, updating its record's sha256")
-    ap.add_argument("--relabel", default=None, metavar="DATASET",
-                    help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
-    ap.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
-
-
 def run(args) -> int:
     """Run ``kbench leaderboard rescore`` with parsed arguments; the exit code."""
     if args.relabel:

@@ -75,6 +75,9 @@ from kbench.errors import KbenchInputError, suggest
 from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, to_miopen_key
 from kbench.sources.cnnopt_features import GPU_SPECS
 from kbench.splits import assign_networks_split
+from kbench.dataset_files import DATASET_VERSION
+from kbench.dataset_files import split_sizes
+from kbench.dataset_files import write_dataset
 
 #: HPCRL/AE-PACT commit the raw files come from.
 SOURCE_COMMIT = "7e118b5e7827ffa1254cc681a2c98f2dac67f92d"
@@ -636,7 +639,6 @@ def dataset_spec(gpu: str) -> dict:
 
 def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
     """Manifest information of a tile dataset, with the keys of :func:`kbench.build.spec_info`."""
-    from kbench.dataset_files import DATASET_VERSION, split_sizes
 
     spec = dataset_spec(gpu)
     cleaning = {k: v for k, v in report.items() if k != "files"}
@@ -654,7 +656,6 @@ def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
 
 def write_tiles_dataset(gpu: str, out_dir: str | Path, raw_dir: str | Path | None = None) -> dict:
     """Convert and write one tile dataset with :func:`kbench.dataset_files.write_dataset`; returns the manifest."""
-    from kbench.dataset_files import write_dataset
 
     tables, report = convert_tiles(gpu, raw_dir)
     return write_dataset(out_dir, tables, dataset_info(gpu, report, tables["splits"]))

@@ -24,6 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.tuning.perfdb import perfdb_tables
+from kbench.splits import assign_networks_split
+from kbench.splits import assign_random_split
 
 #: Raw files (under the shared data folder) of the tuning datasets.
 TUNING_SOURCES = {
@@ -45,7 +47,6 @@ def convert_perfdb(db_path, fdb_path="auto", mituna_dir="auto") -> tuple[dict[st
     ``mituna_dir``: MITuna network lists for the ``networks`` split ("auto":
     ``<db folder>/../mituna`` when present; None: no networks split).
     """
-    from kbench.splits import assign_networks_split, assign_random_split
 
     res = perfdb_tables(db_path, fdb_path)
     problems, targets, report = res["problems"], res["targets"], res["summary"]

@@ -41,6 +41,14 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.gpu_check.plan import collector_problems
+from kbench.gpu_check.plan import require_cudnn_collected
+from kbench.dataset import load
+from kbench.errors import read_json_object
+from kbench.gpu_check.plan import require_plan_kind
+from kbench.collect import cudnn as C
+from kbench.collect.label_retiming import front_runners as V
+from kbench.gpu_check.timing import run_resumable
 
 PLAN_FORMAT = 1
 PLAN_NAME = "plan.json"
@@ -66,8 +74,6 @@ def problem_order(all_ids, parts: list, seed: int = 0) -> list[str]:
 
 def make_plan(dataset, seed: int = 0, limit: int | None = None) -> dict:
     """The verification plan of a packaged kernel-selection dataset (name, folder or Dataset)."""
-    from kbench.gpu_check.plan import collector_problems, require_cudnn_collected
-    from kbench.dataset import load
     ds = load(dataset) if isinstance(dataset, (str, Path)) else dataset
     require_cudnn_collected(ds, "verify-labels")
     if ds.runtimes is None or "kernel" not in ds.runtimes:
@@ -97,12 +103,10 @@ def write_plan(plan: dict, out_dir: str | Path) -> Path:
 
 
 def read_plan(out_dir: str | Path) -> dict:
-    from kbench.errors import read_json_object
     path = Path(out_dir) / PLAN_NAME
     if not path.exists():
         raise KbenchInputError(f"{path}: not found; make it first with 'kbench collect verify-labels "
                                f"--dataset NAME --out {out_dir} --plan-only'.")
-    from kbench.gpu_check.plan import require_plan_kind
     plan = read_json_object(path)
     require_plan_kind(plan, "first", path)
     if plan.get("format") != PLAN_FORMAT:
@@ -184,9 +188,6 @@ def _verify_one(col, C, V, item: dict, seed: int) -> dict:
 def run_labels(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
                progress_every: int = 100) -> dict:
     """Verify every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
-    from kbench.collect import cudnn as C
-    from kbench.collect.label_retiming import front_runners as V
-    from kbench.gpu_check.timing import run_resumable
     return run_resumable(
         plan["problems"], out_dir, lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, seed=plan["seed"])),
         lambda col, item: ([], _verify_one(col, C, V, item, plan["seed"])), time_budget_s, progress_every,

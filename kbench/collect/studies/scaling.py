@@ -58,6 +58,7 @@ import pandas as pd
 from kbench.collect.shard import expected_seconds, shard_folders
 from kbench.collect.writer import dedupe, load_env, load_records
 from kbench.errors import KbenchInputError
+from kbench.errors import KbenchError
 
 
 def _folders(paths) -> list[Path]:
@@ -390,7 +391,6 @@ def _timing_repeatability(plans: pd.DataFrame) -> dict:
 
 def print_json(fn, *args) -> int:
     """Print ``fn(*args)`` as JSON; a KbenchError becomes its one-line message and exit code."""
-    from kbench.errors import KbenchError
     try:
         print(json.dumps(fn(*args), indent=1))
     except KbenchError as exc:

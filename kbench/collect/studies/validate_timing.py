@@ -40,6 +40,8 @@ import sys
 import numpy as np
 
 from kbench.collect import cudnn as C
+from kbench.problem import expected_output_size
+from kbench.collect.writer import load_records
 
 PROBLEMS = [  # (name, geometry, dtype, layout, direction)
     ("tiny-1x1", dict(n=1, c=64, k=64, x_h=14, x_w=14, fil_h=1, fil_w=1), "FP16", "NHWC", "F"),
@@ -54,7 +56,6 @@ NCU_REPS = 3
 
 def problem(geo, dtype, layout, direction):
     p = {**C.DEFAULTS, **geo, "dtype": dtype, "layout": layout, "direction": direction}
-    from kbench.problem import expected_output_size
     p["y_h"] = int(expected_output_size(p["x_h"], p["fil_h"], p["pad_h"], p["stride_h"], p["dil_h"]))
     p["y_w"] = int(expected_output_size(p["x_w"], p["fil_w"], p["pad_w"], p["stride_w"], p["dil_w"]))
     return p
@@ -182,7 +183,6 @@ ISSUE16_RERUN = {
 def outlier_cases(raw_dir, n_launch_bound: int = 8, ratio: float = 3.0) -> dict:
     """{problem key: [plan names]}: the issue's two re-run outliers plus the recorded plans
     whose coarse time was launch-bound and at least ``ratio`` times their precise time."""
-    from kbench.collect.writer import load_records
     plans = load_records(raw_dir, "plans")
     cases = {k: list(v) for k, v in ISSUE16_RERUN.items()}
     lb = plans[C.launch_bound_mask(plans) & (plans["coarse_ms"] >= ratio * plans["precise_ms"])]
@@ -323,7 +323,6 @@ def diagnosis(vdir) -> dict:
 
     import pandas as pd
 
-    from kbench.collect.writer import load_records
     vdir = Path(vdir)
     traces = []
     for mode in ("lazy", "eager"):
