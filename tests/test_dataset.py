@@ -62,6 +62,7 @@ def test_corrupt_file_is_detected(copy_of_mi300x):
         read_dataset_folder(copy_of_mi300x)
 
 
+@pytest.mark.slow
 def test_align_shares_problems_and_kernels():
     a, b = kbench.load("mi210").align("mi250x")
     assert len(a.problems) == len(b.problems) > 1000
@@ -86,6 +87,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "kbench.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_datasets_and_info():
     r = run_cli("datasets")
     assert r.returncode == 0 and "mi100" in r.stdout

@@ -115,6 +115,7 @@ def _load(name: str) -> Dataset:
     return kbench.load(name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source,target", PAIRS)
 def test_real_pairs_never_train_on_a_target_held_out_problem_or_geometry(source, target):
     """Exhaustive over every problem of the shipped pairs (problem ids are shared across devices)."""

@@ -42,6 +42,7 @@ def three_batches(tmp_path_factory):
     return base, csv, stems, keys
 
 
+@pytest.mark.slow
 @adversarial("collector", "accepted", fixed=True)
 @pytest.mark.parametrize("kind", ["problems", "plans"])
 def test_torn_last_batch_at_every_byte_is_dropped_said_and_redone(three_batches, tmp_path, kind, capsys,

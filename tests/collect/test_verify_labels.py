@@ -221,6 +221,7 @@ def test_alignment_section_hand_worked():
     assert "geomean 0.707" in text
 
 
+@pytest.mark.slow
 def test_shipped_h200_aligns_with_h100():
     import kbench
     h100, h200 = kbench.load("h100"), kbench.load("h200")

@@ -112,6 +112,7 @@ def tuple_and_problem(draw):
     return tup, prob
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(tuple_and_problem())
 def test_prefix_validity_is_monotone(tp):

@@ -125,6 +125,7 @@ _CFG_COLS = ["layout", "data_type", "direction", "spatial_dim", "in_channels", "
     x=st.integers(1, 300), f=st.integers(1, 7), pad=st.integers(0, 3),
     s=st.integers(1, 4), d=st.integers(1, 2), g=st.sampled_from([1, 2, 32]),
 )
+@pytest.mark.slow
 def test_config_key_round_trip(direction, dtype, layout, c, k, n, x, f, pad, s, d, g):
     """config row -> key -> canonical columns -> key is the identity, and the
     canonical output size follows the convolution rule (forward) or is one of
