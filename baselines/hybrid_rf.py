@@ -112,10 +112,17 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from kbench_baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
-                            rank_by_scores)
-from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    dataset_task,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+)
+from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space
 
 N_JOBS = 2
 #: LoP@n values averaged into the selection criterion on valid
@@ -188,7 +195,7 @@ class TreeEnsemble:
         return len(self.feature)
 
     @classmethod
-    def from_sklearn(cls, forest) -> "TreeEnsemble":
+    def from_sklearn(cls, forest) -> TreeEnsemble:
         parts = {"feature": [], "threshold": [], "left": [], "right": [], "value": []}
         sizes = []
         for est in forest.estimators_:
@@ -211,7 +218,7 @@ class TreeEnsemble:
                 f"{prefix}offsets": self.offsets}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], n_features: int, prefix: str = "forest.") -> "TreeEnsemble":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], n_features: int, prefix: str = "forest.") -> TreeEnsemble:
         try:
             return cls(*(arrays[f"{prefix}{k}"] for k in ("feature", "threshold", "left", "right", "value",
                                                            "offsets")), n_features=n_features)

@@ -50,9 +50,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.errors import KbenchInputError
 from kbench_baselines.base import problems_of
 from kbench_baselines.seq2seq import TuningModel, prediction_frame
-from kbench.errors import KbenchInputError
 
 RAW_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "miopen"
 FILES = {"encoder": "gfx908_ConvAsm1x1U_encoder.ktn.model",

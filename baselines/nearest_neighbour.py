@@ -18,8 +18,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench_baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores,
-                            train_runtimes)
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+    train_runtimes,
+)
 from kbench_baselines.features import DISTANCE_FEATURES, Standardizer, features_for
 
 CATEGORICAL = ("dtype_", "layout_", "is_3d")

@@ -117,7 +117,7 @@ class TransferMethod:
         if cls.__dict__.get("name"):
             TRANSFER_METHODS[cls.name] = cls
 
-    def fit(self, task, seed: int = 0) -> "TransferMethod":
+    def fit(self, task, seed: int = 0) -> TransferMethod:
         raise NotImplementedError
 
     def rank(self, target, problems: pd.DataFrame) -> np.ndarray:

@@ -34,10 +34,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench_baselines.base import problems_of
-from kbench_baselines.seq2seq import (CATEGORICAL_FIELDS, TableScorer, TuningModel, _tuning_problems, beam_search,
-                               descriptor, numeric_matrix, prediction_frame)
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import problems_of
+from kbench_baselines.seq2seq import (
+    CATEGORICAL_FIELDS,
+    TableScorer,
+    TuningModel,
+    _tuning_problems,
+    beam_search,
+    descriptor,
+    numeric_matrix,
+    prediction_frame,
+)
 
 UNSEEN_LOGP = np.log(1e-9)  # log-probability given to values never seen in training
 

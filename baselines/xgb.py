@@ -66,10 +66,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench_baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores,
-                            train_runtimes)
-from kbench_baselines.features import features_for
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+    train_runtimes,
+)
+from kbench_baselines.features import features_for
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -174,7 +174,8 @@ def main() -> None:
                     if name == "reformer" else ["torch"])
         inference[name]["end_to_end_predict_batch1"] = {}
         for backend in backends:
-            fn = (lambda pid, b=backend, mm=m: mm.predict(ds, [pid], backend=b))
+            def fn(pid, b=backend, mm=m):
+                return mm.predict(ds, [pid], backend=b)
             inference[name]["end_to_end_predict_batch1"][backend] = percentiles_us(
                 time_calls(fn, ids, args.e2e_calls, warmup=5))
     result["inference"] = inference

@@ -42,8 +42,8 @@ def provisional_h100(folder: Path):
 
 
 def fit_score(ds, train, valid, seed: int) -> dict:
-    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
+    from kbench_baselines import get_baseline
     t0 = time.perf_counter()
     model = get_baseline("xgboost-plans-safe")
     model.progress = False

@@ -105,14 +105,14 @@ def _summary(records) -> dict:
 
 
 def cmd_report(args) -> None:
-    from kbench_baselines.base import BASELINES, discover
-    from kbench_baselines.tunanet import TunaNet
     from kbench import __version__
     from kbench.evaluate import Evaluator, sha256_bytes
     from kbench.leaderboard.runner import aggregate_method, machine_description
     from kbench.leaderboard.schema import SubmissionMeta, record_problems
     from kbench.leaderboard.store import load_dataset, predictions_csv_gz, record_json, write_entry
     from kbench.records import EvaluationResult
+    from kbench_baselines.base import BASELINES, discover
+    from kbench_baselines.tunanet import TunaNet
     discover()
     ds = load_dataset(args.dataset)
     summary = {"dataset": ds.name, "dataset_version": ds.version, "dataset_checksum": ds.checksum,
@@ -130,7 +130,7 @@ def cmd_report(args) -> None:
             folder = Path(args.out) / ds.name / split / name
             seeds = _seed_dirs(folder)
             records, sub_records = [], []
-            for seed, d in seeds:
+            for _seed, d in seeds:
                 old = EvaluationResult.model_validate_json((d / "result.json").read_text())
                 gz = (d / "preds.csv.gz").read_bytes()
                 preds = _read_gz_frame(d / "preds.csv.gz")
@@ -180,7 +180,7 @@ def cmd_report(args) -> None:
         # how much the 9-solver list limits it: subset problems whose fastest measured kernel is one of them
         rt = ds.runtimes[ds.runtimes["problem_id"].isin(sub_index)]
         best = rt["time_ms"] <= rt.groupby("problem_id")["time_ms"].transform("min")
-        hit = rt[best].assign(ok=lambda d: d["kernel"].isin(tn.solvers)).groupby("problem_id")["ok"].any()
+        hit = rt[best].assign(ok=rt.loc[best, "kernel"].isin(tn.solvers)).groupby("problem_id")["ok"].any()
         split_sum["tunanet_solvers"] = list(tn.solvers)
         split_sum["tunanet_top1_ceiling"] = float(hit.mean())
         summary["splits"][split] = split_sum

@@ -39,9 +39,9 @@ def main(argv=None):
         return compare(a)
 
     import kbench
-    from kbench_baselines.seq2seq import Seq2SeqTiles
     from kbench.evaluate import Evaluator
     from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text, predictions_csv_gz
+    from kbench_baselines.seq2seq import Seq2SeqTiles
 
     ds = kbench.load(a.dataset)
     sp = ds.split(a.split)
@@ -80,8 +80,8 @@ def main(argv=None):
 
 def compare(a):
     import kbench
-    from kbench_baselines import get_baseline
     from kbench.evaluate import Evaluator
+    from kbench_baselines import get_baseline
 
     ds = kbench.load(a.dataset)
     sp = ds.split(a.split)

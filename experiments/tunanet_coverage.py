@@ -36,8 +36,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench_baselines.tunanet import DEVICE_ARCH, TunaNet  # noqa: E402
 from kbench.problem import parse_miopen_keys  # noqa: E402
+from kbench_baselines.tunanet import DEVICE_ARCH, TunaNet  # noqa: E402
 
 
 def read_fdb(path: Path) -> tuple[pd.Series, pd.DataFrame]:

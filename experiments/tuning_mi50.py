@@ -50,8 +50,8 @@ def _gz_csv(frame: pd.DataFrame) -> bytes:
 
 def write_record(ds, split, method, preds_test, preds_valid, extra, out_root):
     from kbench.evaluate import evaluate_tuning, sha256_bytes
-    from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text
     from kbench.leaderboard.runner import machine_description
+    from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text
 
     folder = out_root / DATASET / split / method
     folder.mkdir(parents=True, exist_ok=True)
@@ -163,8 +163,8 @@ def run_nn(ds, split, seed, out_root):
 
 
 def run_miopen(ds, split, seed, out_root):
-    from kbench_baselines.miopen_asm1x1u import MiopenAsm1x1U
     from kbench.tuning.metrics import score_tuning
+    from kbench_baselines.miopen_asm1x1u import MiopenAsm1x1U
 
     sp, ids = _ids(ds, split)
     model = MiopenAsm1x1U()

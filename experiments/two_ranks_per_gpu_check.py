@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kbench import repeatability as R  # noqa: E402
-from kbench.collect.studies import retest, scaling  # noqa: E402
 from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.studies import retest, scaling  # noqa: E402
 from kbench.collect.writer import load_env, load_records, read_journal  # noqa: E402
 
 

@@ -13,17 +13,23 @@ import pandas as pd
 
 # the folder format lives in kbench.dataset_files; re-exported for build's callers
 from kbench.dataset_files import (  # noqa: F401
-    DATASET_VERSION, PACKAGE_DATA, REPO_ROOT, SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes,
-    write_dataset, write_table)
+    DATASET_VERSION,
+    PACKAGE_DATA,
+    REPO_ROOT,
+    SCHEMA_VERSION,
+    TABLE_ORDER,
+    sha256_file,
+    split_sizes,
+    write_dataset,
+    write_table,
+)
 from kbench.errors import KbenchInputError
 from kbench.registry import DATASETS, DatasetSpec
-from kbench.tuning.dataset import convert_perfdb
 from kbench.sources.miopen import convert_finddb
 from kbench.sources.miopen_rules import rules_heuristics
 from kbench.sources.mituna import read_network_layers
-from kbench.splits import assign_networks_split
-from kbench.splits import assign_random_split
-from kbench.splits import network_geometry_match
+from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
+from kbench.tuning.dataset import convert_perfdb
 
 CENSORING_RULES = {
     "finddb-top4": (

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.dataset_files import PACKAGE_DATA
 from kbench.dataset import read_dataset_folder
+from kbench.dataset_files import PACKAGE_DATA
 
 
 def size_category(n: int) -> str:

@@ -265,7 +265,7 @@ def test_comments_and_docstrings_name_no_issue_numbers():
     import tokenize
     pattern = re.compile(r"\bissues? #?\d+\b", re.IGNORECASE)
     found = []
-    for module, (path, _) in module_files(REPO).items():
+    for path, _ in module_files(REPO).values():
         text = path.read_text(encoding="utf-8")
         comments = [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(text).readline)
                     if tok.type == tokenize.COMMENT]

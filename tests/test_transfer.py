@@ -110,7 +110,7 @@ def test_drop_leaking_removes_every_held_out_geometry(data):
     assert kept == expected
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str) -> Dataset:
     return kbench.load(name)
 
@@ -238,6 +238,7 @@ def test_finetuning_moves_a_many_class_model_towards_its_shots():
     leaf weight 0 and nothing changes: what happened on h100 -> h200 before the fix."""
     import numpy as np
     import xgboost as xgb
+
     from kbench_baselines.transfer import FINETUNE_ROUNDS, finetune_params
     rng = np.random.default_rng(0)
     n_class = 400

@@ -223,6 +223,7 @@ def cmd_cudnn(args) -> int:
             raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
         opts.verify_band = args.verify_band
     import os
+
     from kbench.collect.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
     device = select_gpu(launch, os.environ, ranks_per_gpu=args.ranks_per_gpu)  # before anything initialises CUDA
@@ -323,6 +324,7 @@ def cmd_package(args) -> int:
 def main(argv=None) -> int:
     """Stand-alone entry (``python -m kbench.collect``) with the same exit codes as ``kbench``."""
     import sys
+
     from kbench.errors import KbenchError
     parser = argparse.ArgumentParser(prog="python -m kbench.collect")
     sub = parser.add_subparsers(dest="command")

@@ -215,7 +215,7 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
             continue
         d = V.diagnosis(v)
         f = d["first"]
-        us = lambda col: f[col] * 1e3  # noqa: E731
+        us = lambda col: f[col] * 1e3  # noqa: E731, B023 (used within this iteration)
         first = pd.DataFrame({"module loading": f["module loading"], "plan": f["plan"],
                               "first execution µs": us("first_ms"), "second, launched alone µs": us("second_ms"),
                               "one replay of 1, no spin µs": us("k1_nospin_ms"),

@@ -10,7 +10,6 @@ import os
 import platform
 import subprocess
 
-
 SMI_FIELDS = ["name", "driver_version", "pci.bus_id", "clocks.sm", "clocks.mem", "clocks.max.sm",
               "clocks.max.mem", "temperature.gpu", "power.draw", "power.limit", "pstate",
               "clocks_event_reasons.active", "memory.total", "persistence_mode", "compute_mode"]

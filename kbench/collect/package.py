@@ -29,16 +29,12 @@ import pandas as pd
 
 from kbench.collect.cudnn import default_set
 from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
-from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
-from kbench.dataset_files import REPO_ROOT
-from kbench.errors import KbenchInputError
 from kbench.collect.shard import shard_folders
-from kbench.problem import PROBLEM_COLUMNS
-from kbench.problem import parse_miopen_keys
-from kbench.splits import assign_networks_split
-from kbench.splits import assign_random_split
-from kbench.dataset_files import DATASET_VERSION
-from kbench.dataset_files import write_dataset
+from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
+from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
+from kbench.errors import KbenchInputError
+from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
+from kbench.splits import assign_networks_split, assign_random_split
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
 SPEC = {

@@ -49,10 +49,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.writer import fsync_write, load_records, resume_state
 from kbench.errors import KbenchInputError
-from kbench.collect.writer import resume_state
-from kbench.collect.writer import fsync_write
-from kbench.collect.writer import load_records
 
 SHARD_FOLDER = re.compile(r"^shard-(\d+)-of-(\d+)$")
 MANIFEST = "shard.json"

@@ -32,9 +32,9 @@ RECORD_NAME = "verification.json"
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
-    from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
+    from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(predictions, (str, Path)):
@@ -81,8 +81,8 @@ def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
 
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
     """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
-    from kbench.gpu_check.timing import RAW_NAME
     from kbench.gpu_check.score import score
+    from kbench.gpu_check.timing import RAW_NAME
     from kbench.records import DatasetRef, PredictionsRef, VerificationRecord
     from kbench.version import __version__
     raw, failed, env, seconds = read_raw(out_dir / RAW_NAME)
@@ -166,6 +166,7 @@ def main(argv=None) -> int:
     """Stand-alone entry (``python -m kbench.gpu_check.command``), for the device machine."""
     import argparse
     import sys
+
     from kbench.errors import KbenchError
     p = argparse.ArgumentParser(prog="python -m kbench.gpu_check.command", description=__doc__.split("\n\n")[0])
     add_arguments(p)

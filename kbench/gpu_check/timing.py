@@ -24,6 +24,7 @@ import json
 import statistics
 import time
 from pathlib import Path
+
 from kbench.collect import cudnn as C
 
 RAW_NAME = "raw.jsonl"

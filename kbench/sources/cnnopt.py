@@ -70,14 +70,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.dataset_files import REPO_ROOT
+from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, split_sizes, write_dataset
 from kbench.errors import KbenchInputError, suggest
 from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, to_miopen_key
 from kbench.sources.cnnopt_features import GPU_SPECS
 from kbench.splits import assign_networks_split
-from kbench.dataset_files import DATASET_VERSION
-from kbench.dataset_files import split_sizes
-from kbench.dataset_files import write_dataset
 
 #: HPCRL/AE-PACT commit the raw files come from.
 SOURCE_COMMIT = "7e118b5e7827ffa1254cc681a2c98f2dac67f92d"
@@ -318,13 +315,13 @@ def read_cudnn_profile(text: str, source: str = "profile") -> dict:
     no kernel was profiled (cuDNN returned an error, e.g. NOT_SUPPORTED).
     """
     lines = text.splitlines()
-    out: dict = {"error": next((l.strip() for l in lines if l.startswith("Error")), "")}
+    out: dict = {"error": next((line.strip() for line in lines if line.startswith("Error")), "")}
     for key, field in (("Input size", "input"), ("Kernel size", "kernel"), ("Output size", "output")):
-        m = next((re.findall(r"\d+", l.split(":", 1)[1]) for l in lines if l.startswith(key + ":")), None)
+        m = next((re.findall(r"\d+", line.split(":", 1)[1]) for line in lines if line.startswith(key + ":")), None)
         out[field] = tuple(int(v) for v in m) if m else None
-    alg = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("Algorithm:")), "")
+    alg = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Algorithm:")), "")
     out["algorithm_line"] = alg
-    csv_lines = [l for l in lines if l.startswith('"')]
+    csv_lines = [line for line in lines if line.startswith('"')]
     out["n_launches"] = 0
     out["time_ms"] = float("nan")
     if len(csv_lines) > 1:

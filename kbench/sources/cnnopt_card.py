@@ -13,8 +13,18 @@ import pandas as pd
 
 from kbench.dataset_files import REPO_ROOT
 from kbench.problem import parse_miopen_keys
-from kbench.sources.cnnopt import (CITATION, GPUS, REFERENCE_ALL, REFERENCE_STANDARD, RS_FAILED_LAUNCH_LINE,
-                                   SOURCE_COMMIT, SOURCE_REPO, SPLIT_NAME, convert_tiles, resolve_gpu)
+from kbench.sources.cnnopt import (
+    CITATION,
+    GPUS,
+    REFERENCE_ALL,
+    REFERENCE_STANDARD,
+    RS_FAILED_LAUNCH_LINE,
+    SOURCE_COMMIT,
+    SOURCE_REPO,
+    SPLIT_NAME,
+    convert_tiles,
+    resolve_gpu,
+)
 from kbench.sources.cnnopt_features import GPU_SPECS
 
 

@@ -23,9 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.splits import assign_networks_split, assign_random_split
 from kbench.tuning.perfdb import perfdb_tables
-from kbench.splits import assign_networks_split
-from kbench.splits import assign_random_split
 
 #: Raw files (under the shared data folder) of the tuning datasets.
 TUNING_SOURCES = {

@@ -9,7 +9,6 @@ import os
 import sys
 from pathlib import Path
 
-
 HERE = Path(__file__).resolve().parent
 for extra in (HERE, HERE.parent / "leaderboard", HERE.parent / "hub", HERE.parent / "collect"):
     if str(extra) not in sys.path:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench_baselines.features import Standardizer, dtype_bytes, problem_features
 from kbench.errors import KbenchInputError
 from kbench.problem import parse_miopen_keys, to_miopen_key
+from kbench_baselines.features import Standardizer, dtype_bytes, problem_features
 
 
 def feats(*keys):

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 import kbench
 from kbench.errors import KbenchInputError
+from kbench.sources.cnnopt_features import FEATURE_COLUMNS, PROBLEM_INPUTS, TILE_INPUTS
 from kbench_baselines.base import BASELINES, Baseline, discover, get_baseline, load_safetensors
 from kbench_baselines.hybrid_rf import TreeEnsemble, floor_float32, interleave_key, rank_long, tile_order
-from kbench.sources.cnnopt_features import FEATURE_COLUMNS, PROBLEM_INPUTS, TILE_INPUTS
 
 RES6 = "128-30-30-3x3-128-28-28-1-0x0-1x1-1x1-0-NCHW-FP32-F"  # K=C=128, 28x28 out, 3x3, stride 1
 A = "RS_TK2_TH7_TW7_BK32_BH4_BW1_CM8"

@@ -16,10 +16,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbench_baselines.seq2seq import (CandidateSpace, GrammarSpace, NetScorer, Seq2Seq, TableScorer, beam_search,
-                               descriptor, greedy_decode, score_sequences, solver_targets)
 from kbench.errors import KbenchInputError
 from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
+from kbench_baselines.seq2seq import (
+    CandidateSpace,
+    GrammarSpace,
+    NetScorer,
+    Seq2Seq,
+    TableScorer,
+    beam_search,
+    descriptor,
+    greedy_decode,
+    score_sequences,
+    solver_targets,
+)
 
 RAW = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "miopen"
 SPACE = GrammarSpace("ConvAsm1x1U")

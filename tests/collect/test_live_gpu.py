@@ -37,6 +37,7 @@ def test_torchrun_two_gpus_one_shard_each(tmp_path):
     import os
     import subprocess
     import sys
+
     from kbench.collect import cudnn as C
     from kbench.collect.merge import merge
     from kbench.collect.writer import load_env, load_records

@@ -9,13 +9,14 @@ import json
 
 import pandas as pd
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
 from kbench.collect.label_retiming.apply import apply_labels, read_labels
-from kbench.collect.package import candidate_runtimes
 from kbench.collect.label_retiming.shipped import _PlanTimer, problem_order
+from kbench.collect.package import candidate_runtimes
 from kbench.errors import KbenchInputError
 
 

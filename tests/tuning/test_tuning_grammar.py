@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U as G, get_grammar
 from tuning_toy import problem
+
+from kbench.tuning.grammar import ASM1X1U_PARAMS, get_grammar
+from kbench.tuning.grammar import CONV_ASM_1X1U as G
 
 P = ASM1X1U_PARAMS
 

@@ -9,17 +9,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys, to_miopen_key
-from kbench.tuning.grammar import SOLVER_PARAMS
-from kbench.tuning.perfdb import (
-    config_keys,
-    parse_params,
-    perfdb_tables,
-    read_perfdb,
-    resolve_keys,
-)
-
 from tuning_toy import (
     CONFIGS,
     KEY1,
@@ -30,6 +19,16 @@ from tuning_toy import (
     KEY7_13,
     PERF,
     make_perfdb,
+)
+
+from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys, to_miopen_key
+from kbench.tuning.grammar import SOLVER_PARAMS
+from kbench.tuning.perfdb import (
+    config_keys,
+    parse_params,
+    perfdb_tables,
+    read_perfdb,
+    resolve_keys,
 )
 
 

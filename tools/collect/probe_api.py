@@ -12,8 +12,9 @@ import time
 
 
 def main() -> int:
-    import torch
     import cudnn
+    import torch
+
     from kbench.collect import cudnn as C
 
     print("torch", torch.__version__, "cuda", torch.version.cuda, "torch cudnn", torch.backends.cudnn.version())

@@ -40,8 +40,8 @@ re-measurement of 180 problem-directions in the run-to-run outlier study):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -40,14 +40,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.gpu_check.plan import collector_problems
-from kbench.gpu_check.plan import require_cudnn_collected
-from kbench.dataset import load
-from kbench.errors import read_json_object
-from kbench.gpu_check.plan import require_plan_kind
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
+from kbench.dataset import load
+from kbench.errors import KbenchInputError, read_json_object
+from kbench.gpu_check.plan import collector_problems, require_cudnn_collected, require_plan_kind
 from kbench.gpu_check.timing import run_resumable
 
 PLAN_FORMAT = 1

@@ -57,8 +57,7 @@ import pandas as pd
 
 from kbench.collect.shard import expected_seconds, shard_folders
 from kbench.collect.writer import dedupe, load_env, load_records
-from kbench.errors import KbenchInputError
-from kbench.errors import KbenchError
+from kbench.errors import KbenchError, KbenchInputError
 
 
 def _folders(paths) -> list[Path]:

@@ -40,8 +40,8 @@ import sys
 import numpy as np
 
 from kbench.collect import cudnn as C
-from kbench.problem import expected_output_size
 from kbench.collect.writer import load_records
+from kbench.problem import expected_output_size
 
 PROBLEMS = [  # (name, geometry, dtype, layout, direction)
     ("tiny-1x1", dict(n=1, c=64, k=64, x_h=14, x_w=14, fil_h=1, fil_w=1), "FP16", "NHWC", "F"),
@@ -113,7 +113,7 @@ def ncu_target(col, problems=PROBLEMS):
     t.cuda.profiler.start()
     with t.cuda.stream(col.stream):
         t.cuda._sleep(100)
-        for name, g, pack, plans, keep in prepared_all:
+        for name, g, pack, plans, _keep in prepared_all:
             for i, pname in plans:
                 for _ in range(NCU_REPS):
                     col._run(g, pack, i)
