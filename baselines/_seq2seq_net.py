@@ -1,9 +1,9 @@
-"""The PyTorch network of the ``seq2seq`` baselines (see :mod:`baselines.seq2seq`, "Network").
+"""The PyTorch network of the ``seq2seq`` baselines (see :mod:`kbench_baselines.seq2seq`, "Network").
 
-A module of its own because it imports torch at its top: :func:`baselines.seq2seq.net_class`
-imports it on first use, so that importing :mod:`baselines.seq2seq` (and every baseline, which
+A module of its own because it imports torch at its top: :func:`kbench_baselines.seq2seq.net_class`
+imports it on first use, so that importing :mod:`kbench_baselines.seq2seq` (and every baseline, which
 ``baselines`` imports) does not import torch. The leading underscore keeps it out of
-:func:`baselines.base.discover`.
+:func:`kbench_baselines.base.discover`.
 """
 
 from __future__ import annotations

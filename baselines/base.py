@@ -37,13 +37,13 @@ import importlib
 import inspect
 import json
 import pkgutil
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, suggest, read_json_object
+from kbench.errors import KbenchInputError, read_json_object, suggest
 
 SAVE_FORMAT = 1
 #: Dataset tasks whose data is (problem, kernel, time): every selection baseline applies.
@@ -203,10 +203,10 @@ class Baseline:
         """Whether this baseline applies to a dataset (a ``Dataset`` or anything with ``info``)."""
         return dataset_task(dataset) in SELECTION_TASKS
 
-    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0) -> "Baseline":
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0) -> Baseline:
         raise NotImplementedError
 
-    def _fit_kernel_space(self, dataset, train_ids, seed: int) -> "Baseline":
+    def _fit_kernel_space(self, dataset, train_ids, seed: int) -> Baseline:
         """The whole fit of baselines that only need the training kernel statistics."""
         self.seed = seed
         self.space = KernelSpace.fit(dataset, train_ids)
@@ -240,7 +240,7 @@ class Baseline:
         """Hook: write library-native model files into the folder."""
 
     @classmethod
-    def load(cls, path: str | Path) -> "Baseline":
+    def load(cls, path: str | Path) -> Baseline:
         path = Path(path)
         meta_path = path / "baseline.json"
         if not meta_path.exists():
@@ -431,7 +431,7 @@ class KernelSpace:
         self.prior = {k: np.asarray(v, dtype=np.float64) for k, v in prior.items()}
 
     @classmethod
-    def fit(cls, dataset, train_ids, levels=DEFAULT_LEVELS) -> "KernelSpace":
+    def fit(cls, dataset, train_ids, levels=DEFAULT_LEVELS) -> KernelSpace:
         """Count, per group of each level (coarse to fine), how often each kernel was fastest."""
         names = sorted(dataset.kernels["kernel"].astype(str)) if dataset.kernels is not None \
             else sorted(dataset.runtimes["kernel"].astype(str).unique())
@@ -482,7 +482,7 @@ class KernelSpace:
                 "prior": {k: v.tolist() for k, v in self.prior.items()}}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "KernelSpace":
+    def from_dict(cls, d: dict) -> KernelSpace:
         return cls(d["names"], d["directions"], d["prior"], d.get("levels", cls.DEFAULT_LEVELS))
 
 

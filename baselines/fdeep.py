@@ -42,9 +42,10 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -504,7 +505,7 @@ class FdeepModel:
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def load(cls, path: str | Path) -> "FdeepModel":
+    def load(cls, path: str | Path) -> FdeepModel:
         """Load a ``.tn.model`` / ``.ktn.model`` / ``.json`` file (optionally gzip-compressed)."""
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open
@@ -513,7 +514,7 @@ class FdeepModel:
         return cls(data, source=str(path))
 
     @classmethod
-    def from_json(cls, data: dict, source: str = "<dict>") -> "FdeepModel":
+    def from_json(cls, data: dict, source: str = "<dict>") -> FdeepModel:
         return cls(data, source)
 
     # -- inference ----------------------------------------------------------

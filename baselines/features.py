@@ -286,7 +286,7 @@ class Standardizer:
         self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
         self.std = None if std is None else np.asarray(std, dtype=np.float64)
 
-    def fit(self, features: pd.DataFrame, columns: list[str] | None = None) -> "Standardizer":
+    def fit(self, features: pd.DataFrame, columns: list[str] | None = None) -> Standardizer:
         self.columns = list(columns or features.columns)
         x = features[self.columns].to_numpy(dtype=np.float64)
         self.mean = x.mean(axis=0)
@@ -304,7 +304,7 @@ class Standardizer:
         return {"columns": self.columns, "mean": self.mean.tolist(), "std": self.std.tolist()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Standardizer":
+    def from_dict(cls, d: dict) -> Standardizer:
         return cls(d["columns"], d["mean"], d["std"])
 
     def __eq__(self, other) -> bool:

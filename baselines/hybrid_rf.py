@@ -21,17 +21,17 @@ pair, and a problem's candidates are ranked by predicted time (fastest first).
     global-level bytes over DRAM bandwidth and shared-level bytes over
     shared-memory bandwidth), lowest first.
 ``hybrid-rf`` on kernel-selection datasets (``mi100`` ..., the NVIDIA engine set)
-    Inputs: the generic features of :mod:`baselines.features` (every column of
+    Inputs: the generic features of :mod:`kbench_baselines.features` (every column of
     ``problem_features``: sizes, FLOPs, bytes, intensity, GEMM M/N/K, flags)
     plus the kernel's features (``kernel_encoding``, see
-    :func:`baselines.features.kernel_features`): ``auto`` gives a one-hot of the kernel
+    :func:`kbench_baselines.features.kernel_features`): ``auto`` gives a one-hot of the kernel
     on a kernel library's named solvers, and on cuDNN engine configurations (the
     NVIDIA engine set, thousands of names, most measured on a handful of problems)
     the engine one-hot plus one numeric column per knob, which identifies a
     configuration as exactly in tens of columns and lets the forest share what it
     learns between configurations of one engine; one row per measured (problem, kernel);
     candidates at prediction time: every kernel that runs in the problem's
-    direction (:class:`baselines.base.KernelSpace`). On this 2-core machine the
+    direction (:class:`kbench_baselines.base.KernelSpace`). On this 2-core machine the
     training problems are subsampled (``max_train_problems``, default 10,000
     problems drawn with the seed: about 33,000 rows on mi100) and so are the valid
     problems used for selection (``max_valid_problems``, default 2,000).
@@ -78,8 +78,8 @@ choice follows from that, not from the test layers:
 
 Selection on valid scores the same ordering, which on valid (one schema per problem) equals
 the plain one, so the grid choice and the forest do not depend on this option.
-``bench/tiles_cross_schema.py`` scores both orderings of the same fitted models, 5 seeds, on
-valid and test, and ``bench/tiles_report.py`` shows them side by side.
+``experiments/tiles_cross_schema.py`` scores both orderings of the same fitted models, 5 seeds, on
+valid and test, and ``tools/tiles_report.py`` shows them side by side.
 
 Candidates of a tile problem: the configurations the dataset lists for it
 (tile datasets list every valid configuration of a benchmark layer, so this is
@@ -112,10 +112,17 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
-                            rank_by_scores)
-from baselines.features import KERNEL_ENCODINGS, is_engine_space
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    dataset_task,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+)
+from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space
 
 N_JOBS = 2
 #: LoP@n values averaged into the selection criterion on valid
@@ -188,7 +195,7 @@ class TreeEnsemble:
         return len(self.feature)
 
     @classmethod
-    def from_sklearn(cls, forest) -> "TreeEnsemble":
+    def from_sklearn(cls, forest) -> TreeEnsemble:
         parts = {"feature": [], "threshold": [], "left": [], "right": [], "value": []}
         sizes = []
         for est in forest.estimators_:
@@ -211,7 +218,7 @@ class TreeEnsemble:
                 f"{prefix}offsets": self.offsets}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], n_features: int, prefix: str = "forest.") -> "TreeEnsemble":
+    def from_arrays(cls, arrays: dict[str, np.ndarray], n_features: int, prefix: str = "forest.") -> TreeEnsemble:
         try:
             return cls(*(arrays[f"{prefix}{k}"] for k in ("feature", "threshold", "left", "right", "value",
                                                            "offsets")), n_features=n_features)
@@ -455,8 +462,8 @@ class _ForestBaseline(Baseline):
         return X[cols].to_numpy(dtype=np.float32), cols
 
     def _kernel_table(self, names) -> pd.DataFrame:
-        """Kernel features of the fitted space (``baselines.features.kernel_features``), cached."""
-        from baselines.features import kernel_features
+        """Kernel features of the fitted space (``kbench_baselines.features.kernel_features``), cached."""
+        from kbench_baselines.features import kernel_features
         key = (self._encoding, tuple(names))
         if getattr(self, "_kernel_cache", (None,))[0] != key:
             self._kernel_cache = (key, kernel_features(names, self._encoding))
@@ -464,7 +471,7 @@ class _ForestBaseline(Baseline):
 
     def _kernel_matrix(self, problems: pd.DataFrame, pos: np.ndarray, kidx: np.ndarray,
                        names) -> np.ndarray:
-        from baselines.features import problem_features
+        from kbench_baselines.features import problem_features
         pf = problem_features(problems).to_numpy(dtype=np.float32)
         kf = self._kernel_table(names).to_numpy(dtype=np.float32)
         X = np.empty((len(pos), pf.shape[1] + kf.shape[1]), dtype=np.float32)
@@ -473,7 +480,7 @@ class _ForestBaseline(Baseline):
         return X
 
     def _kernel_columns(self, problems: pd.DataFrame, names) -> list[str]:
-        from baselines.features import problem_features
+        from kbench_baselines.features import problem_features
         return list(problem_features(problems.head(1)).columns) + list(self._kernel_table(names).columns)
 
     # -- targets -----------------------------------------------------------------------

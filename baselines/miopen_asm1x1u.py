@@ -2,7 +2,7 @@
 
 MIOpen ships an encoder-decoder per (arch, solver) for "AI kernel tuning"
 (``gfx908_ConvAsm1x1U_{encoder,decoder,metadata}.ktn.model``, frugally-deep
-JSON, run here with :mod:`baselines.fdeep`). Read in the ROCm/MIOpen sources
+JSON, run here with :mod:`kbench_baselines.fdeep`). Read in the ROCm/MIOpen sources
 (``src/solver/conv/conv_asm_1x1u.cpp``: ``TransformFeatures``,
 ``RunParameterPredictionModel``, ``ModelApplyToken``, ``IsModelApplicable``,
 ``HeuristicInit``, ``StaticHeuristic``; ``src/conv/heuristics/ai_heuristics.cpp``:
@@ -50,9 +50,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from baselines.base import problems_of
-from baselines.seq2seq import TuningModel, prediction_frame
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import problems_of
+from kbench_baselines.seq2seq import TuningModel, prediction_frame
 
 RAW_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "miopen"
 FILES = {"encoder": "gfx908_ConvAsm1x1U_encoder.ktn.model",
@@ -133,7 +133,7 @@ class MiopenTuningNet:
     """The encoder, decoder and token decodings of MIOpen's shipped model."""
 
     def __init__(self, folder=None):
-        from baselines.fdeep import FdeepModel
+        from kbench_baselines.fdeep import FdeepModel
 
         paths = model_paths(folder)
         self.encoder = FdeepModel.load(paths["encoder"])

@@ -1,6 +1,6 @@
 """``nearest-neighbour``: copy the measured ranking of the closest training problem.
 
-Distance: Euclidean over :data:`baselines.features.DISTANCE_FEATURES`
+Distance: Euclidean over :data:`kbench_baselines.features.DISTANCE_FEATURES`
 (log-scaled sizes, shape flags, one-hot data type and layout), z-normalised on
 the training problems; the categorical columns (data type, layout, 3D) are
 weighted by ``cat_weight`` so that a neighbour of the same data type and layout
@@ -18,9 +18,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores,
-                            train_runtimes)
-from baselines.features import DISTANCE_FEATURES, Standardizer, features_for
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+    train_runtimes,
+)
+from kbench_baselines.features import DISTANCE_FEATURES, Standardizer, features_for
 
 CATEGORICAL = ("dtype_", "layout_", "is_3d")
 

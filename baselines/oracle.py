@@ -3,14 +3,14 @@
 It reads the runtimes of the problems it predicts (``uses_test_labels``), so
 it is a reference row, not a method: top-1 = 1 and LoP = 0 by construction.
 Kernels not measured for a problem follow in the training prior order
-(:class:`baselines.base.KernelSpace`).
+(:class:`kbench_baselines.base.KernelSpace`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores, runtime_matrix
+from kbench_baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores, runtime_matrix
 
 
 class Oracle(Baseline):

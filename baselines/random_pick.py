@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores
+from kbench_baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores
 
 
 class RandomBaseline(Baseline):

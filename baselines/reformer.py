@@ -7,7 +7,7 @@ A reformer of depth L is
     Γ(x) = Ξ(Γ_L(... Γ_1(Υ(x)))),
 
 * Υ: z-score normalisation of the input features with the mean and standard
-  deviation of the *training* part (:class:`baselines.features.Standardizer`;
+  deviation of the *training* part (:class:`kbench_baselines.features.Standardizer`;
   stored in the network as buffers, so the network takes raw features);
 * Γ_l: the Γ-block, width d_{l-1} -> d_l,
 
@@ -25,7 +25,7 @@ width and vocabulary (:func:`choose_gamma_width`; the count formula is
 ``fit_info["n_parameters"]`` (the leaderboard runner copies it into the
 record's ``extra``).
 
-Inputs are the shared features of :mod:`baselines.features`: every column of
+Inputs are the shared features of :mod:`kbench_baselines.features`: every column of
 ``problem_features`` except the raw sizes that have a ``log_`` twin (the
 log-scaled sizes, the one-hot categories, the shape flags, pad/stride/dilation
 and the alignment features; :func:`reformer_columns`).
@@ -126,10 +126,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, dataset_task, predictions_frame, problems_of,
-                            rank_by_scores, runtime_matrix, seen_kernels, train_runtimes)
-from baselines.features import Standardizer, features_for, problem_features
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    dataset_task,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+    runtime_matrix,
+    seen_kernels,
+    train_runtimes,
+)
+from kbench_baselines.features import Standardizer, features_for, problem_features
 
 PAPER_N_PARAMETERS = 80_978
 LABEL_KINDS = ("ratio", "onehot", "softmax")
@@ -152,7 +162,7 @@ _ID_INDEX: dict[int, tuple] = {}
 
 
 def problem_rows(dataset, ids) -> pd.DataFrame:
-    """``baselines.base.problems_of`` with the problem-id index cached per problems table."""
+    """``kbench_baselines.base.problems_of`` with the problem-id index cached per problems table."""
     problems = dataset.problems
     hit = _ID_INDEX.get(id(problems))
     if hit is None or hit[0]() is not problems:
@@ -351,13 +361,13 @@ class NumpyReformer:
         self._plan = None
 
     @classmethod
-    def from_state(cls, config: dict, state: dict[str, np.ndarray]) -> "NumpyReformer":
+    def from_state(cls, config: dict, state: dict[str, np.ndarray]) -> NumpyReformer:
         if config["kind"] != "gamma":
             raise KbenchInputError("NumpyReformer exports the Γ network only")
         f64 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float64))  # noqa: E731
         mean, std = f64(state["upsilon.mean"]), f64(state["upsilon.std"])
         blocks = []
-        for i, (w, wi) in enumerate(zip(config["widths"], config["inner"])):
+        for i, (w, _inner) in enumerate(zip(config["widths"], config["inner"])):
             p = f"blocks.{i}."
             a1, b1 = f64(state[p + "a1.weight"]), f64(state[p + "a1.bias"])
             tw, tb = f64(state[p + "t_linear.weight"]), f64(state[p + "t_linear.bias"])
@@ -527,7 +537,7 @@ class OnnxReformer:
         self._binding = None
 
     @classmethod
-    def from_numpy(cls, lean: NumpyReformer, threads: int = 1) -> "OnnxReformer":
+    def from_numpy(cls, lean: NumpyReformer, threads: int = 1) -> OnnxReformer:
         return cls(lean.to_onnx().SerializeToString(), threads)
 
     def _bind(self, n_in: int, n_out: int):

@@ -54,12 +54,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-from baselines.base import Baseline, dataset_library, kernel_directions, predictions_frame, problems_of
 # the decision list lives in the sources layer, which also writes it into each AMD dataset's
 # heuristics table (the speed-up reference); re-exported here for the baseline's users
 from kbench.sources.miopen_rules import (  # noqa: F401
-    DEFAULT_ORDER, FAMILIES, RULE_NAMES, RULES, family_members, kernel_family, rule_rankings, rules_rankings,
-    which_rule)
+    DEFAULT_ORDER,
+    FAMILIES,
+    RULE_NAMES,
+    RULES,
+    family_members,
+    kernel_family,
+    rule_rankings,
+    rules_rankings,
+    which_rule,
+)
+from kbench_baselines.base import Baseline, dataset_library, kernel_directions, predictions_frame, problems_of
+
 
 def rules_reference(dataset, ids=None) -> pd.DataFrame:
     """The ``rules`` heuristic's predictions (``problem_id, ranking``) for ``ids`` (default: all)."""

@@ -1,6 +1,6 @@
 """``seq2seq``: an encoder-decoder that translates a problem descriptor into a parameter sequence.
 
-The task (issue 7): for a tunable solver (ConvAsm1x1U) predict the tuple of
+The task: for a tunable solver (ConvAsm1x1U) predict the tuple of
 tuning parameters that won MIOpen's exhaustive tuning, one parameter per
 decoder step, and at inference keep only tuples the solver accepts. The same
 model and search serve *sequence-valued* kernel selection (``v100-tiles``:
@@ -74,17 +74,25 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from baselines.features import ENGINE_NAME, KNOB
-from baselines.base import (Baseline, as_id_index, dataset_library, join_rankings, load_safetensors,
-                            predictions_frame, problems_of, save_safetensors)
 from kbench.errors import KbenchInputError, read_json_object
+from kbench_baselines.base import (
+    Baseline,
+    as_id_index,
+    dataset_library,
+    join_rankings,
+    load_safetensors,
+    predictions_frame,
+    problems_of,
+    save_safetensors,
+)
+from kbench_baselines.features import ENGINE_NAME, KNOB
 
 SAVE_FORMAT = 1
 
@@ -147,7 +155,7 @@ class DescriptorEncoder:
         self.mean = dict(mean or {})
         self.std = dict(std or {})
 
-    def fit(self, desc: pd.DataFrame) -> "DescriptorEncoder":
+    def fit(self, desc: pd.DataFrame) -> DescriptorEncoder:
         """Vocabularies and normalisers from training descriptors; fields with one value in
         training (e.g. the filter size of a 1x1-only solver) carry nothing and are dropped."""
         varying = [c for c in desc.columns if desc[c].nunique(dropna=False) > 1]
@@ -192,7 +200,7 @@ class DescriptorEncoder:
         return {"fields": self.fields, "vocab": self.vocab, "mean": self.mean, "std": self.std}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "DescriptorEncoder":
+    def from_dict(cls, d: dict) -> DescriptorEncoder:
         return cls(d["fields"], d["vocab"], d["mean"], d["std"])
 
 
@@ -516,9 +524,9 @@ def _torch():
 
 
 def net_class():
-    """The network class, :class:`baselines._seq2seq_net.Seq2SeqNet` (imported on first use: its module
+    """The network class, :class:`kbench_baselines._seq2seq_net.Seq2SeqNet` (imported on first use: its module
     imports torch, and importing this module does not)."""
-    from baselines._seq2seq_net import Seq2SeqNet
+    from kbench_baselines._seq2seq_net import Seq2SeqNet
     return Seq2SeqNet
 
 
@@ -641,7 +649,7 @@ class TuningModel:
         pass
 
     @classmethod
-    def load(cls, path) -> "TuningModel":
+    def load(cls, path) -> TuningModel:
         path = Path(path)
         meta = path / "baseline.json"
         if not meta.exists():
@@ -818,7 +826,7 @@ class Seq2Seq(TuningModel):
                 prev = v + self.net.offsets[t]
         return np.column_stack(out)
 
-    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0, log=None) -> "Seq2Seq":
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0, log=None) -> Seq2Seq:
         tgt, prob = _tuning_problems(dataset, self.solver, train_ids)
         vprob = vidx = None
         if valid_ids is not None:
@@ -904,7 +912,7 @@ class Seq2SeqTiles(Baseline):
         self.model: Seq2Seq | None = None
 
     def supports(self, dataset) -> bool:
-        from baselines.base import dataset_task
+        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "tile-selection":
             return False
         k = getattr(dataset, "kernels", None)
@@ -1056,7 +1064,7 @@ class Seq2SeqEngines(Seq2SeqTiles):
         self.positions = tuple(params.get("positions", ()))  # () until fit reads the dataset's knob ids
 
     def supports(self, dataset) -> bool:
-        from baselines.base import dataset_task
+        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "kernel-selection" or not str(dataset_library(dataset) or "").startswith("cuDNN"):
             return False
         k = getattr(dataset, "kernels", None)

@@ -9,7 +9,7 @@ run in the direction is ranked.
 
 from __future__ import annotations
 
-from baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores
+from kbench_baselines.base import Baseline, KernelSpace, predictions_frame, problems_of, rank_by_scores
 
 LEVELS = (("direction",), ("direction", "dtype"), ("direction", "dtype", "layout"))
 

@@ -47,10 +47,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from baselines.base import join_rankings, kernel_directions, predictions_frame, problems_of
-from baselines.oracle import Oracle
-from baselines.single_best import SingleBest
-from baselines.xgb import DIRECTIONS, XGBoostMulticlass, _xgb
+from kbench_baselines.base import join_rankings, kernel_directions, predictions_frame, problems_of
+from kbench_baselines.oracle import Oracle
+from kbench_baselines.single_best import SingleBest
+from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _xgb
 
 #: longest ranking written (keeps the prediction files small; LoP@30 still defined)
 MAX_CANDIDATES = 30
@@ -117,7 +117,7 @@ class TransferMethod:
         if cls.__dict__.get("name"):
             TRANSFER_METHODS[cls.name] = cls
 
-    def fit(self, task, seed: int = 0) -> "TransferMethod":
+    def fit(self, task, seed: int = 0) -> TransferMethod:
         raise NotImplementedError
 
     def rank(self, target, problems: pd.DataFrame) -> np.ndarray:
@@ -220,7 +220,7 @@ class XGBoostFeatures:
 
     @staticmethod
     def of(dataset, ids, columns) -> np.ndarray:
-        from baselines.features import features_for
+        from kbench_baselines.features import features_for
         return features_for(dataset, ids)[columns].to_numpy(np.float32)
 
 

@@ -68,9 +68,9 @@ The model files are byte-identical copies of MIOpen's (see
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -81,7 +81,7 @@ except Exception:  # pragma: no cover - standalone use of this module
     class KbenchInputError(ValueError):
         pass
 
-from baselines.fdeep import FdeepModel
+from kbench_baselines.fdeep import FdeepModel
 
 __all__ = ["TunaNet", "TunaNetArch", "DEVICE_ARCH", "MODEL_DIR", "in_dtype", "in_layout"]
 
@@ -361,7 +361,7 @@ class TunaNet:
 
     # ----------------------------------------------------------------- fitting
     def fit(self, dataset, train_ids: Iterable[str] | None = None,
-            valid_ids: Iterable[str] | None = None) -> "TunaNet":
+            valid_ids: Iterable[str] | None = None) -> TunaNet:
         """No training (the model is MIOpen's); load the model for the dataset's device.
 
         Also reads the dataset's kernel vocabulary and the directions each
@@ -463,7 +463,7 @@ class TunaNet:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path, model_dir: str | Path | None = None) -> "TunaNet":
+    def load(cls, path: str | Path, model_dir: str | Path | None = None) -> TunaNet:
         d = json.loads(Path(path).read_text())
         if d.get("baseline") != cls.name:
             raise KbenchInputError(f"{path}: not a saved tunanet baseline")

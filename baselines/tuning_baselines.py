@@ -1,19 +1,19 @@
 """Comparison baselines for tuning-parameter prediction: per-parameter XGBoost and nearest neighbour.
 
-Both read the same descriptor fields as :mod:`baselines.seq2seq`
-(:func:`baselines.seq2seq.descriptor`: direction, dtype, n, c, k, x/y sizes,
+Both read the same descriptor fields as :mod:`kbench_baselines.seq2seq`
+(:func:`kbench_baselines.seq2seq.descriptor`: direction, dtype, n, c, k, x/y sizes,
 filter, stride, pad, plus the solver's direction-relative in/out channels and
 image size).
 
 ``xgboost-per-param``
     One multi-class XGBoost classifier per parameter on the plain numeric
-    descriptor (:func:`baselines.seq2seq.numeric_matrix`: raw values,
+    descriptor (:func:`kbench_baselines.seq2seq.numeric_matrix`: raw values,
     ``log2(1 + v)``, trailing zero bits, one-hots). Classes are the values
     seen in training; early stopping on the valid part (multi-class log
     loss). ``constrained=False`` (default): each parameter is its own argmax
     (the tuple may be invalid). ``constrained=True``: the per-parameter
     log-probabilities feed the same constrained beam search as seq2seq
-    (:func:`baselines.seq2seq.beam_search` with a table scorer), so the tuple
+    (:func:`kbench_baselines.seq2seq.beam_search` with a table scorer), so the tuple
     is the most probable valid one under independence.
 ``nearest-neighbour``
     Descriptor as ``log2(1 + v)`` of every numeric field, z-normalised on the
@@ -34,10 +34,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from baselines.base import problems_of
-from baselines.seq2seq import (CATEGORICAL_FIELDS, TableScorer, TuningModel, _tuning_problems, beam_search,
-                               descriptor, numeric_matrix, prediction_frame)
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import problems_of
+from kbench_baselines.seq2seq import (
+    CATEGORICAL_FIELDS,
+    TableScorer,
+    TuningModel,
+    _tuning_problems,
+    beam_search,
+    descriptor,
+    numeric_matrix,
+    prediction_frame,
+)
 
 UNSEEN_LOGP = np.log(1e-9)  # log-probability given to values never seen in training
 

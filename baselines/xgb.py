@@ -1,10 +1,10 @@
 """XGBoost baselines: ``xgboost`` (multi-class classifier) and ``xgboost-ranker`` (XGBRanker).
 
-Both use the features of :mod:`baselines.features`, the histogram tree method,
+Both use the features of :mod:`kbench_baselines.features`, the histogram tree method,
 early stopping on the valid part (never the test part) and ``n_jobs=2``.
 
 ``xgboost`` — multi-class over the kernel vocabulary (the better of the two on
-mi100, so it carries the plain name; see the closing note of issue 4)
+mi100, so it carries the plain name; docs/baselines.md compares them)
     One booster per direction (F, B, W); its classes are the kernels that are
     fastest for at least one training problem of that direction (no other
     kernel can be learned as a label). The label is the fastest measured
@@ -66,10 +66,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from baselines.base import (Baseline, KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores,
-                            train_runtimes)
-from baselines.features import features_for
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import (
+    Baseline,
+    KernelSpace,
+    as_id_index,
+    predictions_frame,
+    problems_of,
+    rank_by_scores,
+    train_runtimes,
+)
+from kbench_baselines.features import features_for
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 

@@ -5,7 +5,7 @@
 Runs ``kbench run --out <fresh temporary folder>`` (mi100, split random, every default
 baseline, seeds 0-4) in a subprocess and records the wall time, each method's mean
 training time per seed (from the run's records), the load average before and after, and
-the machine. The README quotes the result (``python bench/report.py``).
+the machine. The README quotes the result (``python tools/report.py``).
 """
 
 from __future__ import annotations

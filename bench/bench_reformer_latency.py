@@ -11,8 +11,8 @@ Latency ("model only"): the network on a precomputed feature vector of one
 test problem (batch 1), ``--calls`` calls cycling over test problems, p50 and
 p99 of the per-call wall time; and on a batch of 1,024 problems (``--batch-calls``
 calls), per batch and per problem. PyTorch runs the module under
-``torch.inference_mode()``; numpy runs :class:`baselines.reformer.NumpyReformer`;
-ONNX Runtime runs :class:`baselines.reformer.OnnxReformer` (the same folded
+``torch.inference_mode()``; numpy runs :class:`kbench_baselines.reformer.NumpyReformer`;
+ONNX Runtime runs :class:`kbench_baselines.reformer.OnnxReformer` (the same folded
 graph, one thread, I/O binding for batch 1).
 "End to end" is ``model.predict(ds, [problem_id])``: feature table, network
 and the ranking string, for one problem (fewer calls: pandas dominates).
@@ -129,8 +129,8 @@ def main() -> None:
     import torch
 
     import kbench
-    from baselines.base import Baseline, problems_of
-    from baselines.reformer import Reformer, TransformerBlock
+    from kbench_baselines.base import Baseline, problems_of
+    from kbench_baselines.reformer import Reformer, TransformerBlock
     torch.set_num_threads(1)
     ds = kbench.load(args.dataset)
     parts = ds.split(args.split)
@@ -174,7 +174,8 @@ def main() -> None:
                     if name == "reformer" else ["torch"])
         inference[name]["end_to_end_predict_batch1"] = {}
         for backend in backends:
-            fn = (lambda pid, b=backend, mm=m: mm.predict(ds, [pid], backend=b))
+            def fn(pid, b=backend, mm=m):
+                return mm.predict(ds, [pid], backend=b)
             inference[name]["end_to_end_predict_batch1"][backend] = percentiles_us(
                 time_calls(fn, ids, args.e2e_calls, warmup=5))
     result["inference"] = inference

@@ -53,7 +53,7 @@ def mean_saved_ms(ds, split: str, preds_path: Path) -> dict:
     ev = Evaluator(ds, split=split, part="test")
     preds, _ = read_predictions(preds_path)
     ids = ev.ids
-    from kbench.collect.verify_plan import role_plans
+    from kbench.gpu_check.plan import role_plans
     roles = role_plans(preds, ds.runtimes, ds.heuristics, ids)
     saved = roles["t_mode_a"] - roles["t_choice"]
     return {"problems": int(len(roles)), "mean_t_mode_a_ms": float(roles["t_mode_a"].mean()),
@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     ap.add_argument("--warmup", type=int, default=10)
     args = ap.parse_args(argv)
     import kbench
-    from baselines import get_baseline
+    from kbench_baselines import get_baseline
     ds = kbench.load("h100")
     parts = ds.split(args.split)
     load_before = os.getloadavg()

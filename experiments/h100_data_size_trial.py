@@ -32,7 +32,7 @@ SHARED = ROOT.parent / "shared" / "data"
 
 def provisional_h100(folder: Path):
     """Every run of raw/h100 packaged as a dataset (labels applied as kbench build-data does)."""
-    from kbench.collect.labels import label_files
+    from kbench.collect.label_retiming.apply import label_files
     from kbench.collect.package import package
     from kbench.dataset import read_dataset_folder
     raw = ROOT / "raw" / "h100"
@@ -42,8 +42,8 @@ def provisional_h100(folder: Path):
 
 
 def fit_score(ds, train, valid, seed: int) -> dict:
-    from baselines import get_baseline
     from kbench.evaluate import Evaluator
+    from kbench_baselines import get_baseline
     t0 = time.perf_counter()
     model = get_baseline("xgboost-plans-safe")
     model.progress = False

@@ -7,7 +7,7 @@ GPU, 16 host cores per GPU, 149 s per step on 1, 2 and 4 GPUs, then every GPU ti
 problem-directions); its next two calls were four-GPU collections of twelve ranks. All of it was merged
 into ``raw/h200``, so every figure below is read from there:
 
-* ``ladder``: the session's launches against its one-GPU step (:func:`kbench.collect.scaling.ladder`);
+* ``ladder``: the session's launches against its one-GPU step (:func:`kbench.collect.studies.scaling.ladder`);
 * ``by_gpus``: every three-rank launch of ``raw/h200`` grouped by its GPU count (the one-GPU
   ``nvidia-h200`` machines of sessions 14 to 19 and this host): problem-directions per minute per GPU
   and the shard cost model's expected seconds per GPU-second, over all their GPU-seconds;
@@ -50,8 +50,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench.collect import scaling  # noqa: E402
 from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.studies import scaling  # noqa: E402
 from kbench.collect.writer import load_env, load_records  # noqa: E402
 
 RAW = ROOT / "raw" / "h200"
@@ -120,7 +120,7 @@ def agreement() -> dict:
 
 
 def _launch_keys(env: pd.DataFrame, since: str, before: str | None) -> pd.Series:
-    """Each run's launch, keyed as :func:`kbench.collect.scaling.launches` keys it (the launch's first
+    """Each run's launch, keyed as :func:`kbench.collect.studies.scaling.launches` keys it (the launch's first
     run id), for the runs from ``since`` and before ``before``."""
     runs = scaling.run_starts(env[(env["run_id"] >= since) & (env["run_id"] < (before or "~"))])
     launch = scaling.launch_numbers(runs)

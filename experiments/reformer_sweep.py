@@ -7,17 +7,26 @@ per-epoch valid top-1 curve and the wall time; ``"tb": true`` sweeps transformer
 The test part is never read.
 """
 import os
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-import json, sys, time
+import json
+import sys
+import time
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import kbench
-from baselines.reformer import Reformer, TransformerBlock
+from kbench_baselines.reformer import Reformer, TransformerBlock
+
 cfg = json.loads(sys.argv[1])
 split = cfg.pop("split", "random")
 cls = TransformerBlock if cfg.pop("tb", False) else Reformer
-ds = kbench.load("mi100"); sp = ds.split(split)
-t = time.time(); m = cls(verbose=False, **cfg).fit(ds, sp["train"], sp["valid"], seed=0)
+ds = kbench.load("mi100")
+sp = ds.split(split)
+t = time.time()
+m = cls(verbose=False, **cfg).fit(ds, sp["train"], sp["valid"], seed=0)
 info = {k: v for k, v in m.fit_info.items() if k != "history"}
 info["curve"] = [round(h["valid_top1"], 4) for h in m.fit_info["history"]]
-info["cfg"] = cfg; info["split"] = split; info["wall"] = time.time() - t
+info["cfg"] = cfg
+info["split"] = split
+info["wall"] = time.time() - t
 print(json.dumps(info))

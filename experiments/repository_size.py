@@ -1,4 +1,4 @@
-"""Issue 20: what the tracked tree holds, by kind, and what lossless recompression of the raw plan tables saves.
+"""What the tracked tree holds, by kind, and what lossless recompression of the raw plan tables saves.
 
 Sums the sizes of the files ``git ls-files`` lists (those present in the checkout) by kind, and writes one
 raw plan table again with zstd level 19 and dictionary encoding for its non-float columns only, checking
@@ -31,6 +31,8 @@ KINDS = [
     ("raw/h100", lambda p: p.startswith("raw/h100/")),
     ("raw/h200", lambda p: p.startswith("raw/h200/")),
     ("bench/results", lambda p: p.startswith("bench/results/")),
+    ("experiments/results", lambda p: p.startswith("experiments/results/")),
+    ("tools/results", lambda p: p.startswith("tools/results/")),
     ("code, tests, docs, data cards", lambda p: True),
 ]
 

@@ -70,8 +70,8 @@ def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
     import kbench
-    from baselines import get_baseline
     from kbench.evaluate import Evaluator
+    from kbench_baselines import get_baseline
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="mi100")

@@ -11,7 +11,7 @@ Two yardsticks, both from raw folders in the repository:
   of ``raw/h100`` against ``raw/h100/repeats/retest-20261124``, another lease): per-plan
   ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
   ``kbench collect compare``);
-* *within runs*: ``python -m kbench.collect.scaling phases raw/h100 --before 20261127T022943-5e36b3`` per group of runs: the best plan
+* *within runs*: ``python -m kbench.collect.studies.scaling phases raw/h100 --before 20261127T022943-5e36b3`` per group of runs: the best plan
   re-timed at its problem's end, the verification pass's second reading, how often a third was needed;
 * *throughput per launch* of the runs since the verification pass (runs 16 on), from the journal's
   problem start times (so a launch stopped before its end record counts too): problem-directions per
@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kbench import repeatability as R  # noqa: E402
-from kbench.collect import retest, scaling  # noqa: E402
 from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.studies import retest, scaling  # noqa: E402
 from kbench.collect.writer import load_env, load_records, read_journal  # noqa: E402
 
 

@@ -19,8 +19,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench.collect.verify_on_gpu import read_raw  # noqa: E402
-from kbench.collect.verify_score import measured_times, role_times  # noqa: E402
+from kbench.gpu_check.command import read_raw  # noqa: E402
+from kbench.gpu_check.score import measured_times, role_times  # noqa: E402
 
 
 def interval(log_ratio: np.ndarray, rng: np.random.Generator, n_boot: int = 10_000) -> dict:

@@ -34,11 +34,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines import get_baseline  # noqa: E402
-from baselines.base import as_id_index, predictions_frame  # noqa: E402
-from baselines.features import DISTANCE_FEATURES, Standardizer, features_for  # noqa: E402
-from baselines.nearest_neighbour import CATEGORICAL  # noqa: E402
-from baselines.xgb_plans import rank_rows  # noqa: E402
+from kbench_baselines import get_baseline  # noqa: E402
+from kbench_baselines.base import as_id_index, predictions_frame  # noqa: E402
+from kbench_baselines.features import DISTANCE_FEATURES, Standardizer, features_for  # noqa: E402
+from kbench_baselines.nearest_neighbour import CATEGORICAL  # noqa: E402
+from kbench_baselines.xgb_plans import rank_rows  # noqa: E402
 
 OUT = ROOT / "experiments" / "results" / "xgboost_plans_neighbour_trial.json"
 NN_COLUMNS = ["nn_lr_mean", "nn_lr_min", "nn_lr_first", "nn_cover", "nn_best"]
@@ -92,6 +92,7 @@ def neighbour_features(ds, train: pd.Index, rows: pd.DataFrame, nb: pd.DataFrame
 
 def fit_score(ds, helper, xtr, ytr, xva, yva, rva, ids_va, seed, names):
     import xgboost as xgb
+
     from kbench.evaluate import Evaluator
     params = helper.xgb_params(seed)
     params.update(objective="reg:squarederror", eval_metric="rmse")

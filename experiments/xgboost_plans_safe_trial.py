@@ -46,10 +46,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines import get_baseline  # noqa: E402
-from baselines.base import predictions_frame  # noqa: E402
-from baselines.features import problem_features  # noqa: E402
-from baselines.xgb_plans import XGBoostPlans, heuristic_features, rank_rows, safe_scores  # noqa: E402
+from kbench_baselines import get_baseline  # noqa: E402
+from kbench_baselines.base import predictions_frame  # noqa: E402
+from kbench_baselines.features import problem_features  # noqa: E402
+from kbench_baselines.xgb_plans import XGBoostPlans, heuristic_features, rank_rows, safe_scores  # noqa: E402
 
 OUT = ROOT / "experiments" / "results" / "xgboost_plans_safe_trial.json"
 CACHE = Path("/tmp/xgb_plans_safe_cache")

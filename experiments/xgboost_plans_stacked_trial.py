@@ -26,9 +26,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines import get_baseline  # noqa: E402
-from baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
-from baselines.xgb_plans import rank_rows  # noqa: E402
+from kbench_baselines import get_baseline  # noqa: E402
+from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
+from kbench_baselines.xgb_plans import rank_rows  # noqa: E402
 
 OUT = ROOT / "experiments" / "results" / "xgboost_plans_safe_trial.json"
 CACHE = Path("/tmp/xgb_plans_safe_cache")
@@ -49,12 +49,13 @@ def relative_features(rows: pd.DataFrame, score: np.ndarray) -> pd.DataFrame:
 
 def main(seed: int = 0) -> None:
     import xgboost as xgb
+
     import kbench
     from kbench.evaluate import Evaluator
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     ds = kbench.load("h100")
     parts = ds.split("random")
-    train, valid = as_id_index(parts["train"]), as_id_index(parts["valid"])
+    train = as_id_index(parts["train"])
     fold_of = np.random.default_rng(seed).integers(0, N_FOLDS, len(train))
     oof = []
     for f in range(N_FOLDS):

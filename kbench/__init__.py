@@ -7,8 +7,8 @@
 """
 
 from kbench.dataset import Dataset, list_datasets, load
-from kbench.version import __version__
 from kbench.transfer_task import Transfer, transfer
+from kbench.version import __version__
 
 
 def __getattr__(name):

@@ -13,10 +13,23 @@ import pandas as pd
 
 # the folder format lives in kbench.dataset_files; re-exported for build's callers
 from kbench.dataset_files import (  # noqa: F401
-    DATASET_VERSION, PACKAGE_DATA, REPO_ROOT, SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes,
-    write_dataset, write_table)
+    DATASET_VERSION,
+    PACKAGE_DATA,
+    REPO_ROOT,
+    SCHEMA_VERSION,
+    TABLE_ORDER,
+    sha256_file,
+    split_sizes,
+    write_dataset,
+    write_table,
+)
 from kbench.errors import KbenchInputError
 from kbench.registry import DATASETS, DatasetSpec
+from kbench.sources.miopen import convert_finddb
+from kbench.sources.miopen_rules import rules_heuristics
+from kbench.sources.mituna import read_network_layers
+from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
+from kbench.tuning.dataset import convert_perfdb
 
 CENSORING_RULES = {
     "finddb-top4": (
@@ -54,7 +67,7 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         # rendered here and shipped beside the tables as card.md.
         # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
         # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
-        from kbench.collect.labels import label_files
+        from kbench.collect.label_retiming.apply import label_files
         raw = REPO_ROOT / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         align = None
@@ -75,7 +88,6 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
 
 def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
     """Convert one MIOpen perf-db (tuned parameters) into ``out_root/<name>``."""
-    from kbench.tuning.dataset import convert_perfdb
 
     spec = DATASETS[name]
     path = Path(raw_root) / spec.raw_file
@@ -89,10 +101,6 @@ def build_tuning_dataset(name: str, raw_root: str | Path, out_root: str | Path =
 
 def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAGE_DATA) -> dict:
     """Convert one MIOpen find-db into ``out_root/<name>``; returns the manifest."""
-    from kbench.sources.miopen import convert_finddb
-    from kbench.sources.miopen_rules import rules_heuristics
-    from kbench.sources.mituna import read_network_layers
-    from kbench.splits import assign_networks_split, assign_random_split, network_geometry_match
 
     spec = DATASETS[name]
     raw_root = Path(raw_root)

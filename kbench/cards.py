@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.dataset import read_dataset_folder
 from kbench.dataset_files import PACKAGE_DATA
 
 
@@ -155,7 +156,7 @@ def render_card(ds, data_prefix: str = "") -> str:
     if ds.task == "tuning":
         return render_tuning_card(ds, data_prefix)
     if ds.task == "tile-selection":
-        from kbench.sources.cnnopt import render_data_card
+        from kbench.sources.cnnopt_card import render_data_card
         body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
         return _yaml_front_matter(ds, data_prefix) + "\n" + body
     return _finddb_card(ds, data_prefix)
@@ -318,7 +319,6 @@ def _finddb_card(ds, data_prefix: str) -> str:
 
 
 def write_card(name: str, out_dir: Path, data_root: Path = PACKAGE_DATA) -> Path:
-    from kbench.dataset import read_dataset_folder
     ds = read_dataset_folder(Path(data_root) / name, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.md"

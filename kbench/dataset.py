@@ -115,7 +115,7 @@ class Dataset:
         return {part: ids[col == part] for part in ("train", "valid", "test")}
 
     # -- derived views ----------------------------------------------------------
-    def subset(self, problem_ids) -> "Dataset":
+    def subset(self, problem_ids) -> Dataset:
         """A dataset restricted to ``problem_ids`` (every table filtered by id)."""
         keep = pd.Index(problem_ids)
         tables = {}
@@ -124,7 +124,7 @@ class Dataset:
                 if "problem_id" in table else table
         return Dataset(self.name, tables, self.manifest, self.path)
 
-    def align(self, other: "Dataset | str") -> tuple["Dataset", "Dataset"]:
+    def align(self, other: Dataset | str) -> tuple[Dataset, Dataset]:
         """The problems and kernels two devices share: train on one GPU, test on the other.
 
         >>> a, b = kbench.load("mi100").align("mi250x")   # doctest: +SKIP

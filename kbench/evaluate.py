@@ -15,11 +15,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.version import __version__
 from kbench.errors import KbenchInputError, suggest
-from kbench.metrics import (DEEPEST, LOP_AT, TOP_K, ScoringTable, build_scoring_table, lean_rows,
-                            score_rankings, summarize)
+from kbench.metrics import (
+    DEEPEST,
+    LOP_AT,
+    TOP_K,
+    ScoringTable,
+    build_scoring_table,
+    lean_rows,
+    score_rankings,
+    summarize,
+)
 from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef
+from kbench.version import __version__
 
 EXPECTED_FORMAT = """\
 Predictions: a CSV file (or a pandas DataFrame) with a header row, comma-separated,

@@ -31,13 +31,30 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from kbench.version import __version__
 from kbench.dataset_files import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
 from kbench.errors import KbenchError, KbenchInputError
+
 # the download half (and the names both halves share) lives in kbench.hub_download
 from kbench.hub_download import (  # noqa: F401
-    DATA_DIR, HUB_FORMAT, KBENCH_MANIFEST, LOGIN_HELP, READ_LOGIN_HELP, REPO_TYPE, HubError, _endpoint, _env_true,
-    _hf, _hub_failure, _network_errors, _offline, check_repo_id, download_from_hub, hub_cache_dir, kbench_cache_dir)
+    DATA_DIR,
+    HUB_FORMAT,
+    KBENCH_MANIFEST,
+    LOGIN_HELP,
+    READ_LOGIN_HELP,
+    REPO_TYPE,
+    HubError,
+    _endpoint,
+    _env_true,
+    _hf,
+    _hub_failure,
+    _network_errors,
+    _offline,
+    check_repo_id,
+    download_from_hub,
+    hub_cache_dir,
+    kbench_cache_dir,
+)
+from kbench.version import __version__
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

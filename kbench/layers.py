@@ -4,7 +4,7 @@ This table is the one definition of the architecture: ``tests/test_architecture.
 every import against it (module-level and function-level), and ``docs/architecture.md``
 explains it. A module belongs to the layer of the longest prefix below that matches its
 name. Besides the layer order, the test requires: no import cycles, no core module
-(anything under ``kbench``) importing ``baselines``, and no module importing the
+(anything under ``kbench``) importing ``kbench_baselines``, and no module importing the
 ``__init__`` of a package it belongs to (import from the module that defines the name).
 
 ``python tests/test_architecture.py [ROOT]`` prints the import graph's cycles and upward edges.
@@ -17,25 +17,24 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("foundation", "errors and the version: imported by everything, import nothing of kbench",
      ("kbench.errors", "kbench.version")),
     ("sources", "raw files and measurements -> tables: problem keys, split assignment, the find-db, "
-                "perf-db and PACT converters, the cuDNN collector and its packager, and the dataset "
-                "folder format they write",
+                "perf-db and PACT converters, the cuDNN collector (measurement, its studies of the "
+                "measurement, the label re-timing rounds) and its packager, and the dataset folder "
+                "format they write",
      ("kbench.problem", "kbench.splits", "kbench.dataset_files", "kbench.sources",
-      "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset",
-      "kbench.collect.writer", "kbench.collect.lock", "kbench.collect.gpu_turn", "kbench.collect.shard",
-      "kbench.collect.merge", "kbench.collect.travel",
-      "kbench.collect.scaling", "kbench.collect.verify", "kbench.repeatability", "kbench.collect.notes_cache",
-      "kbench.collect.strides", "kbench.collect.cudnn", "kbench.collect.validate_timing",
-      "kbench.collect.card", "kbench.collect.labels", "kbench.collect.package")),
+      "kbench.tuning.grammar", "kbench.tuning.perfdb", "kbench.tuning.dataset", "kbench.repeatability",
+      "kbench.collect", "kbench.collect.studies", "kbench.collect.label_retiming")),
     ("data model", "the registry, building and loading datasets (local or from the Hub), data cards",
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
      ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.evaluate", "kbench.tuning")),
     ("baselines", "the reference methods, one module each, behind one interface",
-     ("baselines",)),
-    ("application", "what users run: the CLI, the leaderboard (runner, submit, site), publishing to "
-                    "the Hub, the collector's command line, and the package facade ``kbench``",
-     ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.collect", "kbench.cli")),
+     ("kbench_baselines",)),
+    ("application", "what users run: the CLI, the leaderboard (runner, submit, site, rescore), publishing "
+                    "to the Hub, re-timing an entry on the GPU, label re-timing of a shipped dataset, "
+                    "``python -m kbench.collect``, and the package facade ``kbench``",
+     ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.cli", "kbench.gpu_check",
+      "kbench.collect.__main__", "kbench.collect.label_retiming.shipped")),
 ]
 
 LAYER_NAMES = [name for name, _, _ in LAYERS]

@@ -62,6 +62,7 @@ def test_corrupt_file_is_detected(copy_of_mi300x):
         read_dataset_folder(copy_of_mi300x)
 
 
+@pytest.mark.slow
 def test_align_shares_problems_and_kernels():
     a, b = kbench.load("mi210").align("mi250x")
     assert len(a.problems) == len(b.problems) > 1000
@@ -86,6 +87,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "kbench.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_datasets_and_info():
     r = run_cli("datasets")
     assert r.returncode == 0 and "mi100" in r.stdout
@@ -111,10 +113,52 @@ def test_data_card_numbers_come_from_the_data(mi100):
 
 
 def test_readme_dataset_table_matches_the_shipped_manifests():
-    # the table is generated (python bench/report.py); a rebuilt dataset must not leave it stale
+    # the table is generated (python tools/report.py); a rebuilt dataset must not leave it stale
     from pathlib import Path
 
     from kbench.dataset import datasets_markdown
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     table = readme.split("<!-- datasets:start -->\n", 1)[1].split("\n<!-- datasets:end -->", 1)[0]
-    assert table == datasets_markdown(), "README dataset table is stale: run `python bench/report.py`"
+    assert table == datasets_markdown(), "README dataset table is stale: run `python tools/report.py`"
+
+
+def test_readme_scoring_rules_are_the_explain_text():
+    """The README's scoring rules are generated from EXPECTED_FORMAT (``kbench evaluate --explain``):
+    one source for both, so they cannot disagree."""
+    import importlib.util
+    from pathlib import Path
+
+    from kbench.evaluate import EXPECTED_FORMAT
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("report", root / "tools" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    readme = (root / "README.md").read_text()
+    block = readme.split(report.SCORING_START + "\n", 1)[1].split("\n" + report.SCORING_END, 1)[0]
+    assert block == report.scoring_rules_markdown(EXPECTED_FORMAT), \
+        "README scoring rules are stale: run `python tools/report.py`"
+    # every rule of the explain text is in the README, word for word (whitespace aside)
+    rules = EXPECTED_FORMAT.split("\nScoring rules\n", 1)[1]
+    assert " ".join(rules.split()) == " ".join(block.split())
+
+
+def test_scoring_rules_markdown_on_a_hand_made_text():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "report", Path(__file__).resolve().parents[1] / "tools" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    text = "Head\n\nScoring rules\n  1. First rule,\n     continued.\n  2. Second.\n  A closing\n  note.\n"
+    assert report.scoring_rules_markdown(text) == "1. First rule, continued.\n2. Second.\n\nA closing note."
+
+
+def test_readme_first_screens_are_the_newcomer_path():
+    """Install, load, evaluate, datasets, leaderboard: the README's first 100 lines hold no collector
+    internals (throughputs, ranks per GPU, agreement figures); docs/collect_scale_out.md does."""
+    import re
+    from pathlib import Path
+
+    head = "\n".join((Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()[:100])
+    assert not re.search(r"per minute|ln ratio|ranks-per-gpu|ranks per GPU|cores ladder|bootstrap", head)

@@ -65,6 +65,7 @@ def test_hand_computed_metrics():
     assert "lower bound" in " ".join(r.bounds.values())
 
 
+@pytest.mark.slow
 def test_oracle_scores_perfectly(mi100):
     ev = Evaluator(mi100, reference=None)
     rt = mi100.runtimes[mi100.runtimes.problem_id.isin(ev.ids)]

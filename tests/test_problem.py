@@ -91,6 +91,7 @@ def problems(draw):
     return row
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(problems(), min_size=1, max_size=20))
 def test_round_trip_key_parse_serialise(rows):

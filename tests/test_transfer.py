@@ -110,11 +110,12 @@ def test_drop_leaking_removes_every_held_out_geometry(data):
     assert kept == expected
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name: str) -> Dataset:
     return kbench.load(name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source,target", PAIRS)
 def test_real_pairs_never_train_on_a_target_held_out_problem_or_geometry(source, target):
     """Exhaustive over every problem of the shipped pairs (problem ids are shared across devices)."""
@@ -169,7 +170,7 @@ def _hand_pair(mi300x):
 
 
 def test_source_oracle_zero_shot_by_hand(mi300x):
-    from baselines.transfer import get_transfer_method
+    from kbench_baselines.transfer import get_transfer_method
     src, tgt = _hand_pair(mi300x)
     task = Transfer(src, tgt, k=0)
     method = get_transfer_method("source-oracle").fit(task)
@@ -184,7 +185,7 @@ def test_source_oracle_zero_shot_by_hand(mi300x):
 
 
 def test_rankings_are_put_in_the_target_vocabulary(mi300x):
-    from baselines.transfer import target_rankings
+    from kbench_baselines.transfer import target_rankings
     src, tgt = _hand_pair(mi300x)
     problems = tgt.problems.head(2)
     # Z: a source kernel the target lacks (dropped); B never ranked by the model (appended)
@@ -237,7 +238,8 @@ def test_finetuning_moves_a_many_class_model_towards_its_shots():
     leaf weight 0 and nothing changes: what happened on h100 -> h200 before the fix."""
     import numpy as np
     import xgboost as xgb
-    from baselines.transfer import FINETUNE_ROUNDS, finetune_params
+
+    from kbench_baselines.transfer import FINETUNE_ROUNDS, finetune_params
     rng = np.random.default_rng(0)
     n_class = 400
     x, y = rng.normal(size=(2000, 4)).astype(np.float32), rng.integers(0, n_class, 2000)

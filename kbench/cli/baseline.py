@@ -37,7 +37,7 @@ SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP me
 
 def _registry():
     try:
-        from baselines.base import BASELINES, UNAVAILABLE, discover
+        from kbench_baselines.base import BASELINES, UNAVAILABLE, discover
     except ImportError as exc:
         raise KbenchInputError(f"the baselines package cannot be imported ({exc}); install kbench with its "
                                "baselines: pip install -e '.[baselines]'") from exc
@@ -74,7 +74,7 @@ def _with_params(cls: type, params: dict) -> type:
 
 # ----------------------------------------------------------------------------- list
 def cmd_list(args) -> int:
-    from baselines.base import registered_datasets
+    from kbench_baselines.base import registered_datasets
     reg, unavailable = _registry()
     metas = registered_datasets()
     rows = []
@@ -97,7 +97,7 @@ def cmd_list(args) -> int:
     from kbench.cli.console import _console, print_frame
     print_frame(pd.DataFrame(rows), title="kbench baselines (datasets: which registered datasets each supports)")
     for mod, err in unavailable.items():
-        _console().print(f"[yellow]module baselines.{mod} cannot be imported:[/yellow] {err}")
+        _console().print(f"[yellow]module kbench_baselines.{mod} cannot be imported:[/yellow] {err}")
     return 0
 
 

@@ -64,14 +64,14 @@ def _add_cudnn_parser(sub) -> None:
                         "probes said of the same engine (kbench.collect.notes_cache)")
     c.add_argument("--kernel-cache", action="store_true",
                    help="experimental: dynamic-shape graphs sharing cuDNN's kernel cache (fewer runtime "
-                        "compilations; kbench.collect.kernel_cache_check compares it with the default before "
+                        "compilations; tools/collect/kernel_cache_check.py compares it with the default before "
                         "a dataset may use it; recorded in env.jsonl). Not usable on the H100 with cuDNN 9.19: "
                         "most backward problems get no plan (docs/collect_scale_out.md)")
     c.add_argument("--no-torch-choice", action="store_true", help="skip recording PyTorch's choice")
     c.add_argument("--no-precise", action="store_true", help="coarse timing only")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="re-time each problem's front-runners in a fresh order before keeping the label "
-                        "(default on; kbench.collect.verify)")
+                        "(default on; kbench.collect.label_retiming.front_runners)")
     c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
                    help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
@@ -195,8 +195,8 @@ def _add_verify_labels_parser(sub) -> None:
 
 def _add_verify_on_gpu_parser(subparsers) -> None:
     """``kbench verify-on-gpu`` (top level, not under ``collect``): its arguments belong to
-    :mod:`kbench.collect.verify_on_gpu`."""
-    from kbench.collect import verify_on_gpu
+    :mod:`kbench.gpu_check.command`."""
+    from kbench.gpu_check import command as verify_on_gpu
     v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
                               "and the oracle's on the GPU", description=verify_on_gpu.__doc__.split("\n\n")[0])
     verify_on_gpu.add_arguments(v)
@@ -227,6 +227,7 @@ def cmd_cudnn(args) -> int:
             raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
         opts.verify_band = args.verify_band
     import os
+
     from kbench.collect.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
     device = select_gpu(launch, os.environ, ranks_per_gpu=args.ranks_per_gpu)  # before anything initialises CUDA
@@ -266,7 +267,7 @@ def cmd_travel_copy(args) -> int:
 
 
 def cmd_sample(args) -> int:
-    from kbench.collect.sample import write_sample
+    from kbench.collect.studies.sample import write_sample
     from kbench.dataset import load
     part = None if args.part == "all" else args.part
     counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
@@ -275,7 +276,7 @@ def cmd_sample(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from kbench.collect import retest
+    from kbench.collect.studies import retest
     m = retest.compare(args.raw_a, args.raw_b, args.variant)
     if not len(m):
         from kbench.errors import KbenchInputError
@@ -287,7 +288,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_verify_labels(args) -> int:
-    from kbench.collect import verify_labels as VL
+    from kbench.collect.label_retiming import shipped as VL
     from kbench.errors import KbenchInputError
     _check_positive(args.limit, "--limit")
     _check_positive(args.time_budget, "--time-budget")
@@ -327,6 +328,7 @@ def cmd_package(args) -> int:
 def main(argv=None) -> int:
     """Stand-alone entry (``python -m kbench.collect``) with the same exit codes as ``kbench``."""
     import sys
+
     from kbench.errors import KbenchError
     parser = argparse.ArgumentParser(prog="python -m kbench.collect")
     sub = parser.add_subparsers(dest="command")

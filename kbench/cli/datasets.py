@@ -59,8 +59,8 @@ def cmd_info(args) -> int:
 def cmd_build_data(args) -> int:
     from kbench.build import PACKAGE_DATA, build_dataset
     from kbench.cards import write_card
-    from kbench.registry import DATASETS, resolve_name
     from kbench.errors import KbenchInputError, suggest
+    from kbench.registry import DATASETS, resolve_name
     names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     out_root = Path(args.out) if args.out else PACKAGE_DATA
     for name in names:

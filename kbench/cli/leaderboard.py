@@ -82,6 +82,11 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_rescore(args) -> int:
+    from kbench.leaderboard.rescore_entries import run
+    return run(args)
+
+
 def cmd_validate(args) -> int:
     from kbench.leaderboard.schema import validate_tree
     summary = validate_tree(Path(args.leaderboard), check_data=not args.no_data)
@@ -161,6 +166,22 @@ def register_cli(sub) -> None:
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
     p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets")
     p.set_defaults(func=cmd_validate)
+
+    p = lsub.add_parser("rescore", help="re-score entries from their predictions with the current scoring",
+                        description="Re-score leaderboard entries from their predictions with the current "
+                        "Evaluator (kbench.leaderboard.rescore_entries describes the modes).")
+    p.add_argument("datasets", nargs="*")
+    p.add_argument("--results", default="results")
+    p.add_argument("--leaderboard", default="leaderboard")
+    p.add_argument("--check", action="store_true", help="re-score every entry's predictions file, write nothing")
+    p.add_argument("--extra-root", action="append", default=[], help="another folder of entries to check")
+    p.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
+    p.add_argument("--lean", action="store_true",
+                   help="rewrite every entry's ranking predictions file lean, updating its record's sha256")
+    p.add_argument("--relabel", default=None, metavar="DATASET",
+                   help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
+    p.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
+    p.set_defaults(func=cmd_rescore)
 
     p = lsub.add_parser("schema", help="print the JSON Schemas, or write / check the shipped ones")
     p.add_argument("which", nargs="?", default="result", choices=["result", "submission"])

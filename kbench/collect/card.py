@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect import cudnn as C
-from kbench.collect import verify as V
+from kbench.collect.label_retiming import front_runners as V
 from kbench.collect.strides import UNRECORDED_CONVENTION
 
-# The size the first published version of a collected dataset must reach (issue 8: "at least
-# 5,000 problem-directions with every plan timed"); below it the card says it is a draft.
+# The size the first published version of a collected dataset must reach ("at least 5,000
+# problem-directions with every plan timed"); below it the card says it is a draft.
 FIRST_VERSION_PROBLEM_DIRECTIONS = 5000
 
 
@@ -88,7 +88,7 @@ def noise(plans: pd.DataFrame) -> dict:
 
 def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> str:
     """How the labels (each problem's fastest plan) were timed, and what the verification pass did."""
-    from kbench.collect.verify import label_checks
+    from kbench.collect.label_retiming.front_runners import label_checks
     rt = tables["runtimes"].rename(columns={"problem_id": "key", "kernel": "plan"})
     c = label_checks(rt, plans)
     n = c["problems"]
@@ -155,7 +155,7 @@ def repeats_section(tables: dict) -> str:
 
 
 def validation(raws) -> str:
-    from kbench.collect import validate_timing as V
+    from kbench.collect.studies import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation"
         if (v / "ncu.csv").exists() and (v / "measure.json").exists():
@@ -193,7 +193,7 @@ def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
 
 
 def protocol_line(problems: pd.DataFrame | None) -> str:
-    """Which shipped runs used the collector before issue 16's fix: their problems have no
+    """Which shipped runs used the collector before the run-to-run outlier fix: their problems have no
     verification pass of their own (``verify_passes`` empty), so their labels were re-timed later."""
     since = "the Labels section says how their labels were re-timed\nsince (`kbench collect verify-labels`)."
     per_run = (problems.groupby("run_id")["verify_passes"].apply(lambda v: bool(v.isna().all()))
@@ -208,15 +208,15 @@ def protocol_line(problems: pd.DataFrame | None) -> str:
 
 def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None,
                     problems: pd.DataFrame | None = None) -> str:
-    """Issue 16's diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
-    from kbench.collect import validate_timing as V
+    """The diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
+    from kbench.collect.studies import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation" / "issue16"
         if not (v / "old").exists():
             continue
         d = V.diagnosis(v)
         f = d["first"]
-        us = lambda col: f[col] * 1e3  # noqa: E731
+        us = lambda col: f[col] * 1e3  # noqa: E731, B023 (used within this iteration)
         first = pd.DataFrame({"module loading": f["module loading"], "plan": f["plan"],
                               "first execution µs": us("first_ms"), "second, launched alone µs": us("second_ms"),
                               "one replay of 1, no spin µs": us("k1_nospin_ms"),
@@ -227,7 +227,7 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
         ph = d["phases"].rename(index=lambda c: c.removeprefix("t_").removesuffix("_s"))
         return (
             "The re-run of issue 16 found shipped winners 5-7x slower when measured again. Traced on an H100\n"
-            "(`raw/h100/validation/issue16`, `python -m kbench.collect.validate_timing outliers`), two effects\n"
+            "(`raw/h100/validation/issue16`, `python -m kbench.collect.studies.validate_timing outliers`), two effects\n"
             "combine:\n\n"
             "1. **The first execution of a plan is slow** (cuDNN's set-up of the plan on first use; it stays\n"
             "   with `CUDA_MODULE_LOADING=EAGER`, so it is not CUDA's lazy module loading). The collector chose\n"
@@ -444,7 +444,7 @@ def _phase_table(ok: pd.DataFrame) -> pd.DataFrame:
 
 def runs_section(problems: pd.DataFrame, env: pd.DataFrame, ok: pd.DataFrame) -> str:
     """The runs table, the throughput (GPU-seconds where ranks shared a GPU) and the time per phase."""
-    from kbench.collect.scaling import gpu_seconds, run_starts
+    from kbench.collect.studies.scaling import gpu_seconds, run_starts
     sharing = run_starts(env).set_index("run_id")
     runs = _runs_table(problems, env, sharing)
     shared_runs = bool((runs["ranks per GPU"] > 1).any())
@@ -535,7 +535,7 @@ def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
   buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
 * Clocks are never set; the GPU is kept busy for 2 s before the first problem of a run.
 * Verification (runs with `verified_ms` in their plan records): the front-runners are timed again in a
-  fresh seeded order, a third time where the readings disagree (`kbench.collect.verify`).
+  fresh seeded order, a third time where the readings disagree (`kbench.collect.label_retiming.front_runners`).
 * `runtimes.time_ms` is the verification's label time where it ran (`timing = verified`: the median
   of the readings), else the precise median where a plan was re-timed (`timing = precise`), else the
   coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,

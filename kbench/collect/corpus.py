@@ -12,7 +12,7 @@ collection time, ``--directions``):
   (ResNet, ResNeXt, Wide ResNet, RegNet, MobileNet v2/v3, EfficientNet v1/v2,
   ConvNeXt, DenseNet, Inception v3, GoogLeNet, VGG, ShuffleNet, MNASNet,
   SqueezeNet, AlexNet; grouped and depthwise layers included), traced by
-  :mod:`kbench.collect.trace_torchvision` into ``torchvision_layers.csv``, at
+  :mod:`tools/collect/trace_torchvision.py` into ``torchvision_layers.csv``, at
   batch sizes :data:`TORCHVISION_BATCHES`.
 * ``random``: geometries drawn from ranges such tuning corpora use (channels
   1..2048 log-uniform, mostly multiples of 8; spatial 7..256; filters 1x1 to
@@ -80,7 +80,7 @@ def torchvision_geometries(path: str | Path = TORCHVISION_LAYERS,
     path = Path(path)
     if not path.exists():
         raise KbenchInputError(f"{path}: traced torchvision layer list not found "
-                               "(make it with python -m kbench.collect.trace_torchvision).")
+                               "(make it with python tools/collect/trace_torchvision.py).")
     layers = pd.read_csv(path)
     rows = []
     for n in batches:

@@ -39,7 +39,7 @@ collector
    are then re-timed precisely (:data:`PRECISE_ROUNDS` rounds of
    :data:`PRECISE_REPLAYS` replays, the plans taking turns so that clock drift
    is shared), and the best plan once more at the end (``repeat_ms``, the noise
-   check). Then the verification pass (:mod:`kbench.collect.verify`, ``--no-verify``
+   check). Then the verification pass (:mod:`kbench.collect.label_retiming.front_runners`, ``--no-verify``
    skips it) re-times the front-runners in a fresh interleaved order, a third
    time where the two readings disagree, and stores ``first_ms``, ``verify_ms``,
    ``verify2_ms``, ``verified`` and the label time ``verified_ms`` per plan and
@@ -69,10 +69,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import signal
-import subprocess
 import sys
 import time
 import zlib
@@ -82,6 +79,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.environment import _Nvml, environment, host_cpu, nvidia_smi  # noqa: F401  (host_cpu: this module's API)
 from kbench.collect.strides import STRIDE_CONVENTIONS, tensor_strides
 from kbench.errors import KbenchInputError
 
@@ -311,8 +309,8 @@ def launch_bound_mask(plans: pd.DataFrame) -> pd.Series:
 def inconsistent_with_warm(coarse_ms: float, warm_exec_ms: float) -> bool:
     """True when replays of k executions took longer per execution than ``WARM_CONSISTENCY`` times
     one spin-protected execution: back-to-back executions are never slower than one alone, so the
-    replays timed something else (issue 16: a k=1 replay that timed 0.49 ms of host latency for a
-    26 us kernel)."""
+    replays timed something else (the run-to-run outlier study, data card: a k=1 replay that timed
+    0.49 ms of host latency for a 26 us kernel)."""
     if coarse_ms is None or warm_exec_ms is None or not (warm_exec_ms > 0):
         return False
     return bool(coarse_ms > WARM_CONSISTENCY * warm_exec_ms)
@@ -406,103 +404,13 @@ def match_torch(torch_kernels: list[str], plan_kernels: dict[str, list[str]]) ->
     return [p for p, ks in plan_kernels.items() if ks == core]
 
 
-# ---------------------------------------------------------------------------- environment
-SMI_FIELDS = ["name", "driver_version", "pci.bus_id", "clocks.sm", "clocks.mem", "clocks.max.sm",
-              "clocks.max.mem", "temperature.gpu", "power.draw", "power.limit", "pstate",
-              "clocks_event_reasons.active", "memory.total", "persistence_mode", "compute_mode"]
-
-
-def nvidia_smi() -> dict:
-    try:
-        # the GPU this process times (set by kbench.collect.shard.select_gpu under torchrun), else the first
-        device = ["-i", os.environ["KBENCH_NVML_DEVICE"]] if os.environ.get("KBENCH_NVML_DEVICE") else []
-        out = subprocess.run(["nvidia-smi", *device, f"--query-gpu={','.join(SMI_FIELDS)}",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=30)
-        vals = [v.strip() for v in out.stdout.strip().splitlines()[0].split(",")]
-        return {f"smi_{k.replace('.', '_')}": v for k, v in zip(SMI_FIELDS, vals)}
-    except Exception as exc:  # noqa: BLE001
-        return {"smi_error": str(exc)[:300]}
-
-
-def environment(torch, cudnn_fe) -> dict:
-    props = torch.cuda.get_device_properties(0)
-    env = {
-        "gpu": torch.cuda.get_device_name(0),
-        "sm_count": props.multi_processor_count,
-        "cc": f"{props.major}.{props.minor}",
-        "gpu_memory_bytes": int(props.total_memory),
-        "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "torch_cudnn": torch.backends.cudnn.version(),
-        "cudnn_backend": cudnn_fe.backend_version_string() if cudnn_fe else None,
-        "cudnn_frontend": getattr(cudnn_fe, "__version__", None),
-        "python": platform.python_version(),
-        "host": platform.node(),
-        "torch_allow_tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
-        "env_NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
-        "env_CUDNN_FRONTEND_ENABLE_FROST_ENGINES": os.environ.get("CUDNN_FRONTEND_ENABLE_FROST_ENGINES"),
-    }
-    env.update(host_cpu())
-    env.update(nvidia_smi())
-    return env
-
-
-def host_cpu(cpuinfo: str = "/proc/cpuinfo") -> dict:
-    """The host CPU: model name, logical CPUs usable by this process, 1-minute load average.
-
-    Building plans, heuristic queries and note probes run on the host, so a run's
-    throughput depends on it; recording it lets runs on different hosts be told apart."""
-    out: dict = {"cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    out["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError as exc:
-        out["cpu_error"] = str(exc)[:200]
-    try:
-        out["load_1min"] = round(os.getloadavg()[0], 2)
-    except OSError:
-        pass
-    return out
-
-
-class _Nvml:
-    """SM clock and temperature per problem through NVML (read only)."""
-
-    def __init__(self):
-        self.h = None
-        try:
-            import pynvml
-            pynvml.nvmlInit()
-            self.nv = pynvml
-            device = os.environ.get("KBENCH_NVML_DEVICE", "0")  # see nvidia_smi()
-            self.h = (pynvml.nvmlDeviceGetHandleByIndex(int(device)) if device.isdigit()
-                      else pynvml.nvmlDeviceGetHandleByUUID(device))
-        except Exception:  # noqa: BLE001
-            self.h = None
-
-    def sample(self) -> dict:
-        if self.h is None:
-            return {}
-        try:
-            nv = self.nv
-            return {"sm_clock_mhz": nv.nvmlDeviceGetClockInfo(self.h, nv.NVML_CLOCK_SM),
-                    "temp_c": nv.nvmlDeviceGetTemperature(self.h, nv.NVML_TEMPERATURE_GPU)}
-        except Exception:  # noqa: BLE001
-            return {}
-
-
 # ---------------------------------------------------------------------------- the GPU part
 @dataclass
 class Options:
     notes: bool = True
     torch_choice: bool = True
     precise: bool = True
-    verify: bool = True  # the verification pass (kbench.collect.verify; its module doc derives the defaults)
+    verify: bool = True  # the verification pass (kbench.collect.label_retiming.front_runners; its module doc derives the defaults)
     verify_band: float = 0.03  # front-runners: within this fraction of the best ...
     verify_min_plans: int = 3  # ... and at least this many best plans per candidate set
     verify_disagree: float = 0.05  # |log(verify / first)| above which a third timing decides
@@ -511,7 +419,7 @@ class Options:
     # cuDNN's kernel cache: every graph becomes a dynamic-shape graph sharing the cache of its
     # topology (kernel_cache_topology), so a runtime-compiled kernel is compiled once per process
     # instead of once per problem. Off: dynamic shapes change the plans offered (on the H100 with
-    # cuDNN 9.19, none for most backward problems; kbench.collect.kernel_cache_check has the figures).
+    # cuDNN 9.19, none for most backward problems; tools/collect/kernel_cache_check.py has the figures).
     kernel_cache: bool = False
     # the GPU's turn-lock file when ranks share the GPU (--ranks-per-gpu; kbench.collect.gpu_turn):
     # the GPU part of each problem runs holding it, the host-only part (lists, notes, builds) without
@@ -907,7 +815,7 @@ class CudnnCollector:
             self._precise_retiming(p, rec, g, pack, valid, torch_plans)
         rec["t_precise_s"] = time.perf_counter() - t_phase
         t_phase = time.perf_counter()
-        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.verify)
+        # 7. verification: the front-runners timed again in a fresh order (kbench.collect.label_retiming.front_runners)
         if self.opt.verify and valid:
             self._verify(p, rec, g, pack, valid)
         rec["t_verify_s"] = time.perf_counter() - t_phase
@@ -1168,7 +1076,7 @@ class CudnnCollector:
 
     def _verify(self, p, rec, g, pack, valid) -> None:
         """Re-time the front-runners (precise rounds, fresh order); label times into the plan records."""
-        from kbench.collect import verify as V
+        from kbench.collect.label_retiming import front_runners as V
         by_name = {ps.rec["plan"]: ps for ps in valid}
         first = {n: (ps.rec.get("precise_ms") or ps.rec["coarse_ms"]) for n, ps in by_name.items()}
         in_set = [n for n, ps in by_name.items() if default_set(ps.rec, p["dtype"], bool(self.notes_reliable))]

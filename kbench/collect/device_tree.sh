@@ -7,7 +7,7 @@
 #   bash kbench/collect/device_tree.sh back STASH                # move it all back, then remove STASH
 #   bash kbench/collect/device_tree.sh size [CARRY ...]          # bytes that would travel (tree + carried paths)
 #
-# 'out' moves the leaderboard, bench/results, reports, every packaged dataset but the DATASETs named
+# 'out' moves the leaderboard, the scripts' results (bench/, experiments/, tools/), every packaged dataset but the DATASETs named
 # (the ones a 'verify' call scores against) and every file under raw/ but the corpora
 # (raw/*/corpus.csv.gz): a collecting call resumes from the raw folder it carries (for example
 # .gpu/h200_raw), not from raw/. Files move one by one with their paths kept, so 'back' restores the
@@ -41,7 +41,7 @@ move_file() {  # move_file FROM TO: one file, refusing to overwrite
 if [ "$MODE" = out ]; then
   KEEP=" $* "
   {
-    for p in leaderboard bench/results reports raw; do [ -d "$p" ] && find "$p" -type f; done
+    for p in leaderboard bench/results experiments/results tools/results raw; do [ -d "$p" ] && find "$p" -type f; done
     for d in kbench/datasets/*/; do
       name=$(basename "$d"); case "$KEEP" in *" $name "*) ;; *) find "$d" -type f ;; esac
     done

@@ -4,7 +4,7 @@ A problem-direction's work is in two kinds. The *host-only* part (cuDNN's plan
 lists per heuristic mode, the numerical-note probes and building every plan,
 which for runtime-compiled engines is an NVRTC compilation) launches nothing on
 the GPU; on the H100 it is 0.47 s of the 1.36 s a problem-direction takes
-(``t_heur_s + t_notes_s + t_build_s``, ``python -m kbench.collect.scaling phases
+(``t_heur_s + t_notes_s + t_build_s``, ``python -m kbench.collect.studies.scaling phases
 raw/h100``). The *GPU* part (the input tensors and float64 reference, then the
 timing phase: first runs, captures, coarse, precise and verification replays)
 is the rest. Run alone, a collector leaves the GPU idle while it builds.

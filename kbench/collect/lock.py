@@ -59,7 +59,7 @@ class FolderLock:
             "Two collectors never write into one folder: wait until it ends, or give this one another "
             f"--out (or --shard K/N, which writes its own shard folder).{hint}")
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.use_flock:
             fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -112,7 +112,7 @@ class FolderLock:
             self.pid_path.unlink(missing_ok=True)
             self.pid_path = None
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

@@ -42,9 +42,9 @@ import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
-from kbench.collect.travel import MARKER as TRAVEL_MARKER, is_travel_copy
-from kbench.collect.writer import (ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records,
-                                   read_parts)
+from kbench.collect.travel import MARKER as TRAVEL_MARKER
+from kbench.collect.travel import is_travel_copy
+from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records, read_parts
 from kbench.errors import KbenchInputError
 
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",

@@ -30,10 +30,13 @@ import numpy as np
 import pandas as pd
 
 from kbench.collect.cudnn import default_set, pytorch_default_mask
-from kbench.collect.verify import AGREE, DISAGREE_RESOLVED, label_checks
+from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
+from kbench.collect.shard import shard_folders
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
-from kbench.dataset_files import REPO_ROOT
+from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
+from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
+from kbench.splits import assign_networks_split, assign_random_split
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
 SPEC = {
@@ -61,7 +64,6 @@ def load_raw(raws, through_run: str | None = None) -> tuple[pd.DataFrame, pd.Dat
     """(problems, plans, env) of one or more raw folders, one measurement per key; with ``through_run``,
     only the runs up to that run id (run ids start with their UTC start time, so they sort in time)."""
     raws = [raws] if isinstance(raws, (str, Path)) else list(raws)
-    from kbench.collect.shard import shard_folders
     for raw in raws:
         if shard_folders(raw):
             raise KbenchInputError(f"{raw}: holds shard folders (shard-K-of-N) of a sharded collection; join "
@@ -173,8 +175,6 @@ def heuristics_table(src: pd.DataFrame, runtimes: pd.DataFrame) -> pd.DataFrame:
 
 def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path | None,
                  variant: str = "default") -> tuple[dict[str, pd.DataFrame], dict]:
-    from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
-    from kbench.splits import assign_networks_split, assign_random_split
     rt = candidate_runtimes(problems, plans, variant)
     ids = sorted(set(rt["key"]))
     if not ids:
@@ -314,11 +314,10 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     GPU's dataset of the same corpus, for the card's alignment check. ``through_run``: package
     the runs up to this run id only (:func:`load_raw`).
     """
-    from kbench.dataset_files import DATASET_VERSION, write_dataset
     problems, plans, env = load_raw(raws, through_run)
     label_info = None
     if labels:
-        from kbench.collect.labels import apply_labels, read_labels
+        from kbench.collect.label_retiming.apply import apply_labels, read_labels
         checks, verified_problems = read_labels(labels)
         plans = apply_labels(plans, checks)
         label_info = label_summary(checks, verified_problems, labels)

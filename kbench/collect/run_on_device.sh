@@ -35,12 +35,12 @@
 # AGREE_S seconds in which every GPU times the corpus's first N_AGREE problem-directions (no base,
 # one rank each, its own cores), AGREE_ROUNDS times (default 1, 0 for none; 'scaling agreement-rounds' compares the
 # GPUs with each GPU's own re-runs). Brings back ladder_<G>gpu.tgz (the step's shard folders),
-# agreement.tgz (agree<g>/ per GPU) and ladder.log; 'python -m kbench.collect.scaling ladder' and
+# agreement.tgz (agree<g>/ per GPU) and ladder.log; 'python -m kbench.collect.studies.scaling ladder' and
 # '... agreement-all' compute the table and the pairwise agreement from them on the CPU.
 # With CORES_LADDER (for example "16 1 2 4") the steps vary the host cores instead: each runs
 # LADDER_GPUS GPUs (default all) with that many cores per GPU, the same shard count every step, so each
 # resumes the shard folders where the last stopped (one assignment of STEP_LIMIT_PER_GPU per GPU per
-# step); it brings back ladder_<G>gpu_cores.tgz and 'python -m kbench.collect.scaling launches' tells
+# step); it brings back ladder_<G>gpu_cores.tgz and 'python -m kbench.collect.studies.scaling launches' tells
 # the steps apart by their start times (each run's start record holds its cpu_count, the cores it
 # could use).
 #
@@ -77,15 +77,15 @@ nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,clocks.max
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 
 if [ "$MODE" = probe ]; then
-  timeout 90 python3 -m kbench.collect.probe_api 2>&1 | tee $OUT/probe_api.txt
-  timeout 90 python3 -m kbench.collect.validate_timing measure --out $OUT/measure.json 2>&1 | tail -20
+  timeout 90 python3 tools/collect/probe_api.py 2>&1 | tee $OUT/probe_api.txt
+  timeout 90 python3 -m kbench.collect.studies.validate_timing measure --out $OUT/measure.json 2>&1 | tail -20
   timeout 150 ncu --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
       --profile-from-start off python3 -c "
-import json; from kbench.collect import validate_timing as V, cudnn as C
+import json; from kbench.collect import cudnn as C; from kbench.collect.studies import validate_timing as V
 col = C.CudnnCollector(C.Options(notes=False, torch_choice=False))
 json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc=$? lines=$(wc -l < $OUT/ncu.csv)"; tail -3 $OUT/ncu.err
-  timeout 60 python3 -m kbench.collect.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
+  timeout 60 python3 -m kbench.collect.studies.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
 fi
 
 verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visible GPU, then score
@@ -98,14 +98,14 @@ verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visi
     LEFT=$(left)
     [ $LEFT -lt 30 ] && break
     # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
-    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --time-only \
+    timeout -k 15 $((LEFT - 10)) python3 -m kbench.gpu_check.command --out "$VOUT" --time-only \
         --time-budget $((LEFT - MARGIN)) > "$VOUT.log" 2>&1
     rc=$?
     tail -5 "$VOUT.log"; cat "$VOUT.log" >> $OUT/verify.log
     echo "verify $(basename "$RUN_DIR") rc=$rc"
     [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
   done
-  python3 -m kbench.collect.verify_on_gpu --out "$VOUT" --score-only 2>&1 | tail -3
+  python3 -m kbench.gpu_check.command --out "$VOUT" --score-only 2>&1 | tail -3
   rm -f "$VOUT.log" "$VOUT/plan.json"  # the plan came with the call; the timings and the record go back
 }
 
@@ -170,7 +170,7 @@ if [ "$MODE" = shards2 ]; then
 fi
 
 if [ "$MODE" = kcache ]; then
-  # kbench.collect.kernel_cache_check: the corpus's first N_KC problem-directions without and with
+  # tools/collect/kernel_cache_check.py: the corpus's first N_KC problem-directions without and with
   # --kernel-cache (fresh roots, no base, half the budget each), then the comparison into
   # $OUT/kernel_cache.json; both raw folders come back in $OUT/kcache_raw.tgz.
   # A run that crashes (fatal CUDA error 3, or a segmentation fault 139) is restarted while its half
@@ -189,7 +189,7 @@ if [ "$MODE" = kcache ]; then
     done
     tail -12 $OUT/kcache_$mode.log
   done
-  python3 -m kbench.collect.kernel_cache_check /tmp/kc/off /tmp/kc/on > $OUT/kernel_cache.json
+  python3 tools/collect/kernel_cache_check.py /tmp/kc/off /tmp/kc/on > $OUT/kernel_cache.json
   cat $OUT/kernel_cache.json | head -80
   tar czf $OUT/kcache_raw.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/kc off on
   exit 0
@@ -238,7 +238,7 @@ if [ "$MODE" = torchrun ]; then
   for i in $(seq 60); do pgrep -f "kbench.collect cudnn" > /dev/null || break; sleep 1; done
   kill $SNAPSHOTS 2>/dev/null; wait $SNAPSHOTS 2>/dev/null; rm -f $OUT/raw_shards*.part
   for d in $RAW/shard-*-of-$NR; do python3 -m kbench.collect compact "$d" >/dev/null; done
-  python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
+  python3 -m kbench.collect.studies.scaling throughput $RAW/shard-*-of-$NR > $OUT/throughput.json; cat $OUT/throughput.json
   rm -rf $RAW.merged
   python3 -m kbench.collect merge $RAW/shard-*-of-$NR --out $RAW.merged --allow-gaps | head -40
   snapshot_shards
@@ -304,7 +304,7 @@ if [ "$MODE" = ladder ]; then
     if [ -n "${CORES_LADDER:-}" ]; then  # the same folders every step: one archive, refreshed after each
       (cd $RAW && tar czf $OUT/ladder_${G}gpu_cores.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
     else
-      python3 -m kbench.collect.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
+      python3 -m kbench.collect.studies.scaling throughput $RAW/shard-*-of-$NR | tee -a $OUT/ladder.log | head -8
       (cd $RAW && tar czf $OUT/ladder_${G}gpu.tgz --exclude=.lock --exclude=.lock.pid shard-*-of-$NR)
     fi
   done
@@ -324,11 +324,11 @@ if [ "$MODE" = ladder ]; then
       echo "agreement round $r: $RL s" | tee -a $OUT/ladder.log; tail -3 /tmp/agree0$SUF.log >> $OUT/ladder.log
     done
     tar czf $OUT/agreement.tgz --exclude=.lock --exclude=.lock.pid -C /tmp/agree .
-    python3 -m kbench.collect.scaling agreement-all /tmp/agree/agree? 2>&1 | tee -a $OUT/ladder.log | head -30
-    [ $ROUNDS -gt 1 ] && python3 -m kbench.collect.scaling agreement-rounds /tmp/agree/agree* 2>&1 \
+    python3 -m kbench.collect.studies.scaling agreement-all /tmp/agree/agree? 2>&1 | tee -a $OUT/ladder.log | head -30
+    [ $ROUNDS -gt 1 ] && python3 -m kbench.collect.studies.scaling agreement-rounds /tmp/agree/agree* 2>&1 \
         | tee -a $OUT/ladder.log | grep -A3 '"cross_gpu"\|"same_gpu"\|within'
   fi
-  python3 -m kbench.collect.scaling $([ -n "${CORES_LADDER:-}" ] && echo launches || echo ladder) $RAW 2>&1 \
+  python3 -m kbench.collect.studies.scaling $([ -n "${CORES_LADDER:-}" ] && echo launches || echo ladder) $RAW 2>&1 \
       | tee -a $OUT/ladder.log | head -40
   ls -la $OUT
   exit 0
@@ -355,7 +355,7 @@ if [ "$MODE" = scaling ]; then
   wait
   python3 - <<EOF
 import json
-from kbench.collect.scaling import agreement, throughput
+from kbench.collect.studies.scaling import agreement, throughput
 one = throughput(["/tmp/s1"])
 many = throughput(["/tmp/sN"])
 json.dump({"one_gpu": one, "all_gpus": many, "speedup": many["per_minute"] / one["per_minute"]},

@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.writer import fsync_write, load_records, resume_state
 from kbench.errors import KbenchInputError
 
 SHARD_FOLDER = re.compile(r"^shard-(\d+)-of-(\d+)$")
@@ -274,7 +275,6 @@ def shard_folders(root: str | Path) -> dict[Shard, Path]:
 
 
 def _done(folder: Path) -> set[str]:
-    from kbench.collect.writer import resume_state
     return resume_state(folder)[0] if folder.exists() else set()
 
 
@@ -298,7 +298,6 @@ def plan_shard(todo: pd.DataFrame, root: str | Path, shard: Shard,
 
 
 def write_manifest(folder: str | Path, shard: Shard, assigned: pd.DataFrame, extra: dict) -> None:
-    from kbench.collect.writer import fsync_write
     rec = {"shard": str(shard), "index": shard.index, "count": shard.count,
            "n_assigned": int(len(assigned)), **extra, "assigned": assigned["key"].tolist()}
     fsync_write(Path(folder) / MANIFEST, (json.dumps(rec, indent=0) + "\n").encode())
@@ -318,7 +317,6 @@ def read_manifest(folder: str | Path) -> dict | None:
 def main(argv=None) -> int:
     """``python -m kbench.collect.shard RAW``: re-fit the cost model on a raw folder and show balance."""
     import argparse
-    from kbench.collect.writer import load_records
     ap = argparse.ArgumentParser(prog="python -m kbench.collect.shard", description=main.__doc__)
     ap.add_argument("raw", help="raw collector folder with recorded t_total_s (e.g. raw/h100)")
     ap.add_argument("--shards", type=int, nargs="+", default=[2, 8])

@@ -1,4 +1,7 @@
-"""The kbench leaderboard: submissions, ``kbench run``, and the static leaderboard site.
+"""The kbench leaderboard's code: submissions, ``kbench run``, and the static leaderboard site.
+
+This package is the code; the folder ``leaderboard/`` at the repository root is the data it
+reads and writes (the entries, and the README and site generated from them).
 
 Layout of the leaderboard folder (``leaderboard/`` in the repository)::
 
@@ -15,7 +18,8 @@ Both JSON files are validated by the JSON Schemas shipped in ``kbench/schemas/``
 Modules: :mod:`.schema` (schemas and validation), :mod:`.store` (layout and
 writing entries), :mod:`.submit` (``kbench submit``), :mod:`.runner`
 (``kbench run``), :mod:`.stats` (per-problem scores, paired bootstrap),
-:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.cli`; :mod:`.policy` (ranking
+:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.rescore_entries` (``kbench leaderboard
+rescore``); :mod:`.policy` (ranking
 metric, seed rule, roles), :mod:`.datasets` (the datasets entries are scored on).
 """
 

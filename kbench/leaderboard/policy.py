@@ -34,7 +34,7 @@ RULES_MD = """\
    under `leaderboard/<dataset>/<split>/<method>/`.
 7. **Corrected labels**: when a dataset's labels are corrected (a new version of the same
    problems), its entries are re-scored from their stored predictions files
-   (`python bench/rescore_entries.py --relabel DATASET`). Only the first seed's predictions are
+   (`kbench leaderboard rescore --relabel DATASET`). Only the first seed's predictions are
    stored, so an entry that is not re-run keeps that one seed, marked `extra.relabel` (the
    earlier dataset version, its seeds, its seed-0 figures), until it is re-run with all seeds.
 """

@@ -9,7 +9,7 @@ Every (baseline, seed) writes its records as soon as it is done::
 
 A re-run skips every (method, seed) whose ``seed-<k>/result.json`` is finished
 and matches the dataset (version and checksum), so an interrupted run resumes
-where it stopped. Baselines come from the registry in ``baselines.base``
+where it stopped. Baselines come from the registry in ``kbench_baselines.base``
 (``BASELINES``, filled by ``discover()``), so a baseline added later is run
 without any change here.
 """
@@ -44,9 +44,9 @@ SEED_DIR = "seed-{seed}"
 
 # ----------------------------------------------------------------------------- registry
 def registry() -> dict[str, type]:
-    """The baseline registry (``baselines.base.BASELINES`` after ``discover()``)."""
+    """The baseline registry (``kbench_baselines.base.BASELINES`` after ``discover()``)."""
     try:
-        from baselines import base
+        from kbench_baselines import base
     except ImportError as exc:
         raise KbenchInputError(f"the baselines package cannot be imported ({exc}); install kbench with "
                                "its baselines (pip install -e '.[baselines]').") from exc
@@ -56,7 +56,7 @@ def registry() -> dict[str, type]:
 
 def unavailable_modules() -> dict[str, str]:
     try:
-        from baselines import base
+        from kbench_baselines import base
         return dict(base.UNAVAILABLE)
     except ImportError:
         return {}
@@ -96,7 +96,7 @@ def select_baselines(dataset, names: list[str] | None) -> tuple[list[str], dict[
         else:
             skipped[name] = f"does not support {dataset.name}"
     for mod, err in unavailable_modules().items():
-        skipped[f"baselines.{mod}"] = f"module cannot be imported: {err}"
+        skipped[f"kbench_baselines.{mod}"] = f"module cannot be imported: {err}"
     return chosen, skipped
 
 

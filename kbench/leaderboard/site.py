@@ -17,10 +17,8 @@ Site layout (works from the file system and any static host; no CDN)::
 from __future__ import annotations
 
 import html
-import math
 import shutil
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +28,8 @@ from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, P
                                        RULES_MD)
 from kbench.leaderboard import mdlite, plots
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
+from kbench.leaderboard.board import (Board, Row, _num, _value, fmt_count, fmt_mean_std, fmt_ms, fmt_pct,
+                                    fmt_pct_mean_std, fmt_x)
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
@@ -40,121 +40,6 @@ ROLE_ORDER = {"ceiling": 0, "floor": 1}
 BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps only the fastest few kernels): "
               "their time is a lower bound, so LoP and slowdown are lower bounds and within-5% and speed-up "
               "upper bounds for that entry; the share is in the tooltip.")
-
-
-# ----------------------------------------------------------------------------- formatting
-def _num(v) -> float | None:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return None
-    return float(v)
-
-
-def fmt_pct(v, digits=2) -> str:
-    v = _num(v)
-    return "—" if v is None else f"{100 * v:.{digits}f}%"
-
-
-def fmt_x(v, digits=3) -> str:
-    v = _num(v)
-    return "—" if v is None else f"{v:.{digits}f}×"
-
-
-def fmt_mean_std(mean, std, digits=4) -> str:
-    mean, std = _num(mean), _num(std)
-    if mean is None:
-        return "—"
-    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if std is not None else "")
-
-
-def fmt_pct_mean_std(mean, std, digits=2) -> str:
-    """A share and its spread in percent: ``77.74% ± 0.21``."""
-    mean, std = _num(mean), _num(std)
-    if mean is None:
-        return "—"
-    return f"{100 * mean:.{digits}f}%" + (f" ± {100 * std:.{digits}f}" if std is not None else "")
-
-
-def fmt_count(v) -> str:
-    v = _num(v)
-    if v is None:
-        return "—"
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if v >= scale:
-            return f"{v / scale:.1f}{unit}"
-    return f"{v:.0f}"
-
-
-def fmt_ms(v) -> str:
-    v = _num(v)
-    if v is None:
-        return "—"
-    return f"{v:.3g} ms"
-
-
-def _value(v) -> str:
-    v = _num(v)
-    return "" if v is None else repr(round(v, 12))
-
-
-# ----------------------------------------------------------------------------- rows
-@dataclass
-class Row:
-    entry: Entry
-    rank: int | None
-    tie: bool = False
-    tie_with: str = ""
-
-    @property
-    def record(self):
-        return self.entry.record
-
-    @property
-    def overall(self) -> dict:
-        return self.record.overall
-
-    @property
-    def role(self) -> str:
-        return self.entry.role
-
-    def primary(self):
-        return self.overall.get(PRIMARY_METRIC)
-
-    def primary_std(self):
-        return (self.record.seeds.std.get(PRIMARY_METRIC) if self.record.seeds else None)
-
-    def valid(self):
-        v = self.record.extra.get("valid") if isinstance(self.record.extra, dict) else None
-        if isinstance(v, dict) and "mean" in v:
-            return v["mean"].get(PRIMARY_METRIC), (v.get("std") or {}).get(PRIMARY_METRIC)
-        if isinstance(v, dict):  # a single-seed valid summary
-            return v.get(PRIMARY_METRIC), None
-        return None, None
-
-    def censored_share(self) -> float:
-        return float(self.overall.get("share_censored") or 0.0)
-
-
-@dataclass
-class Board:
-    """One table: a dataset and split."""
-
-    dataset: str
-    split: str
-    rows: list[Row]
-    refs: list[Row]
-    n_problems: int | None
-    reference: str | None
-    lops: dict[str, np.ndarray] = field(default_factory=dict)
-    tuning: bool = False  # a tuning-parameter table (TuningResult records), not kernel selection
-    notes: list[str] = field(default_factory=list)
-    plots: list[tuple[str, str, str]] = field(default_factory=list)  # (file, title, alt)
-
-    @property
-    def slug(self) -> str:
-        return f"{self.dataset}-{self.split}"
-
-    def all_rows(self) -> list[Row]:
-        return self.rows + self.refs
 
 
 def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:

@@ -34,7 +34,7 @@ def k_label(k: int | None) -> str:
 
 def methods_registry() -> dict[str, type]:
     try:
-        from baselines.transfer import TRANSFER_METHODS
+        from kbench_baselines.transfer import TRANSFER_METHODS
     except ImportError as exc:
         raise KbenchInputError(f"the baselines package cannot be imported ({exc}); install kbench with "
                                "its baselines (pip install -e '.[baselines]').") from exc

@@ -56,7 +56,7 @@ DEFAULT_ORDER = ["igemm_xdlops", "igemm_nhwc", "igemm_dlops", "gemm_rest", "gemm
 def _conditions(p: pd.DataFrame) -> dict[str, np.ndarray]:
     """Named boolean conditions over problems (the problems table's columns).
 
-    The shape tests are the ones of ``baselines.features.problem_features`` (``is_1x1``,
+    The shape tests are the ones of ``kbench_baselines.features.problem_features`` (``is_1x1``,
     ``stride1``, ``pad0``, ``dil1``, ``is_3x3``, ``grouped``, ``depthwise``, ``layout_nhwc``),
     written out here so that the data layer does not depend on the baselines.
     """

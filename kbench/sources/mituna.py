@@ -78,7 +78,7 @@ def read_network_layers(folder: str | Path) -> pd.DataFrame:
             try:
                 row = parse_driver_line(line)
             except ValueError as exc:
-                raise KbenchInputError(f"{path}:{lineno}: cannot parse MIOpenDriver line ({exc}): {line}")
+                raise KbenchInputError(f"{path}:{lineno}: cannot parse MIOpenDriver line ({exc}): {line}") from None
             if row is not None:
                 row["network"] = path.stem
                 rows.append(row)

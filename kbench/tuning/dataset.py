@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.splits import assign_networks_split, assign_random_split
 from kbench.tuning.perfdb import perfdb_tables
 
 #: Raw files (under the shared data folder) of the tuning datasets.
@@ -45,7 +46,6 @@ def convert_perfdb(db_path, fdb_path="auto", mituna_dir="auto") -> tuple[dict[st
     ``mituna_dir``: MITuna network lists for the ``networks`` split ("auto":
     ``<db folder>/../mituna`` when present; None: no networks split).
     """
-    from kbench.splits import assign_networks_split, assign_random_split
 
     res = perfdb_tables(db_path, fdb_path)
     problems, targets, report = res["problems"], res["targets"], res["summary"]

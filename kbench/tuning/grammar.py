@@ -60,8 +60,8 @@ dword (1 for FP32, 2 for FP16), checked once the named parameters are known:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -196,7 +196,8 @@ def asm1x1u_prefix_valid(values: Mapping[str, np.ndarray] | pd.DataFrame,
     for p in names:
         ok &= _in_set(v[p], ASM1X1U_LEGAL_VALUES[p])
     ok &= eid > 0
-    safe = lambda a: np.where(a == 0, 1, a)  # guards divisions on already-invalid rows
+    def safe(a):  # guards divisions on already-invalid rows
+        return np.where(a == 0, 1, a)
     e = safe(eid)
     if L > 1:
         km = v["k_mult"]

@@ -187,7 +187,8 @@ def config_keys(cfg: pd.DataFrame, out_d, out_h, out_w) -> pd.Series:
 
 def _spatial(cfg: pd.DataFrame, dim: str, is3d: np.ndarray):
     """(in, fil, pad, stride, dil) of one spatial dim; 2D depth is 1/1/0/1/1."""
-    get = lambda col: cfg[f"{col}_{dim}"].to_numpy(np.int64)
+    def get(col):
+        return cfg[f"{col}_{dim}"].to_numpy(np.int64)
     x, f, p = get("in"), get("fil"), get("pad")
     s, d = cfg[f"conv_stride_{dim}"].to_numpy(np.int64), cfg[f"dilation_{dim}"].to_numpy(np.int64)
     if dim == "d":  # the config stores stride/dilation 0 for the unused depth of 2D problems

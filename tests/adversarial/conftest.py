@@ -1,14 +1,13 @@
 """The adversarial suite's plugin: the ``adversarial`` marker, and the per-case outcomes as JSON.
 
 With KBENCH_RELIABILITY_JSON=PATH the run writes every declared case and whether its test passed
-(``bench/reliability_report.py`` sets it and writes docs/reliability.md from the file).
+(``tools/reliability_report.py`` sets it and writes docs/reliability.md from the file).
 """
 
 import json
 import os
 import sys
 from pathlib import Path
-
 
 HERE = Path(__file__).resolve().parent
 for extra in (HERE, HERE.parent / "leaderboard", HERE.parent / "hub", HERE.parent / "collect"):

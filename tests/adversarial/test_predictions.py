@@ -411,6 +411,6 @@ def test_fuzz_mutations_are_refused_or_scored_from_their_own_content(ev, small_v
     try:
         expected = ev(frame, allow_partial=True)
     except KbenchError:
-        raise AssertionError(f"read from the file but refused as a frame: {data[:200]!r}")
+        raise AssertionError(f"read from the file but refused as a frame: {data[:200]!r}") from None
     assert result.metrics == expected.metrics
     assert result.counts == expected.counts

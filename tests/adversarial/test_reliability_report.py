@@ -26,7 +26,7 @@ def test_reliability_table_is_up_to_date(tmp_path):
     cases = json.loads(out.read_text())
     text = DOC.read_text()
     current = text[text.index(START): text.index(END) + len(END)]
-    assert current == section(cases), "docs/reliability.md is stale: run python bench/reliability_report.py"
+    assert current == section(cases), "docs/reliability.md is stale: run python tools/reliability_report.py"
 
 
 def test_the_table_counts_by_hand():

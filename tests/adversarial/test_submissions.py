@@ -176,6 +176,7 @@ def test_html_in_free_text_is_inert_in_the_site(hostile_board):
     pytest.importorskip("selenium.webdriver")
     import os
     import time
+
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     chromium = os.environ.get("KBENCH_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

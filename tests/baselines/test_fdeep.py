@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baselines.fdeep import FdeepFormatError, FdeepModel, decode_floats
-from baselines.tunanet import MODEL_DIR
+from kbench_baselines.fdeep import FdeepFormatError, FdeepModel, decode_floats
+from kbench_baselines.tunanet import MODEL_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT.parent / "shared" / "data" / "miopen"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.features import Standardizer, dtype_bytes, problem_features
 from kbench.errors import KbenchInputError
 from kbench.problem import parse_miopen_keys, to_miopen_key
+from kbench_baselines.features import Standardizer, dtype_bytes, problem_features
 
 
 def feats(*keys):
@@ -124,7 +124,7 @@ def test_standardizer_round_trip():
 
 # ------------------------------------------------------------------------------------ kernel features
 def test_kernel_features_engine_knobs_by_hand():
-    from baselines.features import KNOB_ABSENT, kernel_features
+    from kbench_baselines.features import KNOB_ABSENT, kernel_features
 
     t = kernel_features(["eng10_k2=23_k13=0", "eng0", "eng7_k13=-1"])
     assert list(t.columns) == ["engine=eng0", "engine=eng7", "engine=eng10", "knob_k2", "knob_k13"]
@@ -136,7 +136,7 @@ def test_kernel_features_engine_knobs_by_hand():
 
 
 def test_kernel_features_one_hot_for_named_solvers():
-    from baselines.features import kernel_features
+    from kbench_baselines.features import kernel_features
 
     names = ["ConvBinWinograd3x3U", "eng0", "GemmFwd1x1_0_1"]  # not all engine configurations
     t = kernel_features(names)
@@ -146,7 +146,7 @@ def test_kernel_features_one_hot_for_named_solvers():
 
 
 def test_kernel_features_refuses_what_it_cannot_encode():
-    from baselines.features import kernel_features
+    from kbench_baselines.features import kernel_features
 
     with pytest.raises(KbenchInputError, match="GemmFwd1x1_0_1"):
         kernel_features(["eng0", "GemmFwd1x1_0_1"], "engine_knobs")
@@ -160,7 +160,7 @@ def test_kernel_features_refuses_what_it_cannot_encode():
 @settings(deadline=None)  # a shared 2-core machine made one example take 390 ms: timings are not under test
 def test_engine_knob_features_identify_each_configuration(configs):
     """Two names get the same feature row only when they are the same configuration."""
-    from baselines.features import kernel_features
+    from kbench_baselines.features import kernel_features
 
     names = sorted({f"eng{e}" + "".join(f"_k{k}={v}" for k, v in sorted(knobs.items())) for e, knobs in configs})
     rows = kernel_features(names, "engine_knobs").to_numpy()

@@ -7,10 +7,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from baselines import BASELINES, get_baseline
-from baselines.base import (Baseline, DuckBaseline, discover, join_rankings, load_safetensors, rank_by_scores,
-                            save_safetensors)
 from kbench.errors import KbenchInputError
+from kbench_baselines import BASELINES, get_baseline
+from kbench_baselines.base import (
+    Baseline,
+    DuckBaseline,
+    discover,
+    join_rankings,
+    load_safetensors,
+    rank_by_scores,
+    save_safetensors,
+)
 from tests.baselines.helpers import small_subset
 
 MINE = ["oracle", "random", "single-best", "nearest-neighbour", "rules", "xgboost", "xgboost-ranker"]

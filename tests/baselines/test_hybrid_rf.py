@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 import kbench
 from kbench.errors import KbenchInputError
-from baselines.base import BASELINES, Baseline, discover, get_baseline, load_safetensors
-from baselines.hybrid_rf import TreeEnsemble, floor_float32, interleave_key, rank_long, tile_order
 from kbench.sources.cnnopt_features import FEATURE_COLUMNS, PROBLEM_INPUTS, TILE_INPUTS
+from kbench_baselines.base import BASELINES, Baseline, discover, get_baseline, load_safetensors
+from kbench_baselines.hybrid_rf import TreeEnsemble, floor_float32, interleave_key, rank_long, tile_order
 
 RES6 = "128-30-30-3x3-128-28-28-1-0x0-1x1-1x1-0-NCHW-FP32-F"  # K=C=128, 28x28 out, 3x3, stride 1
 A = "RS_TK2_TH7_TW7_BK32_BH4_BW1_CM8"
@@ -166,7 +166,7 @@ def test_tree_ensemble_matches_sklearn(tmp_path):
     leaves = ens.apply(Xt) - ens.offsets[:-1]  # back to per-tree node ids
     np.testing.assert_array_equal(leaves, rf.apply(Xt))
     np.testing.assert_allclose(ens.predict(Xt), rf.predict(Xt), rtol=1e-12, atol=1e-12)
-    from baselines.base import save_safetensors
+    from kbench_baselines.base import save_safetensors
     save_safetensors(tmp_path / "f.safetensors", ens.to_arrays())
     back = TreeEnsemble.from_arrays(load_safetensors(tmp_path / "f.safetensors")[0], n_features=5)
     np.testing.assert_array_equal(back.predict(Xt), ens.predict(Xt))
@@ -294,7 +294,7 @@ def test_kernel_selection_mode(mi100_small, tmp_path):
     ds, ids = mi100_small
     m = get_baseline("hybrid-rf", **SMALL, max_train_problems=300).fit(ds, ids["train"], ids["valid"], seed=0)
     assert m.state["mode"] == "kernel" and m.state["n_train_problems"] == 300
-    from baselines.features import problem_features
+    from kbench_baselines.features import problem_features
     generic = list(problem_features(ds.problems.head(1)).columns)
     assert m.state["columns"][:len(generic)] == generic
     assert m.state["columns"][len(generic):] == [f"kernel={k}" for k in m.state["space"]["names"]]
@@ -310,7 +310,7 @@ def test_kernel_selection_mode(mi100_small, tmp_path):
 
 def test_engine_set_uses_engine_and_knob_columns(tmp_path):
     """On the NVIDIA engine set the kernel is encoded as engine one-hot + knob values, not a one-hot."""
-    from baselines.features import kernel_features, problem_features
+    from kbench_baselines.features import kernel_features, problem_features
 
     ds = kbench.load("h100")
     sp = ds.split("random")

@@ -14,13 +14,23 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.base import BASELINES, Baseline, KernelSpace, discover, runtime_matrix
-from baselines.reformer import (PAPER_N_PARAMETERS, NumpyReformer, OnnxReformer, Reformer, TransformerBlock,
-                                build_network, choose_gamma_width, choose_transformer_width,
-                                gamma_param_count, reformer_columns, runtime_labels,
-                                transformer_param_count)
 from kbench.dataset import Dataset
 from kbench.errors import KbenchInputError
+from kbench_baselines.base import BASELINES, Baseline, KernelSpace, discover, runtime_matrix
+from kbench_baselines.reformer import (
+    PAPER_N_PARAMETERS,
+    NumpyReformer,
+    OnnxReformer,
+    Reformer,
+    TransformerBlock,
+    build_network,
+    choose_gamma_width,
+    choose_transformer_width,
+    gamma_param_count,
+    reformer_columns,
+    runtime_labels,
+    transformer_param_count,
+)
 
 NAN = float("nan")
 
@@ -298,7 +308,7 @@ def test_variants_registered_and_run(tiny, tmp_path):
 
 
 def test_supports_kernel_selection_only(mi100):
-    from baselines.base import DatasetMeta
+    from kbench_baselines.base import DatasetMeta
     assert Reformer().supports(mi100) and TransformerBlock().supports(mi100)
     assert not Reformer().supports(DatasetMeta("tiles", {"task": "tile-selection"}))
     assert not Reformer().supports(DatasetMeta("tuning", {"task": "tuning"}))

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from baselines.base import kernel_directions
-from baselines.rules import FAMILIES, RULES, Rules, kernel_family, rules_reference, rules_report, which_rule
+from kbench_baselines.base import kernel_directions
+from kbench_baselines.rules import FAMILIES, RULES, Rules, kernel_family, rules_reference, rules_report, which_rule
 from tests.baselines.helpers import KeyDataset
 
 CASES = [

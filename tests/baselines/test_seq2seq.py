@@ -16,10 +16,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from baselines.seq2seq import (CandidateSpace, GrammarSpace, NetScorer, Seq2Seq, TableScorer, beam_search,
-                               descriptor, greedy_decode, score_sequences, solver_targets)
 from kbench.errors import KbenchInputError
 from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
+from kbench_baselines.seq2seq import (
+    CandidateSpace,
+    GrammarSpace,
+    NetScorer,
+    Seq2Seq,
+    TableScorer,
+    beam_search,
+    descriptor,
+    greedy_decode,
+    score_sequences,
+    solver_targets,
+)
 
 RAW = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "miopen"
 SPACE = GrammarSpace("ConvAsm1x1U")
@@ -154,7 +164,7 @@ def test_candidate_space_valid_next_matches_brute_force():
 
 # ------------------------------------------------------------------------------------ network
 def _toy_dataset(n=48, seed=0):
-    from baselines.miopen_asm1x1u import static_heuristic
+    from kbench_baselines.miopen_asm1x1u import static_heuristic
 
     rng = np.random.default_rng(seed)
     rows = [(rng.choice(["F", "B"]), rng.choice(["FP32", "FP16"]), int(rng.choice([16, 32, 64, 128])),
@@ -262,7 +272,7 @@ def test_bad_input_is_a_kbench_input_error(toy):
 
 # ------------------------------------------------------------------------------------ MIOpen's model
 def _miopen_net():
-    from baselines.miopen_asm1x1u import MiopenTuningNet
+    from kbench_baselines.miopen_asm1x1u import MiopenTuningNet
 
     if not all((RAW / f).exists() for f in ("gfx908_ConvAsm1x1U_encoder.ktn.model",
                                             "gfx908_ConvAsm1x1U_decoder.ktn.model",
@@ -280,7 +290,7 @@ def test_miopen_model_matches_its_test_vectors():
 
 
 def test_miopen_features_and_decoding():
-    from baselines.miopen_asm1x1u import MiopenAsm1x1U, static_heuristic, transform_features
+    from kbench_baselines.miopen_asm1x1u import MiopenAsm1x1U, static_heuristic, transform_features
 
     net = _miopen_net()
     p = _problems([("F", "FP32", 64, 256, 128, 14, 14), ("B", "FP16", 32, 64, 512, 28, 28)])
@@ -320,7 +330,7 @@ def _toy_tiles(seed=0):
 
 
 def test_seq2seq_tiles_ranks_only_measured_candidates(tmp_path):
-    from baselines.seq2seq import Seq2SeqTiles
+    from kbench_baselines.seq2seq import Seq2SeqTiles
 
     ds = _toy_tiles()
     ids = ds.problems["problem_id"].to_numpy()
@@ -340,7 +350,7 @@ def test_seq2seq_tiles_ranks_only_measured_candidates(tmp_path):
 
 
 def test_engine_sequences_hand_worked():
-    from baselines.seq2seq import engine_sequences
+    from kbench_baselines.seq2seq import engine_sequences
 
     t = engine_sequences(["eng0", "eng10_k2=23_k13=0", "eng7_k13=-1", "not-an-engine"])
     assert list(t.columns) == ["kernel", "engine", "k2", "k13"]
@@ -351,7 +361,7 @@ def test_engine_sequences_hand_worked():
 
 
 def test_seq2seq_engines_ranks_only_measured_configurations(tmp_path):
-    from baselines.seq2seq import Seq2SeqEngines
+    from kbench_baselines.seq2seq import Seq2SeqEngines
 
     ds = _toy_tiles(1)
     names = {k: f"eng{i % 3}_k2={i}_k5={i % 2}" for i, k in enumerate(ds.kernels["kernel"])}
@@ -374,7 +384,7 @@ def test_seq2seq_engines_ranks_only_measured_configurations(tmp_path):
 # ------------------------------------------------------------------------------------ comparison baselines
 @pytest.mark.parametrize("name", ["xgboost", "nearest-neighbour"])
 def test_tuning_baselines_fit_predict_save_load(name, tmp_path):
-    from baselines.tuning_baselines import TuningNearestNeighbour, TuningXGBoost
+    from kbench_baselines.tuning_baselines import TuningNearestNeighbour, TuningXGBoost
 
     ds = _toy_dataset(40, seed=3)
     # vary the targets so that every parameter has several classes

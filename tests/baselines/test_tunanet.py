@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines.tunanet import MODEL_DIR, TunaNet, TunaNetArch, in_dtype
+from kbench_baselines.tunanet import MODEL_DIR, TunaNet, TunaNetArch, in_dtype
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT.parent / "shared" / "data" / "miopen"

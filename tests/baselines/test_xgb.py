@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines import get_baseline
-from baselines.base import train_runtimes
-from baselines.xgb import relevance
+from kbench_baselines import get_baseline
+from kbench_baselines.base import train_runtimes
+from kbench_baselines.xgb import relevance
 from tests.baselines.helpers import small_subset
 
 
@@ -54,7 +54,7 @@ def test_soft_label_weights_by_hand(mi100):
 
 
 def test_soft_training_rows_split_each_problems_weight():
-    from baselines.xgb import XGBoostMulticlass
+    from kbench_baselines.xgb import XGBoostMulticlass
     ids = pd.Index(["p", "q"])
     cidx = {"a": 0, "b": 1, "c": 2}
     # p: a fastest, b 1 % slower (share 1.01^-50 = 0.6080); q: only c; "z" is not a class kernel
@@ -90,7 +90,7 @@ def test_slowdown_costs_by_hand(mi100):
 
 
 def test_expected_slowdown_decision_round_trips(small, tmp_path):
-    from baselines.base import Baseline
+    from kbench_baselines.base import Baseline
     parts = small.split("random")
     model = get_baseline("xgboost", max_rounds=3, decision="expected_slowdown")
     model.fit(small, parts["train"], parts["valid"], seed=0)

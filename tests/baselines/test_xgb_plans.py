@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from baselines import get_baseline
-from baselines.base import Baseline
-from baselines.features import KNOB_ABSENT
-from baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows, safe_scores
 from kbench.errors import KbenchInputError
+from kbench_baselines import get_baseline
+from kbench_baselines.base import Baseline
+from kbench_baselines.features import KNOB_ABSENT
+from kbench_baselines.xgb_plans import heuristic_features, plan_candidates, rank_rows, safe_scores
 
 P1, P2 = "p1", "p2"
 #: 2 problems x 3 plans. Mode A: p1 -> eng1, eng2_k3=1 ; p2 -> eng2_k3=0. Mode B: p1 -> eng2_k3=1, eng3.

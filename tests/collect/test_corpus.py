@@ -46,7 +46,7 @@ def test_torchvision_layers_follow_the_output_size_rule():
     assert (layers["groups"] > 1).any()
 
 
-@pytest.mark.skipif(not (SHARED / "mituna").exists(), reason="shared MITuna lists not present")
+@pytest.mark.shared_data
 def test_mituna_geometries_keep_their_batch_size():
     g = corpus.mituna_geometries(SHARED / "mituna")
     assert (g["n"] > 1).any()

@@ -22,7 +22,7 @@ FILES = {  # path -> content; sizes differ so that 'size' sums can be checked by
     "raw/h200/verify/xgboost-plans/plan.json.gz": b"v" * 600,
     "leaderboard/h200/random/oracle/preds.csv.gz": b"l" * 7000,
     "bench/results/latency.json": b"{}",
-    "reports/old.md": b"r" * 40,
+    "experiments/results/old.md": b"r" * 40,
 }
 KEPT = ["README.md", "kbench/collect/run_on_device.sh", "kbench/datasets/h200/runtimes.parquet",
         "raw/h100/corpus.csv.gz"]
@@ -82,9 +82,9 @@ def test_refusals_move_nothing(tmp_path):
     assert _digest(repo) == before
 
     assert _run(repo, "out", str(stash)).returncode == 0
-    (repo / "reports").mkdir(exist_ok=True)
-    (repo / "reports" / "old.md").write_bytes(b"a newer file")  # back must not overwrite it
+    (repo / "experiments" / "results").mkdir(parents=True, exist_ok=True)
+    (repo / "experiments" / "results" / "old.md").write_bytes(b"a newer file")  # back must not overwrite it
     clash = _run(repo, "back", str(stash))
-    assert clash.returncode == 2 and "reports/old.md exists already" in clash.stderr
-    assert (repo / "reports" / "old.md").read_bytes() == b"a newer file"
-    assert (stash / "reports" / "old.md").read_bytes() == FILES["reports/old.md"]
+    assert clash.returncode == 2 and "experiments/results/old.md exists already" in clash.stderr
+    assert (repo / "experiments" / "results" / "old.md").read_bytes() == b"a newer file"
+    assert (stash / "experiments" / "results" / "old.md").read_bytes() == FILES["experiments/results/old.md"]

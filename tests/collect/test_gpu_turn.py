@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.collect import scaling
 from kbench.collect import shard as S
 from kbench.collect import writer as W
 from kbench.collect.gpu_turn import GpuTurn, turn_path
+from kbench.collect.studies import scaling
 from kbench.errors import KbenchInputError
 
 

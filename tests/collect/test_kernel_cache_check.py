@@ -1,5 +1,6 @@
-"""The kernel-cache check's comparison of two raw folders (kbench.collect.kernel_cache_check)."""
+"""The kernel-cache check's comparison of two raw folders (tools/collect/kernel_cache_check.py)."""
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -7,10 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.collect import kernel_cache_check as K
 from kbench.collect.writer import ENV, load_records
 from kbench.errors import KbenchInputError
 
+# a diagnostic script of tools/, which the package never imports: loaded from its file
+_SPEC = importlib.util.spec_from_file_location(
+    "kernel_cache_check", Path(__file__).resolve().parents[2] / "tools" / "collect" / "kernel_cache_check.py")
+K = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(K)
 RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
 
 

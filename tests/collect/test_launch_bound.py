@@ -3,7 +3,7 @@
 import pandas as pd
 
 from kbench.collect import cudnn as C
-from kbench.collect import validate_timing as V
+from kbench.collect.studies import validate_timing as V
 
 
 def test_launch_bound_mask_hand_worked():

@@ -1,27 +1,10 @@
-"""Live GPU test: runs only where PyTorch sees a CUDA GPU and the cuDNN frontend is installed."""
-
-import importlib.util
+"""Live GPU tests (marker ``gpu``): they run only where PyTorch sees a CUDA GPU and the cuDNN frontend."""
 
 import pandas as pd
 import pytest
 
 
-def _gpu_reason():
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed"
-    if not torch.cuda.is_available():
-        return "no CUDA GPU visible (CI has none): the collector is tested on CPU with recorded output"
-    if importlib.util.find_spec("cudnn") is None:
-        return "the cuDNN frontend (nvidia-cudnn-frontend) is not installed"
-    return None
-
-
-REASON = _gpu_reason()
-
-
-@pytest.mark.skipif(REASON is not None, reason=REASON or "")
+@pytest.mark.gpu
 def test_collect_two_problem_directions(tmp_path):
     from kbench.collect import cudnn as C
     from kbench.collect.writer import load_records
@@ -41,19 +24,20 @@ def test_collect_two_problem_directions(tmp_path):
     assert again["pending"] == 0
 
 
-def _two_gpus_reason():
-    if REASON is not None:
-        return REASON
+def _fewer_than_two_gpus() -> bool:
     import torch
-    return None if torch.cuda.device_count() >= 2 else "fewer than 2 CUDA GPUs visible"
+    return torch.cuda.device_count() < 2
 
 
-@pytest.mark.skipif(_two_gpus_reason() is not None, reason=_two_gpus_reason() or "")
+@pytest.mark.gpu
 def test_torchrun_two_gpus_one_shard_each(tmp_path):
     """Real torchrun on two GPUs: each rank times its own GPU, its own shard, nothing twice."""
+    if _fewer_than_two_gpus():
+        pytest.skip("fewer than 2 CUDA GPUs visible")
     import os
     import subprocess
     import sys
+
     from kbench.collect import cudnn as C
     from kbench.collect.merge import merge
     from kbench.collect.writer import load_env, load_records

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbench.collect import cudnn as C
-from kbench.collect.notes_cache import CHECK_EVERY, NotesCache, engine_of, notes_table
+from kbench.collect.notes_cache import NotesCache, engine_of, notes_table
 
 P = {"direction": "F", "dtype": "FP16", "layout": "NHWC"}
 

@@ -1,6 +1,5 @@
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -38,7 +37,7 @@ def test_tables_follow_the_data_model(raw):
         assert (back[col].to_numpy() == src[col].to_numpy()).all()
     assert prob["output_size_ok"].all()
     # ranks: 0..n-1 by time within each problem; n_listed counts them
-    for pid, g in rt.groupby("problem_id"):
+    for _, g in rt.groupby("problem_id"):
         assert list(g.sort_values("rank")["rank"]) == list(range(len(g)))
         assert g.sort_values("rank")["time_ms"].is_monotonic_increasing
     assert (prob.set_index("problem_id")["n_listed"] == rt.groupby("problem_id").size()).all()
@@ -169,6 +168,7 @@ def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, ru
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
     """Runs whose problems have no verify_passes used the collector before issue 16's fix."""
     import pandas as pd
+
     from kbench.collect.card import protocol_line
     problems = pd.DataFrame({"run_id": ["a", "a", "b", "c", "c"],
                              "verify_passes": [None, None, 2.0, 1.0, None]})
@@ -192,6 +192,7 @@ def test_fp32_first_plan_share_takes_mode_a_first_plan_that_ran_correctly():
     """Hand-worked: k1's first listed plan failed to run, its second (reduced) is the first good one;
     k2's first ran but was wrong, its second is full FP32; k3 is FP16 (left out); k4 lists no plan."""
     import pandas as pd
+
     from kbench.collect.card import fp32_first_plan_is_full_fp32
     ok = pd.DataFrame({"key": ["k1", "k2", "k3", "k4"], "dtype": ["FP32", "FP32", "FP16", "FP32"],
                        "heur_a": ["p1;p2;p3", "p4;p5", "p6", None]})
@@ -207,6 +208,7 @@ def test_heuristics_table_keeps_each_order_within_the_candidate_set():
     """Hand-worked: p1's candidate set is {a, b, c}, p2's {d}. Mode A lists x (not a candidate) before
     b and a; mode B lists nothing for p2; PyTorch ran y (not a candidate), then c, for p1."""
     import pandas as pd
+
     from kbench.collect.package import heuristics_table
     runtimes = pd.DataFrame({"problem_id": ["p1", "p1", "p1", "p2"], "kernel": ["a", "b", "c", "d"]})
     src = pd.DataFrame({"heur_a": ["x;b;a", "d"], "heur_b": ["c", None], "heur_fallback": ["a;;c", "q"],

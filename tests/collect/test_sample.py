@@ -5,10 +5,11 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kbench.collect import sample as S
 from kbench.collect.cudnn import load_problems
+from kbench.collect.studies import sample as S
 from kbench.errors import DataIntegrityError, KbenchInputError
 
 
@@ -146,14 +147,14 @@ def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
     from kbench.collect import package as P
     raw2, _ = _repeat_folder(raw_sample, tmp_path)
     lines = (raw2 / "env.jsonl").read_text().splitlines()
-    (raw2 / "env.jsonl").write_text("\n".join(json.dumps({**json.loads(l), "gpu": "NVIDIA H200"}) for l in lines))
+    (raw2 / "env.jsonl").write_text("\n".join(json.dumps({**json.loads(line), "gpu": "NVIDIA H200"}) for line in lines))
     with pytest.raises(KbenchInputError, match="same GPU model"):
         P.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2])
 
 
 def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):
     from kbench.cli import main
-    from kbench.collect import retest
+    from kbench.collect.studies import retest
     raw2, keys = _repeat_folder(raw_sample, tmp_path)
     m = retest.compare(raw_sample, raw2)
     assert set(m["key"]) <= set(keys) and np.allclose(m["log_ratio"], np.log(1.5))
@@ -175,6 +176,7 @@ def test_small_parts_line_hand_worked():
     """3 problems, 3 plans: p1 and p2 are train in split `a` (fastest x and y), p3 is test. Two plans are a
     training label; the train part (2) is under the largest k-shot budget, which the transfer track uses."""
     import pandas as pd
+
     from kbench.collect.card import LARGEST_SHOT_BUDGET, small_parts_line
     from kbench.transfer_task import K_BUDGETS
     assert LARGEST_SHOT_BUDGET == max(K_BUDGETS)

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from kbench.collect import scaling
 from kbench.collect import writer as W
+from kbench.collect.studies import scaling
 from kbench.errors import KbenchInputError
 
 

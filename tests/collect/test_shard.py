@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from collect_fakes import HERE, SyntheticCollector, write_problems_csv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collect_fakes import HERE, SyntheticCollector, write_problems_csv
 from kbench.collect import cudnn as C
 from kbench.collect import shard as S
 from kbench.collect import writer as W

@@ -1,13 +1,13 @@
-"""The verification pass (kbench.collect.verify): real h100 readings and synthetic cases, hand-checked."""
+"""The verification pass (kbench.collect.label_retiming.front_runners): real h100 readings and synthetic cases, hand-checked."""
 import json
-import math
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from kbench.collect import verify as V
+from kbench.collect.label_retiming import front_runners as V
 
 FIXTURE = json.loads((Path(__file__).with_name("fixtures") / "verify_h100.json").read_text())
 KEY_BF16 = "80-21-21-3x3-8-21-21-128-3x3-1x1-3x3-0-NCHW-BF16-F"
@@ -227,8 +227,8 @@ def test_packaged_time_is_the_verified_time():
 
 
 def test_label_check_flags_labels_never_retimed_or_unverified():
+    from kbench.collect.label_retiming.front_runners import label_checks
     from kbench.collect.package import candidate_runtimes
-    from kbench.collect.verify import label_checks
     problems, plans = _raw_frames()
     c = label_checks(candidate_runtimes(problems, plans), plans)
     # p's label is b (1.02, verified); q's label is a: 0.5 from one coarse replay (coarse_n 10 = 1 x k)

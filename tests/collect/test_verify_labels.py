@@ -1,4 +1,4 @@
-"""The verification pass on shipped labels (kbench.collect.verify_labels, kbench.collect.labels).
+"""The verification pass on shipped labels (kbench.collect.label_retiming.shipped, kbench.collect.label_retiming.apply).
 
 GPU-free: the plan order, the on-demand plan timer against a fake collector
 (workspace growth must re-capture the graphs taken before it), and the label
@@ -9,13 +9,14 @@ import json
 
 import pandas as pd
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kbench.collect import cudnn as C
-from kbench.collect import verify as V
-from kbench.collect.labels import apply_labels, read_labels
+from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.label_retiming.apply import apply_labels, read_labels
+from kbench.collect.label_retiming.shipped import _PlanTimer, problem_order
 from kbench.collect.package import candidate_runtimes
-from kbench.collect.verify_labels import _PlanTimer, problem_order
 from kbench.errors import KbenchInputError
 
 
@@ -221,6 +222,7 @@ def test_alignment_section_hand_worked():
     assert "geomean 0.707" in text
 
 
+@pytest.mark.slow
 def test_shipped_h200_aligns_with_h100():
     import kbench
     h100, h200 = kbench.load("h100"), kbench.load("h200")
@@ -273,7 +275,7 @@ class LoopCollector:
 
 
 def test_run_resumable_records_failures_and_resumes(tmp_path):
-    from kbench.collect.verify_gpu import done_problems, run_resumable
+    from kbench.gpu_check.timing import done_problems, run_resumable
     items = [{"problem_id": p} for p in ("p1", "p2", "p3")]
     calls = []
 
@@ -298,7 +300,7 @@ def test_run_resumable_records_failures_and_resumes(tmp_path):
 
 
 def test_run_resumable_stops_on_a_lost_cuda_context(tmp_path):
-    from kbench.collect.verify_gpu import run_resumable
+    from kbench.gpu_check.timing import run_resumable
 
     def work(col, item):
         raise C.FatalCudaError("CUDA context unusable")

@@ -15,13 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pydantic
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kbench.collect.verify_on_gpu import make_record, read_raw
-from kbench.collect.verify_plan import build_plan, interleave, problem_rng, role_plans
-from kbench.collect.verify_score import score
 from kbench.errors import KbenchInputError
+from kbench.gpu_check.command import make_record, read_raw
+from kbench.gpu_check.plan import build_plan, interleave, problem_rng, role_plans
+from kbench.gpu_check.score import score
 from kbench.records import VerificationRecord
 
 FIXTURE = Path(__file__).parent / "fixtures" / "verify_h100_shipped.json"
@@ -194,7 +196,7 @@ def test_record_round_trip_and_schema(fixture, tmp_path):
     assert again == rec
     schema = VerificationRecord.model_json_schema()
     assert {"measured", "table", "protocol", "problems_measured"} <= set(schema["required"])
-    with pytest.raises(Exception):
+    with pytest.raises(pydantic.ValidationError):
         VerificationRecord.model_validate({**json.loads(rec.model_dump_json()), "surprise": 1})
     # problems left out for want of a reference plan: listed when there are any, no key when none
     assert "problems_without_reference" not in json.loads(rec.model_dump_json())
@@ -281,7 +283,7 @@ class _FakeCollector:
 
 def test_time_problem_follows_the_interleaved_order():
     from kbench.collect import cudnn as C
-    from kbench.collect.verify_gpu import _time_problem
+    from kbench.gpu_check.timing import _time_problem
     col = _FakeCollector()
     item = {"problem_id": "p", "problem": {}, "plans": ["a", "b", "c"],
             "order": [["b", "a", "c"], ["c", "b", "a"]]}
@@ -297,7 +299,7 @@ def test_time_problem_follows_the_interleaved_order():
 
 
 def test_run_timing_resumes_from_finished_problems(tmp_path):
-    from kbench.collect.verify_gpu import done_problems
+    from kbench.gpu_check.timing import done_problems
     (tmp_path / "raw.jsonl").write_text('{"kind": "problem", "problem_id": "p1", "status": "ok"}\n'
                                         '{"kind": "time", "problem_id": "p2", "plan": "a", "ms": 1}\n'
                                         '{"kind": "problem", "problem_id": "p3", "status": "failed"}\n{"kin')
@@ -328,7 +330,7 @@ def test_each_timing_command_refuses_the_other_ones_plan(tmp_path, capsys):
     not a KeyError half-way through."""
     import kbench
     from kbench.cli import main
-    from kbench.collect import verify_labels as VL
+    from kbench.collect.label_retiming import shipped as VL
     labels = tmp_path / "labels"
     VL.write_plan(VL.make_plan(kbench.load("h200"), limit=2), labels)
     assert main(["verify-on-gpu", "--out", str(labels), "--score-only"]) == 2
@@ -350,6 +352,7 @@ def test_the_collector_without_cudnn_frontend_says_where_to_run(monkeypatch):
     """Without nvidia-cudnn-frontend (CI, a laptop) the GPU timing step is an input error that says how to
     split the work, not an internal error."""
     import builtins
+
     from kbench.collect.cudnn import CudnnCollector
     real_import = builtins.__import__
 

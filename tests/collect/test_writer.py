@@ -3,8 +3,8 @@ import json
 
 import pandas as pd
 
-from kbench.collect import writer as W
 from kbench.collect import cudnn as C
+from kbench.collect import writer as W
 
 
 def _rec(key, status="ok"):

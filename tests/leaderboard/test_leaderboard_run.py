@@ -36,7 +36,7 @@ def test_run_trains_every_registered_baseline(toy, fakes, tmp_path):
 
 
 def test_run_resumes_and_picks_up_new_baselines(toy, fakes, tmp_path):
-    from baselines import base
+    from kbench_baselines import base
 
     class Flaky(FakeBaseline):
         stochastic, fits, crash_at = True, 0, 2

@@ -1,7 +1,7 @@
 """Rule 7 (corrected labels): an entry re-scored from its stored seed-0 predictions keeps one seed.
 
 Uses a real relabelled record: the h100 random xgboost-plans entry as
-``bench/rescore_entries.py --relabel h100`` wrote it when h100 1.1.0 came out (session 6), kept in
+``kbench leaderboard rescore --relabel h100`` (then a script) wrote it when h100 1.1.0 came out (session 6), kept in
 ``data/relabelled-result.json`` after the entry itself was re-run with 5 seeds (session 8).
 """
 import json
@@ -41,7 +41,7 @@ def test_relabel_mark_must_name_a_valid_earlier_entry():
 
 
 def test_relabel_script_refuses_unknown_names_without_writing(tmp_path):
-    """bench/rescore_entries.py --relabel: an unknown dataset or method is one message and exit 2, and the
+    """kbench leaderboard rescore --relabel: an unknown dataset or method is one message and exit 2, and the
     entries are left as they are (a typo in --methods must not silently re-score nothing)."""
     import shutil
     import subprocess
@@ -50,11 +50,10 @@ def test_relabel_script_refuses_unknown_names_without_writing(tmp_path):
     board = tmp_path / "leaderboard"
     shutil.copytree(root / "leaderboard" / "h100" / "networks" / "oracle", board / "h100" / "networks" / "oracle")
     before = {p: p.read_bytes() for p in board.rglob("*") if p.is_file()}
-    script = str(root / "bench" / "rescore_entries.py")
     for args, messages in ((["--relabel", "nope"], ["unknown dataset 'nope'"]),
                            (["--relabel", "h100", "--methods", "orcale"],
                             ["--methods: no h100 entry named orcale under", "its entries are oracle."])):
-        run = subprocess.run([sys.executable, script, *args, "--leaderboard", str(board)], capture_output=True,
+        run = subprocess.run([sys.executable, "-m", "kbench.cli", "leaderboard", "rescore", *args, "--leaderboard", str(board)], capture_output=True,
                              text=True, cwd=tmp_path)
         assert run.returncode == 2, run.stderr
         assert all(m in run.stderr for m in messages) and "Traceback" not in run.stderr

@@ -8,9 +8,17 @@ import pytest
 
 from kbench.errors import KbenchInputError
 from kbench.sources.cnnopt import (
-    CUDNN_FWD_ALGOS, REFERENCE_ALL, REFERENCE_STANDARD, RS_FAILED_LAUNCH_LINE, SPLIT_NAME,
-    canonical_problems, read_cudnn_profile, read_tile_text, render_data_card, resolve_gpu,
+    CUDNN_FWD_ALGOS,
+    REFERENCE_ALL,
+    REFERENCE_STANDARD,
+    RS_FAILED_LAUNCH_LINE,
+    SPLIT_NAME,
+    canonical_problems,
+    read_cudnn_profile,
+    read_tile_text,
+    resolve_gpu,
 )
+from kbench.sources.cnnopt_card import render_data_card
 from kbench.sources.cnnopt_features import GPU_SPECS
 from kbench.splits import assign_networks_split
 
@@ -136,7 +144,8 @@ def test_row_after_s_harness_error_is_kept(tiles):
 
 @pytest.mark.parametrize("gpu", GPUS)
 def test_benchmark_layers_are_the_reg_files(tiles, cnnopt_raw, gpu):
-    from kbench.sources.cnnopt import GPUS as CFG, FOLDER_SCHEMA, SCHEMAS
+    from kbench.sources.cnnopt import FOLDER_SCHEMA, SCHEMAS
+    from kbench.sources.cnnopt import GPUS as CFG
 
     files = list((cnnopt_raw / CFG[gpu]["tiles"]).glob("*/Reg.timesForProblem*.csv.gz"))
     # a layer = (stride of its folder's schema, K x H x W _ C _ R of its name)

@@ -35,8 +35,8 @@ def test_ranking_is_cut_after_the_first_measured_kernel(mi100):
 
 def test_shipped_table_is_the_rules_baselines_choice(mi100):
     """Scoring with the shipped table gives the times the rules baseline's rankings give."""
-    from baselines.rules import Rules
     from kbench.evaluate import Evaluator
+    from kbench_baselines.rules import Rules
     ev = Evaluator(mi100, split="random", part="valid")
     assert ev.reference_name == "rules"
     direct = Evaluator(mi100, split="random", part="valid", reference=Rules().predict(mi100, ev.ids))

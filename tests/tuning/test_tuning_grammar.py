@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U as G, get_grammar
 from tuning_toy import problem
+
+from kbench.tuning.grammar import ASM1X1U_PARAMS, get_grammar
+from kbench.tuning.grammar import CONV_ASM_1X1U as G
 
 P = ASM1X1U_PARAMS
 
@@ -112,6 +113,7 @@ def tuple_and_problem(draw):
     return tup, prob
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(tuple_and_problem())
 def test_prefix_validity_is_monotone(tp):

@@ -7,11 +7,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tuning_toy import problem
 
 from kbench.errors import KbenchInputError
 from kbench.tuning.grammar import ASM1X1U_PARAMS
-from tuning_toy import problem
-
 from kbench.tuning.metrics import (
     align_predictions,
     average_accuracy,

@@ -9,17 +9,6 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys, to_miopen_key
-from kbench.tuning.grammar import SOLVER_PARAMS
-from kbench.tuning.perfdb import (
-    config_keys,
-    parse_params,
-    perfdb_tables,
-    read_perfdb,
-    resolve_keys,
-)
-
 from tuning_toy import (
     CONFIGS,
     KEY1,
@@ -30,6 +19,16 @@ from tuning_toy import (
     KEY7_13,
     PERF,
     make_perfdb,
+)
+
+from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys, to_miopen_key
+from kbench.tuning.grammar import SOLVER_PARAMS
+from kbench.tuning.perfdb import (
+    config_keys,
+    parse_params,
+    perfdb_tables,
+    read_perfdb,
+    resolve_keys,
 )
 
 
@@ -125,6 +124,7 @@ _CFG_COLS = ["layout", "data_type", "direction", "spatial_dim", "in_channels", "
     x=st.integers(1, 300), f=st.integers(1, 7), pad=st.integers(0, 3),
     s=st.integers(1, 4), d=st.integers(1, 2), g=st.sampled_from([1, 2, 32]),
 )
+@pytest.mark.slow
 def test_config_key_round_trip(direction, dtype, layout, c, k, n, x, f, pad, s, d, g):
     """config row -> key -> canonical columns -> key is the identity, and the
     canonical output size follows the convolution rule (forward) or is one of

@@ -1,0 +1,186 @@
+"""``kbench verify-on-gpu``: re-time a predictions file's chosen plans on the GPU.
+
+    kbench verify-on-gpu PREDS --dataset h100 --split random --out DIR --plan-only   # CPU: DIR/plan.json
+    kbench verify-on-gpu --out DIR --time-only [--time-budget S]                      # GPU: DIR/raw.jsonl
+    kbench verify-on-gpu --out DIR --score-only [--method NAME]                       # CPU: DIR/verification.json
+    kbench verify-on-gpu PREDS --dataset h100 --split random --out DIR                # all three in one go
+
+Three steps, three modules: the plan (:mod:`kbench.gpu_check.plan`, pure:
+which plans per problem and the interleaved order), the timing
+(:mod:`kbench.gpu_check.timing`, on the GPU, resumable, raw rows as it
+goes), and the score (:mod:`kbench.gpu_check.score`, pure) into a typed
+:class:`kbench.records.VerificationRecord` with the measured speed-up over
+cuDNN mode A (geomean overall, per direction and data type) and the oracle's
+measured margin, next to the table-derived figures of the same problems.
+On the lent device: ``bash kbench/collect/run_on_device.sh verify DIR BUDGET_S``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from kbench.errors import KbenchInputError, read_json_object
+
+PLAN_NAME = "plan.json"
+RECORD_NAME = "verification.json"
+
+
+def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
+              seed: int = 0, method: str | None = None) -> dict:
+    """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
+    from kbench.dataset import load
+    from kbench.evaluate import read_predictions
+    from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
+    ds = load(dataset) if isinstance(dataset, str) else dataset
+    path = sha = None
+    if isinstance(predictions, (str, Path)):
+        path = str(predictions)
+        predictions, sha = read_predictions(predictions)
+    require_cudnn_collected(ds, "verify-on-gpu")
+    if ds.heuristics is None:
+        raise KbenchInputError(f"dataset {ds.name!r} has no recorded cuDNN heuristic (heuristics table); "
+                               "verify-on-gpu re-times against cuDNN mode A")
+    ids = ds.split(split)[part]
+    roles = role_plans(predictions, ds.runtimes, ds.heuristics, ids)
+    plan = build_plan(roles, ds.problems[ds.problems["problem_id"].isin(roles["problem_id"])], rounds=rounds,
+                      replays=replays, seed=seed)
+    plan.update(dataset={"name": ds.name, "version": ds.version, "checksum": ds.checksum}, split=split, part=part,
+                method=method, predictions={"path": path, "sha256": sha, "rows": int(len(predictions))})
+    if roles.attrs["no_reference"]:  # left out, as the board's speed-up over the reference leaves them out
+        plan["no_reference"] = roles.attrs["no_reference"]
+    return plan
+
+
+def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
+    """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds);
+    ``path`` may be gzipped (``.gz``), as the committed re-timings are."""
+    rows, failed, env, seconds = [], {}, {}, 0.0
+    if path.exists():
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            kind = row.get("kind")
+            if kind == "time":
+                rows.append(row)
+            elif kind == "problem" and row.get("status") != "ok":
+                failed[row["problem_id"]] = row.get("error", "")
+            elif kind == "run":
+                env = row.get("env", {})
+            elif kind == "run_end":
+                seconds += float(row.get("seconds", 0.0))
+    cols = ["problem_id", "plan", "round", "slot", "ms"]
+    return (pd.DataFrame(rows, columns=cols + ["k", "method"]) if rows else pd.DataFrame(columns=cols)), failed, env, seconds
+
+
+def make_record(plan: dict, out_dir: Path, method: str | None = None):
+    """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
+    from kbench.gpu_check.score import score
+    from kbench.gpu_check.timing import RAW_NAME
+    from kbench.records import DatasetRef, PredictionsRef, VerificationRecord
+    from kbench.version import __version__
+    raw, failed, env, seconds = read_raw(out_dir / RAW_NAME)
+    measured, table, n = score(plan, raw)
+    return VerificationRecord(
+        kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),
+        split=plan["split"], part=plan["part"], predictions=PredictionsRef(**plan["predictions"]),
+        protocol={"seed": plan["seed"], "rounds": plan["rounds"], "replays": plan["replays"],
+                  "timing": "CUDA graph of k executions per replay (collector's rule), median of replays per "
+                            "round, median over rounds; single executions for plans over 20 ms"},
+        device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
+        problems_without_reference=plan.get("no_reference", []),
+        device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("predictions", nargs="?", help="predictions file (CSV/parquet); not needed with --time-only "
+                                                  "or --score-only")
+    p.add_argument("--dataset", default="h100")
+    p.add_argument("--split", default="random")
+    p.add_argument("--part", default="test", choices=["train", "valid", "test"])
+    p.add_argument("--out", required=True, help="run folder: plan.json, raw.jsonl, verification.json")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per problem (default 5)")
+    p.add_argument("--replays", type=int, default=3, help="replays per timing, median taken (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the problem and round orders")
+    p.add_argument("--method", default=None, help="method name for the record")
+    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="start no new problem after this many seconds of timing")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--plan-only", action="store_true", help="write DIR/plan.json and stop (no GPU)")
+    g.add_argument("--time-only", action="store_true", help="time DIR/plan.json's plans (GPU), no scoring")
+    g.add_argument("--score-only", action="store_true", help="score DIR/raw.jsonl (no GPU)")
+
+
+def run(args) -> int:
+    out = Path(args.out)
+    plan_path = out / PLAN_NAME
+    if args.time_only or args.score_only:
+        if not plan_path.exists():
+            raise KbenchInputError(f"{plan_path}: no run plan; write one first with "
+                                   f"'kbench verify-on-gpu PREDS --out {out} --plan-only'")
+        from kbench.gpu_check.plan import require_plan_kind
+        plan = read_json_object(plan_path)
+        require_plan_kind(plan, "roles", plan_path)
+    else:
+        if not args.predictions:
+            raise KbenchInputError("verify-on-gpu: give the predictions file (or --time-only / --score-only "
+                                   "with an existing run folder)")
+        plan = make_plan(args.predictions, args.dataset, args.split, args.part, args.rounds, args.replays,
+                         args.seed, args.method)
+        if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
+            raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
+        out.mkdir(parents=True, exist_ok=True)
+        plan_path.write_text(json.dumps(plan, indent=1) + "\n")
+        left_out = len(plan.get("no_reference", []))
+        print(f"verify-on-gpu: plan of {len(plan['problems'])} problems -> {plan_path}"
+              + (f" ({left_out} left out: cuDNN mode A proposed no plan for them)" if left_out else ""))
+        if args.plan_only:
+            return 0
+    if not args.score_only:
+        from kbench.gpu_check.timing import run_timing
+        try:
+            summary = run_timing(plan, out, args.time_budget)
+        except ImportError as exc:
+            raise KbenchInputError(f"the timing step needs PyTorch with CUDA and nvidia-cudnn-frontend ({exc}); "
+                                   f"on a CPU machine use --plan-only here and run the timing on the GPU "
+                                   f"machine (bash kbench/collect/run_on_device.sh verify {out} BUDGET_S)") from None
+        print(json.dumps(summary))
+        if args.time_only:
+            return 0
+    record = make_record(plan, out, args.method)
+    (out / RECORD_NAME).write_text(record.model_dump_json(indent=1) + "\n")
+    m, t = record.measured.overall, record.table.overall
+    print(f"verify-on-gpu: {record.problems_measured} problems; speed-up over mode A measured "
+          f"{m.speedup_geomean:.3f}x (table {t.speedup_geomean:.3f}x); oracle margin measured "
+          f"{m.oracle_speedup_geomean:.3f}x (table {t.oracle_speedup_geomean:.3f}x) -> {out / RECORD_NAME}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (``python -m kbench.gpu_check.command``), for the device machine."""
+    import argparse
+    import sys
+
+    from kbench.errors import KbenchError
+    p = argparse.ArgumentParser(prog="python -m kbench.gpu_check.command", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    args = p.parse_args(argv)
+    from kbench.collect.cudnn import FatalCudaError
+    try:
+        return run(args)
+    except FatalCudaError as exc:  # the CUDA context is gone: exit 3, run_on_device.sh restarts and resumes
+        print(f"kbench: fatal CUDA error: {exc}", file=sys.stderr)
+        return 3
+    except KbenchError as exc:
+        print(f"kbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""The GPU part of ``kbench verify-on-gpu``: time a run plan's plans, writing raw rows as it goes.
+
+It reuses :class:`kbench.collect.cudnn.CudnnCollector` for everything that
+touches the GPU: the input tensors (``_tensors``), the cuDNN graph of the
+problem with every heuristic mode (``_plan_list``, so plan names are the
+dataset's kernel names), CUDA-graph capture of k back-to-back executions
+(``_capture``, k from ``inner_count`` as in the collector), replay timing with
+CUDA events (``_replays``) and single-execution timing for slow plans
+(``_single_ms``). Only the order differs from the collector: the plan's
+interleaved rounds (:mod:`kbench.gpu_check.plan`), each timing being the
+median of ``replays`` replays.
+
+Raw rows go to ``raw.jsonl`` in the run folder, one JSON object per line,
+flushed after every problem: ``{"kind": "time", problem_id, plan, round, slot,
+ms, k, method}`` and, when a problem is finished, ``{"kind": "problem",
+problem_id, status, error, seconds}``. A re-run skips every problem that has
+a ``problem`` line (resumable); a ``{"kind": "run", ...}`` line records the
+environment and the run's wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from kbench.collect import cudnn as C
+
+RAW_NAME = "raw.jsonl"
+
+
+def done_problems(raw_path: Path) -> set[str]:
+    """Problem ids that a previous run finished (ok or failed)."""
+    if not raw_path.exists():
+        return set()
+    out = set()
+    for line in raw_path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill: the problem is re-timed
+            continue
+        if row.get("kind") == "problem":
+            out.add(row["problem_id"])
+    return out
+
+
+def _time_problem(col, C, item: dict, replays: int) -> list[dict]:
+    """Time-rows of one problem in its interleaved order (raises on a failure)."""
+    t = col.torch
+    p = item["problem"]
+    x, w, y, _ = col._tensors(p)
+    g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
+    if g is None:
+        raise RuntimeError(f"graph: {err}")
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in item["plans"] if n not in index]
+    if missing:
+        raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
+    states = {}
+    need = 1
+    for name in item["plans"]:
+        g.build_plan_at_index(index[name])
+        need = max(need, int(g.get_workspace_size_plan_at_index(index[name])))
+    if col.workspace.numel() < need:
+        col.workspace = None
+        t.cuda.empty_cache()
+        col.workspace = t.empty(need, dtype=t.uint8, device="cuda")
+    for name in item["plans"]:  # warm-up execution, then the collector's capture rule
+        i = index[name]
+        single = col._single_ms(g, pack, i)
+        ps = C.PlanState(i, {"plan": name})
+        if single >= C.SLOW_PLAN_MS:
+            ps.rec["method"] = "single"
+        else:
+            single = col._single_ms(g, pack, i)
+            ps.k = C.inner_count(single)
+            ps.graph = col._capture(g, pack, i, ps.k)
+            warm = col._replays(ps, 1)[0]
+            if warm * ps.k < C.COARSE_TARGET_MS / 2 and ps.k < C.MAX_INNER:
+                ps.k = C.inner_count(warm)
+                ps.graph = col._capture(g, pack, i, ps.k)
+                col._replays(ps, 1)
+            ps.rec["method"] = "graph"
+        states[name] = ps
+    rows = []
+    for r, round_plans in enumerate(item["order"]):
+        for slot, name in enumerate(round_plans):
+            ps = states[name]
+            if ps.graph is not None:
+                reps = col._replays(ps, replays)
+            else:
+                reps = [col._single_ms(g, pack, ps.index) for _ in range(replays)]
+            rows.append({"kind": "time", "problem_id": item["problem_id"], "plan": name, "round": r, "slot": slot,
+                         "ms": statistics.median(reps), "k": ps.k, "method": ps.rec["method"]})
+    for ps in states.values():
+        ps.graph = None
+    return rows
+
+
+def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, work, time_budget_s: float | None = None,
+                  progress_every: int = 50, label: str = "verify") -> dict:
+    """Run ``work(col, item) -> (rows, fields)`` on every problem of ``problems`` that has no
+    ``problem`` line in ``OUT/raw.jsonl`` yet, appending as it goes (resumable).
+
+    ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
+    ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
+    (:class:`kbench.collect.cudnn.FatalCudaError`, raised for the caller to restart and resume).
+    Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw_path = out_dir / RAW_NAME
+    done = done_problems(raw_path)
+    todo = [item for item in problems if item["problem_id"] not in done]
+    col = make_collector()
+    t0 = time.perf_counter()
+    col.warm_up()
+    n_ok = n_failed = 0
+    with raw_path.open("a") as fh:
+        fh.write(json.dumps({"kind": "run", "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "env": col.env(), "todo": len(todo), "done_before": len(done)}) + "\n")
+        for n, item in enumerate(todo):
+            if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+                break
+            ts = time.perf_counter()
+            try:
+                (rows, fields), status, error = work(col, item), "ok", ""
+                n_ok += 1
+            except C.FatalCudaError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one problem's failure is recorded, the run goes on
+                col._check_cuda()
+                rows, fields, status, error = [], {}, "failed", C._err(exc)
+                n_failed += 1
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+            fh.write(json.dumps({"kind": "problem", "problem_id": item["problem_id"], "status": status,
+                                 "error": error, "seconds": round(time.perf_counter() - ts, 4), **fields}) + "\n")
+            fh.flush()
+            if progress_every and (n + 1) % progress_every == 0:
+                print(f"{label}: {n + 1}/{len(todo)} problems, {time.perf_counter() - t0:.0f} s", flush=True)
+        wall = time.perf_counter() - t0
+        fh.write(json.dumps({"kind": "run_end", "seconds": round(wall, 2), "ok": n_ok, "failed": n_failed}) + "\n")
+    return {"ok": n_ok, "failed": n_failed, "left": len(todo) - n_ok - n_failed, "seconds": round(wall, 1)}
+
+
+def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
+               progress_every: int = 50) -> dict:
+    """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
+    return run_resumable(
+        plan["problems"], out_dir,
+        lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
+        lambda col, item: (_time_problem(col, C, item, plan["replays"]), {}), time_budget_s, progress_every)

@@ -1,0 +1,123 @@
+"""Render the README's generated blocks: the dataset table, the scoring rules and the performance table.
+
+    python tools/report.py            # rewrites the three blocks in README.md
+
+The performance table comes from ``bench/results/*.json``; the scoring rules from the "Scoring
+rules" part of :data:`kbench.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
+prints, so the README and the command say the same (``tests/test_dataset.py`` checks both blocks).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def rows() -> list[str]:
+    res = ROOT / "bench" / "results"
+    out = ["| what | measured | target | machine |", "|---|---|---|---|"]
+
+    def mach(d):
+        m = d.get("machine", {})
+        la = f", load average {m['loadavg_1min']:.1f}" if m.get("loadavg_1min") is not None else ""
+        return f"{m.get('cpu_count')} cores, {m.get('processor')}, Python {m.get('python')}{la}"
+
+    if (res / "load.json").exists():
+        d = json.loads((res / "load.json").read_text())
+        out.append(f"| `kbench.load(\"{d['dataset']}\")`, fresh process, import excluded (median of "
+                   f"{len(d['load_seconds'])}) | {d['load_median_s']:.3f} s | < 0.5 s | {mach(d)} |")
+        out.append(f"| parsing the raw find-db instead (`convert_finddb`) | {d['parse_raw_finddb_s']:.1f} s | | {mach(d)} |")
+    if (res / "evaluate.json").exists():
+        d = json.loads((res / "evaluate.json").read_text())
+        out.append(f"| `Evaluator(...)(preds)` on {d['dataset']} {d['split']}/test ({d['problems']:,} problems, "
+                   f"{d['kernels_per_ranking']} kernels ranked each; median) | {d['api_call_median_s']:.3f} s | < 0.2 s | {mach(d)} |")
+        out.append(f"| whole `kbench evaluate` command, same file (median) | {d['cli_command_median_s']:.2f} s | < 2 s | {mach(d)} |")
+    if (res / "reformer_latency.json").exists():
+        d = json.loads((res / "reformer_latency.json").read_text())
+        inf = d["inference"]["reformer"]
+        paths = [("ONNX Runtime path (I/O binding)", "onnxruntime", "< 10 µs (paper: 49 µs)"),
+                 ("numpy path", "numpy", ""), ("PyTorch", "torch", "")]
+        for label, key, target in paths:
+            if "batch1" not in inf.get(key, {}):
+                continue
+            b1 = inf[key]["batch1"]
+            out.append(f"| Reformer CPU inference, one problem, 1 thread, {label} (p50 / p99) | "
+                       f"{b1['p50_us']:.1f} / {b1['p99_us']:.1f} µs | {target} | {mach(d)} |")
+    for path in sorted(res.glob("selector_latency_*.json")):
+        d = json.loads(path.read_text())
+        m = d.get("machine", {})
+        where = ", ".join(filter(None, [f"{m.get('cpus')} cores", m.get("processor"), f"Python {m.get('python')}",
+                                        f"load average {d['loadavg_before'][0]:.1f}"]))
+        lat, save = d["latency_ms"], d["table_saving"]
+        out.append(f"| `{d['baseline']}` selector CPU latency, one {d['dataset']} problem, batch 1, 1 thread "
+                   f"(features + booster + ranking; p50 / p99); break-even: calls of the convolution whose mean "
+                   f"saving over cuDNN mode A ({save['mean_saved_ms'] * 1e3:.1f} µs, table) pay for one prediction "
+                   f"| {lat['p50']:.1f} / {lat['p99']:.1f} ms; {d['break_even_calls']:,.0f} calls | | {where} |")
+    if (res / "default_run.json").exists():
+        d = json.loads((res / "default_run.json").read_text())
+        fits = ", ".join(f"{m} {v:.0f} s" for m, v in sorted(d["fit_s_per_seed"].items(), key=lambda kv: -(kv[1] or 0))
+                         if v is not None and v >= 1)
+        out.append(f"| default `kbench run` from scratch (mi100 random, 5 seeds; training per seed: {fits}) | "
+                   f"{d['wall_min']:.1f} min | about 15 min | {mach(d)} |")
+    out.append("")
+    out.append("Experiment reports generated from the records: "
+               + ", ".join(f"[`{p.name}`]({p.relative_to(ROOT).as_posix()})" for p in sorted(
+                   [*(ROOT / "experiments" / "results").glob("*.md"), *(ROOT / "tools" / "results").glob("*.md")],
+                   key=lambda p: p.name)) + ".")
+    return out
+
+
+DATASETS_START, DATASETS_END = "<!-- datasets:start -->", "<!-- datasets:end -->"
+SCORING_START, SCORING_END = "<!-- scoring:start -->", "<!-- scoring:end -->"
+
+
+def scoring_rules_markdown(expected_format: str) -> str:
+    """The "Scoring rules" part of ``expected_format`` as Markdown: a numbered list, then its closing note."""
+    section = expected_format.split("\nScoring rules\n", 1)[1]
+    items: list[str] = []
+    note: list[str] = []
+    for line in section.strip("\n").splitlines():
+        words = line.strip()
+        if re.match(r"\d+\. ", words):
+            items.append(words)
+        elif items and not note and line.startswith("     "):  # a rule's continuation line
+            items[-1] += " " + words
+        elif words:
+            note.append(words)
+    wrap = functools.partial(textwrap.fill, width=100, break_on_hyphens=False, break_long_words=False)
+    return "\n".join(wrap(item, subsequent_indent="   ") for item in items) + "\n\n" + wrap(" ".join(note))
+
+
+def replace_block(text: str, start: str, end: str, body: str) -> str:
+    """``text`` with what lies between the markers ``start`` and ``end`` replaced by ``body``."""
+    head, rest = text.split(start, 1)
+    return head + start + "\n" + body + "\n" + end + rest.split(end, 1)[1]
+
+
+def main() -> None:
+    import sys
+    sys.path.insert(0, str(ROOT))
+    from kbench.dataset import datasets_markdown
+    from kbench.evaluate import EXPECTED_FORMAT
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    text = replace_block(text, DATASETS_START, DATASETS_END, datasets_markdown())
+    text = replace_block(text, SCORING_START, SCORING_END, scoring_rules_markdown(EXPECTED_FORMAT))
+    block = START + "\n" + "\n".join(rows()) + "\n" + END
+    if START in text:
+        head, rest = text.split(START, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.replace("BENCH_TABLE", block)
+    readme.write_text(text)
+    print(block)
+
+
+if __name__ == "__main__":
+    main()
