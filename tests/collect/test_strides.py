@@ -8,8 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.collect.strides import (legacy_strides, problem_tensor_shapes, pytorch_strides, size_one_class,
-                                    strides_differ, tensor_strides)
+from kbench.collect.strides import (
+    legacy_strides,
+    problem_tensor_shapes,
+    pytorch_strides,
+    size_one_class,
+    strides_differ,
+    tensor_strides,
+)
 
 
 def test_worked_examples():
