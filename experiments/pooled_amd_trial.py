@@ -5,6 +5,7 @@
     python experiments/pooled_amd_trial.py curve    # mi100 learning curve, 5/10/30/100 % of train, 3 seeds
     python experiments/pooled_amd_trial.py lodo     # trained without each AMD GPU, scored on it (test)
     python experiments/pooled_amd_trial.py devices  # the pooled model on every AMD GPU's test part
+    python experiments/pooled_amd_trial.py tables   # the tables of docs/pooled.md, from the JSON files
 
 Each writes ``experiments/results/pooled_amd_<mode>.json``. Pooled fits are cached (``$KBENCH_CACHE``,
 see ``baselines/pooled.py``), so a seed trained by ``kbench run --baselines xgboost-pooled`` is reused.
@@ -187,9 +188,100 @@ def devices(seeds, names=AMD, splits=("random",)) -> None:
                                            "per-device xgboost entry of the leaderboard (5 seeds)"})
 
 
+def _read(name: str) -> dict | None:
+    path = RESULTS / f"pooled_amd_{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _fmt(m: dict | None) -> str:
+    return "–" if not m else f"{100 * m['top1']:.2f}% / {m['geomean_slowdown']:.4f}"
+
+
+def tables() -> str:
+    """Markdown tables of every result file present (numbers only from the JSON files)."""
+    out = []
+    dev, lo = _read("devices"), _read("lodo")
+    lodo_by = {}
+    for r in (lo or {}).get("rows", []):
+        lodo_by.setdefault(r["device"], []).append(r)
+    if dev:
+        for split in dict.fromkeys(r["split"] for r in dev["rows"]):
+            out += [f"#### Pooled AMD model, split `{split}`, test part (top-1 / geomean slowdown)", "",
+                    "| device | xgboost (board, 5 seeds) | xgboost-pooled (seeds) | leave-one-device-out (seeds) |",
+                    "|---|---|---|---|"]
+            rows = [r for r in dev["rows"] if r["split"] == split]
+            for name in dict.fromkeys(r["device"] for r in rows):
+                mine = [r for r in rows if r["device"] == name]
+                mean = {k: float(np.mean([r["test"][k] for r in mine])) for k in KEYS}
+                lodo_rows = lodo_by.get(name, []) if split == "random" else []
+                lodo_mean = {k: float(np.mean([r[k] for r in lodo_rows])) for k in KEYS} if lodo_rows else None
+                out.append(f"| {name} | {_fmt(mine[0]['board_xgboost'])} | {_fmt(mean)} ({len(mine)}) | "
+                           f"{_fmt(lodo_mean)}{f' ({len(lodo_rows)})' if lodo_rows else ''} |")
+            out.append("")
+    push_r = _read("push")
+    if push_r:
+        out += ["#### mi100 push, valid part (mean over seeds " + ", ".join(map(str, push_r["seeds"])) + ")", "",
+                "| w_pooled | top-1 | geomean slowdown | within 5% |", "|---|---|---|---|"]
+        for r in push_r["mean_by_weight"]:
+            out.append(f"| {r['w_pooled']:.1f} | {100 * r['top1']:.2f}% | {r['geomean_slowdown']:.4f} | "
+                       f"{100 * r['within5']:.2f}% |")
+        out += ["", f"Chosen on valid: w_pooled = {push_r['chosen']['w_pooled']:.1f}.", ""]
+    fin = _read("final")
+    if fin:
+        out += ["#### mi100, the choice made on valid, test part (read once)", "",
+                "| split | seeds | top-1 | geomean slowdown | speed-up over reference |", "|---|---|---|---|---|"]
+        for split in ("random", "networks"):
+            if split in fin:
+                m = fin[split]["mean"]
+                out.append(f"| {split} | {len(fin[split]['per_seed'])} | {100 * m['top1']:.2f}% | "
+                           f"{m['geomean_slowdown']:.4f} | {m['speedup_geomean']:.4f} |")
+        out.append("")
+    cur = _read("curve")
+    if cur:
+        full = [r for r in (dev or {}).get("rows", []) if r["device"] == "mi100" and r["split"] == "random"]
+        out += [f"#### Learning curve, mi100 `random` test, {cur['model']}", "",
+                "| share of train | mi100 train problems | pooled train rows | seeds | top-1 | geomean slowdown |",
+                "|---|---|---|---|---|---|"]
+        rows = cur["rows"] + [{"fraction": 1.0, "seed": r["seed"], "mi100_train_problems": r["fit_info"]
+                               ["devices"]["mi100"][0] if "devices" in r["fit_info"] else None,
+                               "train_rows": r["fit_info"].get("train_rows"), **r["test"]} for r in full
+                              if not any(c["fraction"] == 1.0 for c in cur["rows"])]
+        frame = pd.DataFrame(rows)
+        for fraction, g in frame.groupby("fraction"):
+            sd = (lambda col: f" ± {g[col].std(ddof=1):.{2 if col == 'top1' else 4}g}" if len(g) > 1 else "")
+            out.append(f"| {100 * fraction:g}% | {int(g['mi100_train_problems'].iloc[0]):,} | "
+                       f"{int(g['train_rows'].iloc[0]):,} | {len(g)} | {100 * g['top1'].mean():.2f}%"
+                       f"{' ± %.2f' % (100 * g['top1'].std(ddof=1)) if len(g) > 1 else ''} | "
+                       f"{g['geomean_slowdown'].mean():.4f}"
+                       f"{' ± %.4f' % g['geomean_slowdown'].std(ddof=1) if len(g) > 1 else ''} |")
+        out.append("")
+    comp = ROOT / "bench" / "results" / "compact_selector_mi100.json"
+    if comp.is_file():
+        c = json.loads(comp.read_text())
+        b = c["best_entry"]
+        out += ["#### Deployable selector, mi100 `random` test", "",
+                "| model | size | p50 latency, batch 1, one core | top-1 | geomean slowdown | speed-up | kept gain |",
+                "|---|---|---|---|---|---|---|",
+                f"| {c['model']} via kbench.selector | {c['size_bytes'] / 1e6:.2f} MB | {c['latency_ms_p50']:.3f} ms | "
+                f"{100 * c['top1']:.2f}% | {c['geomean_slowdown']:.4f} | {c['speedup_geomean']:.4f} | "
+                f"{100 * c['kept_gain']:.1f}% |",
+                f"| {b['method']} (best board entry) | {(b['model_size_bytes'] or 0) / 1e6:.2f} MB | "
+                f"{b['inference_latency_ms'] or float('nan'):.3f} ms (runner, pandas features) | {100 * b['top1']:.2f}% | "
+                f"{b['geomean_slowdown']:.4f} | {b['speedup_geomean']:.4f} | 100% |", ""]
+    return "\n".join(out)
+
+
+def write_tables(doc: Path = ROOT / "docs" / "pooled.md") -> None:
+    text = doc.read_text()
+    start, end = "<!-- pooled:start -->", "<!-- pooled:end -->"
+    i, j = text.index(start) + len(start), text.index(end)
+    doc.write_text(text[:i] + "\n" + tables() + "\n" + text[j:])
+    print(f"wrote the tables of {doc.relative_to(ROOT)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("push", "final", "curve", "lodo", "devices"))
+    ap.add_argument("mode", choices=("push", "final", "curve", "lodo", "devices", "tables"))
     ap.add_argument("--splits", nargs="+", default=["random"])
     ap.add_argument("--seeds", nargs="+", type=int, default=None)
     ap.add_argument("--devices", nargs="+", default=list(AMD))
@@ -202,6 +294,8 @@ def main() -> None:
         final(a.seeds or [0], tuple(a.splits))
     elif a.mode == "curve":
         curve(a.seeds or [0, 1, 2], tuple(a.fractions), a.model)
+    elif a.mode == "tables":
+        write_tables()
     elif a.mode == "lodo":
         lodo(a.seeds or [0], a.devices)
     else:
