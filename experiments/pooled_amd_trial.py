@@ -236,24 +236,26 @@ def tables() -> str:
                 out.append(f"| {split} | {len(fin[split]['per_seed'])} | {100 * m['top1']:.2f}% | "
                            f"{m['geomean_slowdown']:.4f} | {m['speedup_geomean']:.4f} |")
         out.append("")
-    cur = _read("curve")
-    if cur:
-        full = [r for r in (dev or {}).get("rows", []) if r["device"] == "mi100" and r["split"] == "random"]
-        out += [f"#### Learning curve, mi100 `random` test, {cur['model']}", "",
-                "| share of train | mi100 train problems | pooled train rows | seeds | top-1 | geomean slowdown |",
-                "|---|---|---|---|---|---|"]
-        rows = cur["rows"] + [{"fraction": 1.0, "seed": r["seed"], "mi100_train_problems": r["fit_info"]
-                               ["devices"]["mi100"][0] if "devices" in r["fit_info"] else None,
-                               "train_rows": r["fit_info"].get("train_rows"), **r["test"]} for r in full
+    for cur in (_read("curve_xgboost"), _read("curve")):
+        if not cur:
+            continue
+        full = [r for r in (dev or {}).get("rows", []) if r["device"] == "mi100" and r["split"] == "random"
+                and cur["model"] == "xgboost-pooled"]
+        rows = cur["rows"] + [{"fraction": 1.0, "seed": r["seed"], "mi100_train_problems": r["fit_info"]["devices"]
+                               ["mi100"][0], "train_rows": r["fit_info"].get("train_rows"), **r["test"]} for r in full
                               if not any(c["fraction"] == 1.0 for c in cur["rows"])]
-        frame = pd.DataFrame(rows)
-        for fraction, g in frame.groupby("fraction"):
-            sd = (lambda col: f" ± {g[col].std(ddof=1):.{2 if col == 'top1' else 4}g}" if len(g) > 1 else "")
+        pooled_rows = cur["model"] == "xgboost-pooled"
+        out += [f"#### Learning curve, mi100 `random` test, `{cur['model']}` (mean ± std over seeds)", "",
+                "| share of train | mi100 train problems |" + (" pooled train rows |" if pooled_rows else "")
+                + " seeds | top-1 | geomean slowdown |", "|---|---|" + ("---|" if pooled_rows else "") + "---|---|---|"]
+        for fraction, g in pd.DataFrame(rows).groupby("fraction"):
+            spread = len(g) > 1
             out.append(f"| {100 * fraction:g}% | {int(g['mi100_train_problems'].iloc[0]):,} | "
-                       f"{int(g['train_rows'].iloc[0]):,} | {len(g)} | {100 * g['top1'].mean():.2f}%"
-                       f"{' ± %.2f' % (100 * g['top1'].std(ddof=1)) if len(g) > 1 else ''} | "
-                       f"{g['geomean_slowdown'].mean():.4f}"
-                       f"{' ± %.4f' % g['geomean_slowdown'].std(ddof=1) if len(g) > 1 else ''} |")
+                       + (f"{int(g['train_rows'].iloc[0]):,} | " if pooled_rows else "")
+                       + f"{len(g)} | {100 * g['top1'].mean():.2f}%"
+                       + (f" ± {100 * g['top1'].std(ddof=1):.2f}" if spread else "") + " | "
+                       + f"{g['geomean_slowdown'].mean():.4f}"
+                       + (f" ± {g['geomean_slowdown'].std(ddof=1):.4f}" if spread else "") + " |")
         out.append("")
     comp = ROOT / "bench" / "results" / "compact_selector_mi100.json"
     if comp.is_file():
