@@ -120,6 +120,7 @@ class XGBoostPooled(XGBoostMulticlass):
     description = ("XGBoost multi-class trained on every GPU of the vendor (train parts only), "
                    "device descriptors as features")
     external_data = True  # trained on the sibling GPUs' train parts as well
+    benchmark = False  # trains on every sibling (558,085 AMD problems): run it by name, not by default
     code = "baselines/pooled.py"
     DEFAULTS = {**{k: v for k, v in XGBoostMulticlass.DEFAULTS.items() if k not in ("margin_weight", "soft_labels")},
                 "leave_out": False, "split": "auto", "cache": True}
