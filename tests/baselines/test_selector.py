@@ -1,0 +1,81 @@
+"""The deployable selector: scalar features equal the vectorised ones, exported rankings equal the model's."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbench import selector
+from kbench.errors import KbenchInputError
+from kbench_baselines import get_baseline
+from kbench_baselines.features import problem_features
+from tests.baselines.helpers import small_subset
+
+
+def _same_features(rows: pd.DataFrame) -> None:
+    want = problem_features(rows)
+    for i, (_, row) in enumerate(rows.iterrows()):
+        got = selector.problem_vector(row.to_dict())
+        assert list(got) == list(want.columns)
+        np.testing.assert_allclose([got[c] for c in want.columns], want.iloc[i].to_numpy(), rtol=1e-12,
+                                   err_msg=str(row.to_dict()))
+
+
+def test_problem_vector_equals_problem_features_on_real_problems(mi100):
+    p = mi100.problems
+    # every (direction, dtype, layout, spatial dims) kind at least once, plus a random sample
+    kinds = p.drop_duplicates(["direction", "dtype", "layout_x", "spatial_dims", "groups"]).head(150)
+    _same_features(pd.concat([kinds, p.sample(150, random_state=0)]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(direction=st.sampled_from("FBW"), dtype=st.sampled_from(["FP32", "FP16", "BF16", "INT8", "FP16FP16FP32",
+                                                                 "INT8INT8INT32", "weird"]),
+       sizes=st.lists(st.integers(1, 512), min_size=6, max_size=6), groups=st.sampled_from([1, 2, 4]),
+       fil=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]), pad=st.integers(0, 2), layout=st.booleans())
+def test_problem_vector_equals_problem_features_generated(direction, dtype, sizes, groups, fil, stride, pad, layout):
+    n, c, k, h, w, d = sizes
+    c, k = c * groups, k * groups
+    row = {"direction": direction, "dtype": dtype, "layout_x": "NHWC" if layout else "NCHW", "layout_w": "NCHW",
+           "layout_y": "NCHW", "spatial_dims": 2, "n": n, "c": c, "k": k, "groups": groups,
+           "x_d": 1, "x_h": h, "x_w": w, "y_d": 1, "y_h": max(1, (h + 2 * pad - fil) // stride + 1),
+           "y_w": max(1, (w + 2 * pad - fil) // stride + 1), "fil_d": 1, "fil_h": fil, "fil_w": fil,
+           "pad_d": 0, "pad_h": pad, "pad_w": pad, "stride_d": 1, "stride_h": stride, "stride_w": stride,
+           "dil_d": 1, "dil_h": 1, "dil_w": 1, "bias": d % 2}
+    _same_features(pd.DataFrame([row]))
+
+
+def test_forest_margins_equal_xgboost_with_missing_values():
+    import xgboost as xgb
+    rng = np.random.default_rng(0)
+    x = rng.random((400, 4)).astype(np.float32)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 4, "seed": 0},
+                        xgb.DMatrix(x, label=rng.integers(0, 3, 400)), 5)
+    forest = selector.Forest.from_xgboost_json(json.loads(booster.save_raw("json")))
+    want = booster.predict(xgb.DMatrix(x[:60]), output_margin=True)
+    np.testing.assert_allclose([forest.margins(r) for r in x[:60]], want, atol=1e-5)
+    assert forest.depth == 4
+
+
+def test_exported_selector_ranks_as_the_model(mi100, tmp_path):
+    small = small_subset(mi100, n_train=2000, n_valid=300, n_test=200, seed=3)
+    parts = small.split("random")
+    model = get_baseline("xgboost-compact", max_rounds=4).fit(small, parts["train"], parts["valid"], seed=0)
+    sel = selector.load(selector.export(model, tmp_path / "sel"))
+    preds = model.predict(small, parts["test"])
+    problems = small.problems.set_index("problem_id").loc[preds["problem_id"]].reset_index()
+    got = [";".join(sel.choose(row)) for row in problems.to_dict("records")]
+    assert got == preds["ranking"].tolist()
+    assert sel.size_bytes() == sum(p.stat().st_size for p in (tmp_path / "sel").iterdir())
+
+
+def test_unknown_selector_and_missing_columns_are_input_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("KBENCH_CACHE", str(tmp_path))
+    with pytest.raises(KbenchInputError, match="python -m kbench.selector export nosuch"):
+        selector.load("nosuch")
+    with pytest.raises(KbenchInputError, match="lacks"):
+        selector.problem_vector({"direction": "F"})
