@@ -48,7 +48,7 @@ def fit_score(ds, train, valid, seed: int) -> dict:
     model = get_baseline("xgboost-plans-safe")
     model.progress = False
     model.fit(ds, train, valid, seed=seed)
-    res = Evaluator(ds, split="random", part="valid").score(model.predict(ds, valid))
+    res = Evaluator(ds, split="random", part="valid")(model.predict(ds, valid))
     o = res.metrics["overall"]
     return {"train_problems": int(len(train)), "speedup_geomean": o["speedup_geomean"], "top1": o["top1"],
             "geomean_slowdown": o["geomean_slowdown"], "fit_and_score_s": round(time.perf_counter() - t0, 1)}

@@ -80,7 +80,7 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             load0 = os.getloadavg()[0]
             model = get_baseline(name, **params).fit(ds, parts["train"], parts["valid"], seed=seed)
-            res = ev.score(model.predict(ds, parts["valid"]))
+            res = ev(model.predict(ds, parts["valid"]))
             row = {"setting": i, "baseline": name, "params": params, "seed": seed,
                    **{m: res.overall[m] for m in METRICS},
                    "speedup_by_direction": {d: v.get("speedup_geomean") for d, v in res.metrics["by_direction"].items()},

@@ -102,7 +102,7 @@ def fit_score(ds, helper, xtr, ytr, xva, yva, rva, ids_va, seed, names):
                         early_stopping_rounds=helper.params["early_stopping"], verbose_eval=False)
     booster = booster[: booster.best_iteration + 1]
     pred = booster.predict(xgb.DMatrix(xva, feature_names=names))
-    res = Evaluator(ds, split="random", part="valid").score(
+    res = Evaluator(ds, split="random", part="valid")(
         predictions_frame(ids_va, rank_rows(rva, -pred, len(ids_va), 30)))
     o = res.overall
     return {"speedup_geomean": o["speedup_geomean"], "top1": o["top1"], "geomean_slowdown": o["geomean_slowdown"],

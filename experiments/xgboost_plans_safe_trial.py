@@ -193,7 +193,7 @@ def main(argv=None) -> None:
         margins = MARGINS_LOG if model.params["objective"] == "log_ratio" else MARGINS_RANK
         for margin in [None] + margins:
             s = score if margin is None else safe_scores(rows, score, margin)
-            res = ev.score(predictions_frame(problems_ids, rank_rows(rows, s, len(problems_ids), 30)))
+            res = ev(predictions_frame(problems_ids, rank_rows(rows, s, len(problems_ids), 30)))
             kept_a = None
             if margin is not None:
                 first = rank_rows(rows, s, len(problems_ids), 1)

@@ -81,7 +81,7 @@ def main(seed: int = 0) -> None:
     booster = xgb.train(params, dtr, helper.params["max_rounds"])
     pred = booster.predict(xgb.DMatrix(np.hstack([xva, rel_va.to_numpy(np.float32)]), feature_names=names))
     ev = Evaluator(ds, split="random", part="valid")
-    res = ev.score(predictions_frame(ids, rank_rows(rva, -pred, len(ids), 30)))
+    res = ev(predictions_frame(ids, rank_rows(rva, -pred, len(ids), 30)))
     row = {"variant": "stacked", "seed": seed, "margin": None,
            "speedup_geomean": res.overall["speedup_geomean"], "top1": res.overall["top1"],
            "geomean_slowdown": res.overall["geomean_slowdown"],

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from kbench.dataset_files import PACKAGE_DATA, sha256_file
+from kbench.dataset_files import PACKAGE_DATA, dataset_checksum, sha256_file
 from kbench.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
 from kbench.registry import DATASETS, resolve_name
 
@@ -169,8 +169,18 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
     if not manifest_path.exists():
         raise DataIntegrityError(f"{manifest_path}: manifest missing. {repair}")
     manifest = read_json_object(manifest_path, DataIntegrityError, f" {repair}")
+    files = manifest.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(m, dict) and isinstance(m.get("sha256"), str)
+                                              for m in files.values()):
+        raise DataIntegrityError(f"{manifest_path}: 'files' must map each file to its sha256 and bytes. {repair}")
+    # the checksum a record cites is recomputed from the file hashes (checked below when verifying), so an
+    # edited file cannot keep the original checksum by editing the per-file hashes alone
+    if dataset_checksum(files) != manifest.get("checksum"):
+        raise DataIntegrityError(f"{manifest_path}: checksum {str(manifest.get('checksum'))[:16]}… is not what its "
+                                 f"files' sha256 give ({dataset_checksum(files)[:16]}…): the manifest was edited. "
+                                 f"{repair}")
     tables = {}
-    for fname, meta in manifest.get("files", {}).items():
+    for fname, meta in files.items():
         fpath = path / fname
         if not fpath.exists():
             raise DataIntegrityError(f"{fpath}: data file missing. {repair}")
@@ -204,7 +214,7 @@ def load(name: str = "mi100", *, revision: str | None = None, verify: bool = Tru
     if name.startswith("hf://"):
         from kbench.hub_download import download_from_hub
         folder, hub_name = download_from_hub(name[len("hf://"):], revision=revision)
-        return read_dataset_folder(folder, hub_name, verify=False)
+        return read_dataset_folder(folder, hub_name)  # hashed again: the checksum is recomputed from these
     canonical = resolve_name(name)
     if canonical is None:
         if Path(name).is_dir() and (Path(name) / "manifest.json").exists():

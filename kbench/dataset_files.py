@@ -69,8 +69,7 @@ def write_dataset(out_dir: str | Path, tables: dict[str, pd.DataFrame], info: di
             **info,
             "built_with_kbench": __version__,
             "files": files,
-            "checksum": hashlib.sha256(
-                "".join(f"{k}:{v['sha256']}" for k, v in sorted(files.items())).encode()).hexdigest(),
+            "checksum": dataset_checksum(files),
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         if out_dir.exists():
@@ -81,6 +80,11 @@ def write_dataset(out_dir: str | Path, tables: dict[str, pd.DataFrame], info: di
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def dataset_checksum(files: dict) -> str:
+    """The dataset checksum: sha256 over every file's name and sha256, in name order (``files`` as in a manifest)."""
+    return hashlib.sha256("".join(f"{k}:{v['sha256']}" for k, v in sorted(files.items())).encode()).hexdigest()
 
 
 def split_sizes(splits: pd.DataFrame) -> dict:

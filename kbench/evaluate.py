@@ -9,24 +9,29 @@
 
 from __future__ import annotations
 
-import hashlib
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from kbench.dataset import load
 from kbench.errors import KbenchInputError, suggest
-from kbench.metrics import (
-    DEEPEST,
-    LOP_AT,
-    TOP_K,
-    ScoringTable,
-    build_scoring_table,
-    lean_rows,
-    score_rankings,
-    summarize,
+from kbench.metrics import LOP_AT, TOP_K, ScoringTable, build_scoring_table, index_in, score_rankings, summarize
+from kbench.output_files import printable_path
+from kbench.prediction_files import (
+    MAX_LISTED,
+    prediction_columns,
+    read_predictions,
+    sha256_bytes,
+    shown,
+    unknown_kernels_message,
 )
-from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef
+from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef, TuningResult
+from kbench.tuning.metrics import score_tuning
 from kbench.version import __version__
 
 EXPECTED_FORMAT = """\
@@ -72,213 +77,8 @@ Scoring rules
   bounds; the report shows the shares of exact, censored and failed choices.
 """
 
-MAX_LISTED = 5  # how many offending ids/names an error message shows
 #: recorded heuristics used as a dataset's reference for speed-up, first found wins
 REFERENCE_PRIORITY = ("cudnn_mode_a",)
-
-
-#: longest value an error message quotes in full (a 100 MB id is shown by its start and length)
-MAX_SHOWN_CHARS = 80
-
-
-def shown(values) -> list[str]:
-    """Values for an error message, each cut to MAX_SHOWN_CHARS (with its full length said)."""
-    return [v if len(v) <= MAX_SHOWN_CHARS else f"{v[:MAX_SHOWN_CHARS]}… ({len(v):,} characters)"
-            for v in map(str, values)]
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-#: the largest predictions file kbench reads, in bytes after decompression (2 GiB). The largest
-#: legitimate file is the long form over every kernel of h100's train part, about 1.25 GB
-#: (estimated by ``bench/bench_large_predictions.py``); anything bigger is refused before it is
-#: parsed, so a gzip bomb costs at most this much memory. Override with KBENCH_MAX_PREDICTIONS_BYTES.
-MAX_PREDICTIONS_BYTES = 2 * 1024 ** 3
-
-#: leading bytes of formats that are not (gzip) CSV, and how to name them in a message
-FOREIGN_MAGIC = {b"PAR1": "a Parquet file", b"PK\x03\x04": "a zip archive", b"BZh": "bzip2-compressed",
-                 b"\xfd7zXZ\x00": "xz-compressed", b"\x28\xb5\x2f\xfd": "zstd-compressed"}
-#: byte-order marks of UTF-16/32 text (longest first): such a file is transcoded to UTF-8
-UNICODE_BOMS = ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"),
-                (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
-FORMAT_HINT = " Run `kbench evaluate --explain` for the expected format."
-
-
-def max_predictions_bytes() -> int:
-    """The size limit in force (KBENCH_MAX_PREDICTIONS_BYTES, else MAX_PREDICTIONS_BYTES)."""
-    import os
-    value = os.environ.get("KBENCH_MAX_PREDICTIONS_BYTES")
-    if value is None:
-        return MAX_PREDICTIONS_BYTES
-    try:
-        limit = int(value)
-    except ValueError:
-        raise KbenchInputError(f"KBENCH_MAX_PREDICTIONS_BYTES={value!r} is not a whole number of bytes.") from None
-    if limit <= 0:
-        raise KbenchInputError(f"KBENCH_MAX_PREDICTIONS_BYTES={value!r} must be positive.")
-    return limit
-
-
-def _too_big(path: Path, what: str, limit: int) -> KbenchInputError:
-    return KbenchInputError(
-        f"{path}: {what} is larger than the {limit:,}-byte limit on predictions files (no real predictions "
-        "file is this big: check that it is the right file). If it is, raise the limit with "
-        "KBENCH_MAX_PREDICTIONS_BYTES=<bytes>.")
-
-
-def read_input_bytes(path: Path, limit: int, what: str = "predictions file") -> bytes:
-    """The bytes of a regular file, FIFO or pipe (``<(zcat f.gz)``), at most ``limit`` of them.
-
-    Every way the path can fail to be a readable file becomes one KbenchInputError naming it.
-    """
-    import errno
-    import os
-    import stat
-    path = Path(path)
-    try:
-        st = os.stat(path)  # follows symlinks
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise KbenchInputError(f"{path}: a broken symbolic link (it points to {os.readlink(path)!r}, "
-                                   f"which does not exist); give the {what} itself.") from None
-        raise KbenchInputError(f"{path}: {what} not found.") from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise KbenchInputError(f"{path}: a symbolic link loop (following the links leads back to the start); "
-                                   f"give the {what} itself.") from None
-        raise KbenchInputError(f"{path}: cannot read the {what} ({exc.strerror}).") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise KbenchInputError(f"{path}: is a directory; give the {what} inside it (e.g. {path}/preds.csv).")
-    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-        raise _too_big(path, f"the file ({st.st_size:,} bytes)", limit)
-    try:
-        with open(path, "rb") as fh:
-            if stat.S_ISREG(st.st_mode):
-                raw = fh.read()  # its size was checked above (a file still growing is caught below)
-            else:  # a FIFO or a pipe has no size: read in blocks, at most limit + 1 bytes
-                raw = _read_blocks(fh, limit)
-    except PermissionError:
-        raise KbenchInputError(f"{path}: permission denied; make the {what} readable "
-                               f"(chmod u+r {path}).") from None
-    except OSError as exc:
-        raise KbenchInputError(f"{path}: cannot read the {what} ({exc.strerror or exc}).") from None
-    if len(raw) > limit:
-        raise _too_big(path, "the stream", limit)
-    return raw
-
-
-def _read_blocks(stream, limit: int, block: int = 1 << 20) -> bytes:
-    """At most ``limit + 1`` bytes of a stream, read in blocks (no buffer of the limit's size up front)."""
-    chunks, total = [], 0
-    while total <= limit:
-        chunk = stream.read(min(block, limit + 1 - total))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
-
-
-def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
-    """UTF-8 CSV bytes from a file's content: gunzipped (by its magic bytes, so a pipe works
-    too), UTF-16/32 transcoded, BOM dropped; other formats are refused by name."""
-    import gzip
-    import io
-    import zlib
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:  # reads every member of a multi-member file
-                data = _read_blocks(gz, limit)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise KbenchInputError(f"{path}: a damaged gzip file ({exc}); compress it again, "
-                                   "or give the CSV uncompressed.") from None
-        if len(data) > limit:
-            raise _too_big(path, "the decompressed content", limit)
-        raw = data
-    for magic, name in FOREIGN_MAGIC.items():
-        if raw.startswith(magic):
-            fix = ("pandas.read_parquet(path).to_csv('preds.csv', index=False)" if magic == b"PAR1"
-                   else "decompress it, or compress it with gzip (.csv.gz)")
-            raise KbenchInputError(f"{path}: is {name}, not a CSV file; kbench reads CSV, plain or gzip-"
-                                   f"compressed. Convert it: {fix}.")
-    for bom, codec in UNICODE_BOMS:
-        if raw.startswith(bom):
-            try:
-                return raw.decode(codec).removeprefix("\ufeff").encode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise KbenchInputError(f"{path}: starts with a {codec.upper()} byte-order mark but is not "
-                                       f"valid {codec.upper()} ({exc}). Save the file as UTF-8 CSV.") from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]  # a UTF-8 BOM is accepted silently
-    return raw
-
-
-def _parse_header(path: Path, raw: bytes) -> list[str]:
-    import csv
-    header_bytes = raw.split(b"\n", 1)[0].rstrip(b"\r")  # CRLF accepted silently (the CSV reader handles it)
-    try:
-        header = header_bytes.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise KbenchInputError(f"{path}: not UTF-8 text ({exc}). Save the file as UTF-8 CSV.") from exc
-    if not raw.strip():
-        raise KbenchInputError(f"{path}: the file is empty; expected a header row with problem_id."
-                               + FORMAT_HINT)
-    if "problem_id" in header and "," not in header:
-        delim = next((d for d in ("\t", ";", "|", " ") if d in header), None)
-        if delim is not None:
-            name = {"\t": "tab", ";": "semicolon", "|": "pipe", " ": "space"}[delim]
-            raise KbenchInputError(
-                f"{path}: the header is separated by {name}s ({header[:80]!r}); kbench expects commas. "
-                "Write it with a comma delimiter (pandas: df.to_csv(path, index=False)); ';' is only "
-                "used inside the ranking column.")
-    names = [c.strip() for c in next(csv.reader([header]), [])]  # a quoted header ("problem_id") is fine
-    if any(not n for n in names):
-        raise KbenchInputError(f"{path}: the header {header[:120]!r} has an empty column name; "
-                               "name every column (problem_id, ranking | kernel [, score])." + FORMAT_HINT)
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise KbenchInputError(f"{path}: column(s) {dup} appear more than once in the header; "
-                               "keep one of each.")
-    return names
-
-
-def read_predictions(path: str | Path) -> tuple[pd.DataFrame, str]:
-    """Read a predictions CSV (never modifying it); returns (frame, sha256 of the file's bytes).
-
-    Accepts a regular file, a symlink to one, a FIFO or a pipe; plain or gzip-compressed (detected
-    from the content, not the name); UTF-8 with or without BOM, or UTF-16/32 with a BOM. At most
-    :func:`max_predictions_bytes` bytes, before and after decompression.
-    """
-    path = Path(path)
-    limit = max_predictions_bytes()
-    raw = read_input_bytes(path, limit)
-    digest = sha256_bytes(raw)
-    raw = decode_csv_bytes(path, raw, limit)
-    names = _parse_header(path, raw)
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    def parse(block_size: int | None):
-        # pyarrow's reader: multi-threaded C++, every column kept as text (ids are never numbers)
-        read = pacsv.ReadOptions(column_names=names, skip_rows=1,
-                                 **({"block_size": block_size} if block_size else {}))
-        return pacsv.read_csv(pa.py_buffer(raw), read_options=read,
-                              parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                              convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in names},
-                                                                   strings_can_be_null=False))
-    try:
-        try:
-            table = parse(None)
-        except pa.ArrowInvalid as exc:
-            if "straddl" not in str(exc) and "block size" not in str(exc):
-                raise
-            table = parse(len(raw) + 1)  # a line longer than a block: one block holds the whole file
-    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise KbenchInputError(f"{path}: not a valid CSV file ({exc})." + FORMAT_HINT) from exc
-    df = table.to_pandas()
-    return df, digest
 
 
 #: rankings are exploded in chunks of about this many rows, one thread per chunk
@@ -294,11 +94,6 @@ def _explode(values, vocabulary: np.ndarray, split: bool):
     name outside it (after trimming surrounding whitespace). ``names`` is the flat pyarrow
     array of names, for error messages.
     """
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
     if isinstance(values, pa.ChunkedArray):  # the CSV reader hands over several chunks
         values = values.combine_chunks()
     vocab = pa.array(list(vocabulary), type=pa.string())
@@ -331,50 +126,6 @@ def _explode(values, vocabulary: np.ndarray, split: bool):
     return parents, kidx, names
 
 
-def _prediction_columns(preds, source: str) -> tuple[bool, str]:
-    """Check the columns of a predictions table before any row is read: (long form?, the column of kernel names).
-
-    These problems stop validation at once (nothing else can be read without the columns).
-    """
-    if not isinstance(preds, pd.DataFrame):
-        raise KbenchInputError(f"{source}: expected a pandas DataFrame or a CSV path, got {type(preds).__name__}.")
-    cols = set(preds.columns)
-    if "problem_id" not in cols:
-        import difflib
-        close = difflib.get_close_matches("problem_id", list(map(str, cols)), n=1, cutoff=0.6)
-        hint = f" Column {close[0]!r} looks like it: rename it to 'problem_id'." if close else ""
-        raise KbenchInputError(
-            f"{source}: missing required column 'problem_id' (columns: {sorted(map(str, cols))})."
-            f"{hint} Run `kbench evaluate --explain` for the format.")
-    long_form = "score" in cols and "kernel" in cols
-    if not long_form and not ({"ranking", "kernel"} & cols):
-        raise KbenchInputError(
-            f"{source}: needs a 'ranking' column (kernels separated by ';'), a 'kernel' column, or "
-            f"'kernel' + 'score' (long form); found {sorted(map(str, cols))}.")
-    if "ranking" in cols and "kernel" in cols:
-        # which one to score would be a guess: the two may disagree
-        raise KbenchInputError(
-            f"{source}: has both a 'ranking' and a 'kernel' column; keep one ('ranking' for the "
-            "full preference order, 'kernel' for the top-1 only, or 'kernel' + 'score' without "
-            "'ranking' for the long form)." + FORMAT_HINT)
-    if not len(preds):
-        raise KbenchInputError(f"{source}: has a header but no rows; give one row per problem."
-                               + FORMAT_HINT)
-    return long_form, "kernel" if (long_form or "ranking" not in cols) else "ranking"
-
-
-def _unknown_kernels_message(names: np.ndarray, vocabulary, dataset: str) -> str:
-    """One issue line for the kernel names not in the dataset's vocabulary, with the closest valid name of each."""
-    bad_names = pd.unique(names)
-    empties = int((names == "").sum())
-    hints = "; ".join(f"{shown([b])[0]!r}{suggest(b[:200], vocabulary, n=1)}" for b in bad_names[:MAX_LISTED] if b)
-    msg = f"{len([b for b in bad_names if b])} kernel name(s) not in the {dataset} vocabulary"
-    msg += f": {hints}" if hints else ""
-    if empties:
-        msg += f" ({empties} empty name(s): check for ';;' or a trailing ';')"
-    return msg + ". See ds.kernels for the valid names."
-
-
 class Evaluator:
     """Scores kernel rankings on one part of a dataset split.
 
@@ -390,14 +141,12 @@ class Evaluator:
     """
 
     def __init__(self, dataset="mi100", split: str = "random", part: str = "test", reference="default"):
-        from kbench.dataset import load
         self.dataset = load(dataset) if isinstance(dataset, str) else dataset
         if part not in ("train", "valid", "test"):
             raise KbenchInputError(f"unknown part {part!r}; use train, valid or test.{suggest(part, ['train', 'valid', 'test'])}")
         self.split, self.part = split, part
         self.ids = self.dataset.split(split)[part]
         ds = self.dataset
-        from kbench.metrics import index_in
         problems = ds.problems[index_in(ds.problems["problem_id"], pd.Series(self.ids)) >= 0].reset_index(drop=True)
         self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels, ds.problems)
         self._pindex = pd.Index(self.table.problem_ids)
@@ -452,15 +201,13 @@ class Evaluator:
 
         Collects every problem with the input and raises one KbenchInputError listing them all.
         """
-        long_form, value_col = _prediction_columns(preds, source)
+        long_form, value_col = prediction_columns(preds, source)
         issues: list[str] = []
         df = preds.copy()
         df["problem_id"] = df["problem_id"].astype(str).str.strip()
         values = df[value_col].astype("string")
         # whitespace around names is trimmed later, per name, in C++ (pyarrow); emptiness is
         # read from the arrow offsets, not from Python strings
-        import pyarrow as pa
-        import pyarrow.compute as pc
         value_arr = pa.array(values, type=pa.string())
         value_len = pc.fill_null(pc.binary_length(value_arr), 0).to_numpy(zero_copy_only=False)
         empty = df["problem_id"].isin(["", "nan", "None", "<NA>"]) | (value_len == 0)
@@ -512,7 +259,7 @@ class Evaluator:
         if bad_k.any():
             names_arr = (names[bad_k] if isinstance(names, np.ndarray)
                          else np.asarray(names.combine_chunks().filter(pa.array(bad_k)).to_pylist(), dtype=object))
-            issues.append(_unknown_kernels_message(names_arr, self.table.kernels, self.dataset.name))
+            issues.append(unknown_kernels_message(names_arr, self.table.kernels, self.dataset.name))
         predicted = np.zeros(len(self._pindex), dtype=bool)
         predicted[pidx[pidx >= 0]] = True
         missing = int((~predicted).sum())
@@ -534,38 +281,11 @@ class Evaluator:
         return {"rows": int(len(frame)), "problems_in_part": int(len(predicted)),
                 "covered": int(predicted.sum()), "coverage": float(predicted.mean())}
 
-    def lean_predictions(self, preds, keep: int = DEEPEST) -> pd.DataFrame:
-        """``preds`` with each ranking cut to its first ``keep`` applicable candidates.
-
-        No metric reads a ranking past its 30th applicable candidate (``DEEPEST``), so the cut
-        predictions score exactly as the full ones: the leaderboard stores these. Problems keep
-        their order; predictions without a ``ranking`` column are returned as they are.
-        """
-        frame = read_predictions(preds)[0] if isinstance(preds, (str, Path)) else preds
-        if "ranking" not in frame.columns or {"kernel", "score"} <= set(frame.columns):
-            return frame
-        frame = frame[["problem_id", "ranking"]].reset_index(drop=True)
-        rankings = frame["ranking"].astype(str).str.split(";")
-        lengths = rankings.str.len().to_numpy()
-        names = pd.Index(np.concatenate(rankings.to_numpy()) if len(frame) else np.zeros(0, dtype=object)).str.strip()
-        row = np.repeat(np.arange(len(frame)), lengths)
-        prob = self._pindex.get_indexer(frame["problem_id"].astype(str).str.strip())[row]
-        kern = self._kindex.get_indexer(names)
-        known = (prob >= 0) & (kern >= 0)
-        kept = np.flatnonzero(known)[lean_rows(self.table, prob[known], kern[known], keep)]
-        # problems of other parts or unknown names are not this part's to cut: keep those rows whole
-        whole = np.isin(row, row[~known])
-        kept = np.union1d(kept, np.flatnonzero(whole))
-        lean = pd.Series(np.asarray(names, dtype=object)[kept]).groupby(row[kept], sort=True).agg(";".join)
-        out = frame.copy()
-        out["ranking"] = lean.reindex(np.arange(len(frame))).fillna(frame["ranking"]).to_numpy()
-        return out
-
     # -- scoring ----------------------------------------------------------------
     def __call__(self, preds, *, allow_partial: bool = False, method: str | None = None,
                  predictions_path: str | None = None, predictions_sha256: str | None = None) -> EvaluationResult:
         if isinstance(preds, (str, Path)):
-            predictions_path = str(preds)
+            predictions_path = printable_path(preds)  # a file name that is not UTF-8 still goes into JSON
             preds, predictions_sha256 = read_predictions(preds)
         prob, kern, predicted = self._to_long(preds, allow_partial, source=predictions_path or "predictions")
         choices = score_rankings(self.table, prob, kern)
@@ -589,20 +309,15 @@ class Evaluator:
             predictions=PredictionsRef(path=predictions_path, sha256=predictions_sha256, rows=int(len(preds))),
             counts=counts, metrics=metrics, bounds=bounds)
 
-    score = __call__
 
 
 def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "random", part: str = "test",
                     allow_partial: bool = False, method: str | None = None):
     """Score predicted parameter tuples on a tuning dataset; returns a TuningResult record."""
-    from kbench.dataset import load
-    from kbench.records import TuningResult
-    from kbench.tuning.metrics import score_tuning
-
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(preds, (str, Path)):
-        path = str(preds)
+        path = printable_path(preds)
         preds, sha = read_predictions(preds)
     if "problem_id" not in preds.columns:
         raise KbenchInputError(f"predictions: missing required column 'problem_id' (columns: {list(preds.columns)}).")
@@ -620,4 +335,4 @@ def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "r
         metrics={k: v for k, v in metrics.items()})
 
 
-__all__ = ["Evaluator", "evaluate_tuning", "read_predictions", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]
+__all__ = ["Evaluator", "evaluate_tuning", "read_predictions", "sha256_bytes", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]

@@ -29,8 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kbench.cards import render_card
+from kbench.dataset import Dataset, load, read_dataset_folder
 from kbench.dataset_files import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
 from kbench.errors import KbenchError, KbenchInputError
 
@@ -60,7 +63,6 @@ _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 def _hf_dtype(t) -> str | None:
     """The ``datasets`` dtype name of a primitive arrow type (None: not described)."""
-    import pyarrow as pa
     if pa.types.is_boolean(t):
         return "bool"
     if pa.types.is_integer(t):
@@ -106,7 +108,6 @@ def _dataset_info_entry(table: str, path: Path) -> dict:
 
 
 def _resolve_dataset(dataset):
-    from kbench.dataset import Dataset, load
     if isinstance(dataset, Dataset):
         return dataset
     return load(str(dataset))
@@ -119,7 +120,6 @@ def _same_frame(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 
 def _pristine_tables(ds) -> set[str]:
     """Tables of ``ds`` still held exactly by the parquet files of its folder (those are copied verbatim)."""
-    from kbench.dataset import read_dataset_folder
     if ds.path is None or not (Path(ds.path) / "manifest.json").is_file():
         return set()
     try:
@@ -152,7 +152,6 @@ def _hub_readme(ds, tables: list[str], data_dir: Path, repo_id: str | None) -> s
         import yaml
     except ModuleNotFoundError as exc:  # comes with huggingface_hub
         raise HubError("building the Hub card needs PyYAML: pip install 'kbench[hub]'") from exc
-    from kbench.cards import render_card
     card = render_card(ds, data_prefix=f"{DATA_DIR}/")
     if not card.startswith("---\n") or "\n---\n" not in card[4:]:
         raise KbenchError("internal: the data card has no YAML front matter")  # render_card always writes one
@@ -219,7 +218,6 @@ def build_hub_folder(dataset, out_dir, repo_id: str | None = None) -> dict:
             "".join(f"{k}:{v['sha256']}" for k, v in sorted(files.items())).encode()).hexdigest()
         (data / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
-        from kbench.dataset import Dataset
         view = Dataset(ds.name, {t: ds.tables[t] for t in tables}, manifest, data)
         (tmp / "README.md").write_text(_hub_readme(view, tables, data, repo_id))
 
@@ -355,7 +353,6 @@ def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | Non
     ``revision`` is a branch, tag or commit sha (default: main). Every file is checked against
     the repo's ``kbench_manifest.json`` (:func:`kbench.hub_download.download_from_hub`).
     """
-    from kbench.dataset import read_dataset_folder
     folder, name = download_from_hub(repo_id, revision, token=token, endpoint=endpoint)
     return read_dataset_folder(folder, name, verify=False)
 

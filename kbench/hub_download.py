@@ -6,6 +6,8 @@ uses it); publishing is in :mod:`kbench.hub`, which re-exports these names.
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 import os
 import re
@@ -42,7 +44,6 @@ def _hf():
 
 def _network_errors() -> tuple:
     """Exception types of a failed Hub call: HfHubHTTPError and requests' errors are OSErrors; httpx's are not."""
-    import importlib
     errors = [OSError]
     for module in ("httpx2", "httpx"):  # huggingface_hub 2.x / 1.x transport
         try:
@@ -101,29 +102,62 @@ def _hub_failure(exc, what: str, retry: str, login: str = LOGIN_HELP) -> KbenchE
 
 
 # -- load -------------------------------------------------------------------------
-def _drop_cached(path: Path) -> None:
-    """Remove a cached file (the snapshot link and the blob it points to) so the next load refetches it."""
-    for p in {path.resolve(), path}:
-        try:
-            p.unlink()
-        except FileNotFoundError:
-            pass
+def _content_addressed(blob: Path) -> bool:
+    """True when a cached blob still holds what the Hub sent: huggingface_hub names each blob by its
+    content (sha256 for LFS files, the git blob sha1 for others), so a match proves the file intact."""
+    try:
+        data_sha256, git_sha1, size = hashlib.sha256(), hashlib.sha1(), blob.stat().st_size
+        git_sha1.update(f"blob {size}\0".encode())
+        with open(blob, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                data_sha256.update(chunk)
+                git_sha1.update(chunk)
+    except OSError:
+        return False
+    return blob.name in (data_sha256.hexdigest(), git_sha1.hexdigest())
+
+
+def _drop_cached(path: Path) -> bool:
+    """Remove a cached file that failed its check, so the next load refetches it; returns whether it did.
+
+    Only files inside the Hub cache are removed, and never by following a symbolic link out of it:
+    the snapshot entry is unlinked itself, and the blob it points to only when that blob lies in the
+    cache's ``blobs`` folder and no longer matches its content address (a blob that still does is
+    what the Hub sent, so the manifest, not the file, is at fault: it is kept).
+    """
+    cache = hub_cache_dir().resolve()
+    if not path.is_symlink():
+        inside = path.parent.resolve() / path.name
+        if path.is_file() and inside.is_relative_to(cache) and not _content_addressed(path):
+            path.unlink(missing_ok=True)
+            return True
+        return False
+    target = Path(os.path.normpath(path.parent.resolve() / os.readlink(path)))
+    blob = target if target.parent.name == "blobs" and target.is_relative_to(cache) else None
+    if blob is not None and (blob.is_symlink() or not blob.is_file() or _content_addressed(blob)):
+        return False
+    path.unlink(missing_ok=True)  # the link itself, never what it points to
+    if blob is not None:
+        blob.unlink(missing_ok=True)
+    return True
 
 
 def _check_file(folder: Path, rel: str, meta: dict, where: str) -> None:
     path = folder / rel
     retry = ("The bad copy was removed from the kbench cache; load again to download it afresh. If this "
              "repeats, the repository's files were changed outside `kbench publish` (republish the dataset).")
+    kept = ("The cached file is what the Hub sent (it matches its content address), so it was kept: the "
+            f"repository's {KBENCH_MANIFEST} is wrong; republish the dataset with `kbench publish`.")
     if not path.is_file():
         raise DataIntegrityError(f"{where}: {rel} is listed in {KBENCH_MANIFEST} but missing from the "
                                  "download. Load again with network access to complete it.")
     size = path.stat().st_size
     if size != meta.get("bytes") or sha256_file(path) != meta.get("sha256"):
-        _drop_cached(path)
+        dropped = _drop_cached(path)
         what = f"size {size} bytes, manifest says {meta.get('bytes')}" if size != meta.get("bytes") \
             else "sha256 does not match"
         raise DataIntegrityError(f"{where}: {rel}: {what} {KBENCH_MANIFEST} (corrupted download or altered "
-                                 f"file). {retry}")
+                                 f"file). {retry if dropped else kept}")
 
 
 def download_from_hub(repo_id: str, revision: str | None = None, *, token: str | None = None,

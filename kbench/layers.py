@@ -14,8 +14,9 @@ from __future__ import annotations
 
 #: (layer, what it is, module prefixes), lowest layer first
 LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("foundation", "errors and the version: imported by everything, import nothing of kbench",
-     ("kbench.errors", "kbench.version")),
+    ("foundation", "errors, the version and safe output writing: imported by everything, import nothing "
+                   "of kbench above this layer",
+     ("kbench.errors", "kbench.version", "kbench.output_files")),
     ("sources", "raw files and measurements -> tables: problem keys, split assignment, the find-db, "
                 "perf-db and PACT converters, the cuDNN collector (measurement, its studies of the "
                 "measurement, the label re-timing rounds) and its packager, and the dataset folder "
@@ -27,7 +28,8 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
-     ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.evaluate", "kbench.tuning")),
+     ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files", "kbench.evaluate",
+      "kbench.tuning")),
     ("baselines", "the reference methods, one module each, behind one interface",
      ("kbench_baselines",)),
     ("application", "what users run: the CLI, the leaderboard (runner, submit, site, rescore), publishing "

@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from kbench.output_files import check_output, check_output_folder
+
 
 def register_cli(subparsers) -> None:
     """Add ``kbench collect`` with its subcommands, and the top-level ``kbench verify-on-gpu``."""
@@ -313,6 +315,10 @@ def cmd_verify_labels(args) -> int:
 
 def cmd_package(args) -> int:
     from kbench.collect import package
+    inputs = [*args.raw, *(args.repeats or []), args.mituna]
+    check_output_folder(args.out, inputs)
+    if args.card:
+        check_output(args.card, inputs, option="--card")
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
                                card=args.card, repeats=args.repeats)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")

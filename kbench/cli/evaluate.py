@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
+from kbench.cli.console import _console, print_frame
+from kbench.dataset import load
 from kbench.errors import KbenchInputError
+from kbench.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
+from kbench.output_files import atomic_write_text, check_output, printable_path
 
 TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
                  ("lop_mean", "LoP mean"), ("lop_median", "LoP med"), ("lop_p90", "LoP p90"),
@@ -28,7 +30,6 @@ def metrics_frame(result) -> pd.DataFrame:
 
 
 def print_report(result) -> None:
-    from kbench.cli.console import _console, print_frame
     o = result.metrics["overall"]
     console = _console()
     ref = result.reference or "none"
@@ -45,47 +46,50 @@ def print_report(result) -> None:
 
 
 def _evaluator(args, dataset=None):
-    from kbench.evaluate import Evaluator
     reference = args.against if getattr(args, "against", None) else ("default" if not getattr(args, "no_reference", False) else None)
     return Evaluator(dataset if dataset is not None else args.dataset, split=args.split, part=args.part,
                      reference=reference)
 
 
+def _write_record(args, result) -> None:
+    """The --json record, written atomically; never over an input file (compared by inode, so links count)."""
+    if args.json:
+        atomic_write_text(args.json, result.model_dump_json(indent=2) + "\n")
+
+
+def _check_json(args) -> None:
+    """Refuse a --json path that is an input or cannot hold a file, before any work is done."""
+    if args.json:
+        check_output(args.json, [args.predictions, getattr(args, "against", None)], option="--json")
+
+
 def cmd_evaluate(args) -> int:
-    from kbench.evaluate import EXPECTED_FORMAT
     if args.explain:
         print(EXPECTED_FORMAT)
         return 0
     if not args.predictions:
         raise KbenchInputError("give a predictions file (kbench evaluate preds.csv --dataset mi100), "
                                "or --explain for the expected format.")
-    from kbench.dataset import load
+    _check_json(args)
     dataset = load(args.dataset)  # loaded once, shared with the evaluator
     if dataset.task == "tuning":
         return _evaluate_tuning(args, dataset)
     ev = _evaluator(args, dataset)
     result = ev(args.predictions, allow_partial=args.allow_partial, method=args.method)
-    if args.json:
-        out = Path(args.json)
-        if out.resolve() == Path(args.predictions).resolve():
-            raise KbenchInputError(f"--json {out} would overwrite the predictions file; choose another path.")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result.model_dump_json(indent=2) + "\n")
+    _check_json(args)  # again: the output may have been linked to an input meanwhile
+    _write_record(args, result)
     if not args.quiet:
         print_report(result)
     if args.json and not args.quiet:
-        print(f"record written to {args.json}")
+        print(f"record written to {printable_path(args.json)}")
     return 0
 
 
 def _evaluate_tuning(args, dataset) -> int:
-    from kbench.cli.console import _console
-    from kbench.evaluate import evaluate_tuning
     result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split,
                              part=args.part, allow_partial=args.allow_partial, method=args.method)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(result.model_dump_json(indent=2) + "\n")
+    _check_json(args)
+    _write_record(args, result)
     if not args.quiet:
         m = result.metrics
         console = _console()
@@ -98,10 +102,18 @@ def _evaluate_tuning(args, dataset) -> int:
 
 
 def cmd_validate(args) -> int:
-    from kbench.evaluate import Evaluator
-    ev = Evaluator(args.dataset, split=args.split, part=args.part, reference=None)
+    dataset = load(args.dataset)
+    if dataset.task == "tuning":  # tuples are checked by scoring them (nothing is printed but the verdict)
+        result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split, part=args.part,
+                                 allow_partial=args.allow_partial)
+        missing = int(result.metrics.get("n_missing") or 0)
+        print(f"{printable_path(args.predictions)}: valid for {dataset.name} {args.split}/{args.part} solver "
+              f"{args.solver}: {result.predictions.rows:,} rows" + (f", {missing:,} problems without a prediction"
+                                                                     if missing else "") + ".")
+        return 0
+    ev = Evaluator(dataset, split=args.split, part=args.part, reference=None)
     report = ev.validate(args.predictions, allow_partial=args.allow_partial)
-    print(f"{args.predictions}: valid for {args.dataset} {args.split}/{args.part}: {report['rows']:,} rows, "
+    print(f"{printable_path(args.predictions)}: valid for {args.dataset} {args.split}/{args.part}: {report['rows']:,} rows, "
           f"{report['covered']:,} of {report['problems_in_part']:,} problems ({report['coverage']:.1%}).")
     return 0
 
@@ -130,4 +142,5 @@ def register_cli(sub) -> None:
     p = sub.add_parser("validate", help="check a predictions file without scoring it")
     p.add_argument("predictions", help="predictions CSV")
     _common(p)
+    p.add_argument("--solver", default="ConvAsm1x1U", help="tuning datasets: the solver whose tuples are checked")
     p.set_defaults(func=cmd_validate)

@@ -52,11 +52,8 @@ def cmd_run(args) -> int:
 def cmd_submit(args) -> int:
     from kbench.leaderboard.site import build
     from kbench.leaderboard.submit import submit
-    report = submit(args.result, args.meta, root=args.leaderboard, preds=args.preds, replace=args.replace,
-                    require_preds=args.require_preds)
-    if report.rescored:
-        which = f" (matches seed {report.matched_seed})" if report.matched_seed is not None else ""
-        print(f"re-scored from the predictions file: metrics match{which}")
+    report = submit(args.result, args.meta, root=args.leaderboard, preds=args.preds, replace=args.replace)
+    print(f"re-scored seed(s) {report.seeds_rescored} from their predictions: every stored figure matches")
     for note in report.notes:
         print(f"note: {note}")
     print(f"added {report.folder}")
@@ -88,9 +85,14 @@ def cmd_rescore(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from kbench.leaderboard.schema import validate_tree
-    summary = validate_tree(Path(args.leaderboard), check_data=not args.no_data)
+    from kbench.leaderboard.rescore import validate_board
+    summary = validate_board(Path(args.leaderboard), check_data=not args.no_data)
     print(f"{args.leaderboard}: {summary['entries']} entries, {summary['files']} files: valid")
+    if not args.no_data:
+        print(f"re-scored {summary['rescored']} entries from their stored predictions: every stored figure matches")
+    if summary.get("partial"):
+        print(f"{len(summary['partial'])} one-seed entries store only their first seed's predictions (their seed "
+              "means and ± are not re-scored; marked on the site): " + ", ".join(summary["partial"]))
     return 0
 
 
@@ -136,16 +138,16 @@ def register_cli(sub) -> None:
 
     p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
                        description="Validate RESULT.json and META.json against the shipped schemas, check the "
-                       "kbench and dataset versions and checksums, re-score the predictions file (when "
-                       "present) and compare the metrics, then add the entry under "
+                       "kbench and dataset versions and checksums, re-score every seed's predictions and "
+                       "compare every stored metric, then add the entry under "
                        "leaderboard/<dataset>/<split>/<method>/ and rebuild the site.")
     p.add_argument("result", help="result record (kbench evaluate --json / kbench run)")
     p.add_argument("--meta", required=True, help="submission metadata (kbench/schemas/submission.schema.json)")
-    p.add_argument("--preds", help="predictions file (default: the record's predictions.path, or preds.csv.gz "
-                   "beside the record)")
+    p.add_argument("--preds", help="predictions of every seed: a preds.parquet with a seed column, or a CSV for a "
+                   "one-seed record (default: the record's predictions.path, then seed-<k>/preds.csv.gz beside "
+                   "the record)")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
     p.add_argument("--replace", action="store_true", help="replace an existing entry of the same method")
-    p.add_argument("--require-preds", action="store_true", help="fail when no predictions file is found")
     p.add_argument("--no-build", action="store_true", help="do not rebuild README.md and the site")
     p.set_defaults(func=cmd_submit)
 
@@ -162,9 +164,11 @@ def register_cli(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_build)
 
-    p = lsub.add_parser("validate", help="validate every file under the leaderboard folder")
+    p = lsub.add_parser("validate", help="validate every file under the leaderboard folder and re-score every entry "
+                        "from its stored predictions")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
-    p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets")
+    p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets (and "
+                   "the re-scoring)")
     p.set_defaults(func=cmd_validate)
 
     p = lsub.add_parser("rescore", help="re-score entries from their predictions with the current scoring",
@@ -176,8 +180,8 @@ def register_cli(sub) -> None:
     p.add_argument("--check", action="store_true", help="re-score every entry's predictions file, write nothing")
     p.add_argument("--extra-root", action="append", default=[], help="another folder of entries to check")
     p.add_argument("--dump", type=Path, default=None, help="with --check: save every re-scored record here")
-    p.add_argument("--lean", action="store_true",
-                   help="rewrite every entry's ranking predictions file lean, updating its record's sha256")
+    p.add_argument("--store-seeds", action="store_true",
+                   help="rewrite every entry's preds.csv.gz as preds.parquet (every seed where they are known)")
     p.add_argument("--relabel", default=None, metavar="DATASET",
                    help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
     p.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.merge import SETTING_FIELDS, measurement_settings
 from kbench.collect.strides import UNRECORDED_CONVENTION
 
 # The size the first published version of a collected dataset must reach ("at least 5,000
@@ -405,8 +406,32 @@ def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None
 | power limit, persistence, compute mode | {first.get('smi_power_limit')} W, {first.get('smi_persistence_mode')}, {first.get('smi_compute_mode')} (never changed) |
 | SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
 | GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
-| TF32 | `NVIDIA_TF32_OVERRIDE` unset; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
-{hosts_row(env) if env is not None else ""}{strides_row(env) if env is not None else ""}"""
+| TF32 | `NVIDIA_TF32_OVERRIDE` {_override(first)}; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
+{hosts_row(env) if env is not None else ""}{strides_row(env) if env is not None else ""}{settings_rows(env) if env is not None else ""}"""
+
+
+def _override(first: pd.Series) -> str:
+    value = first.get("env_NVIDIA_TF32_OVERRIDE")
+    return "unset" if value is None or (isinstance(value, float) and value != value) else f"= {value}"
+
+
+def settings_rows(env: pd.DataFrame) -> str:
+    """A machine-table row per measurement setting (:data:`~kbench.collect.merge.SETTING_FIELDS`) in which the
+    runs differ, naming each value and its runs; empty when every run agrees (the rows above hold)."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
+    if not len(start):
+        return ""
+    settings = measurement_settings(start)
+    rows = []
+    for col, (what, _) in SETTING_FIELDS.items():
+        if col == "tensor_strides":  # strides_row names it on every card
+            continue
+        if settings[col].nunique() > 1:
+            runs = start.groupby(settings[col].to_numpy())["run_id"].agg(list)
+            rows.append(f"| {what} (runs differ) | " + "; ".join(
+                f"{value}: {len(ids)} run{'s' if len(ids) != 1 else ''} ({', '.join(map(str, ids[:3]))}"
+                + (", …" if len(ids) > 3 else "") + ")" for value, ids in runs.items()) + " |\n")
+    return "".join(rows)
 
 
 def _runs_table(problems: pd.DataFrame, env: pd.DataFrame, sharing: pd.DataFrame) -> pd.DataFrame:

@@ -29,12 +29,14 @@ are left out (say how many in the report).
 from __future__ import annotations
 
 import argparse
+import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.output_files import atomic_write_bytes, check_output
 from kbench.problem import expected_output_size
 
 TORCHVISION_LAYERS = Path(__file__).with_name("torchvision_layers.csv")
@@ -185,6 +187,12 @@ def build_corpus(mituna_folder: str | Path | None, n_random: int = 4000, seed: i
     return corpus[CORPUS_COLUMNS]
 
 
+def _gzip_csv(frame: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.to_csv(buf, index=False, compression={"method": "gzip", "mtime": 0})
+    return buf.getvalue()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="write the kbench cuDNN problem corpus")
     add_arguments(ap)
@@ -204,8 +212,10 @@ def run(args) -> int:
     if args.n_random < 0:
         raise KbenchInputError("--n-random must be >= 0")
     report: dict = {}
+    check_output(args.out, [mituna], option="--out")
     corpus = build_corpus(mituna, n_random=args.n_random, seed=args.seed, report=report)
-    corpus.to_csv(args.out, index=False)
+    atomic_write_bytes(args.out, corpus.to_csv(index=False, compression=None).encode("utf-8")
+                       if not str(args.out).endswith(".gz") else _gzip_csv(corpus))
     for kind, r in report.items():
         print(f"{kind}: {r['geometries']} geometries -> {r['rows']} rows "
               f"({r['left_out_too_large']} left out as too large)")

@@ -5,10 +5,15 @@ output), or an output root that holds shard folders (then its own records, if
 any, and each of its shard folders are inputs). Before anything is written the
 merge checks, and refuses with one message that lists every finding (exit 2):
 
-* **versions**: every input ran on the same GPU model, driver, cuDNN and cuDNN
-  frontend (:data:`VERSION_FIELDS`, from each folder's ``env.jsonl``); the
-  message names the folder, the field and both values; and all built their graphs
-  the same way (static, or ``--kernel-cache``'s dynamic-shape graphs);
+* **environment**: every input measured in the same environment
+  (:data:`VERSION_FIELDS`, from each folder's ``env.jsonl``): GPU model, driver,
+  cuDNN, cuDNN frontend, PyTorch, TF32 (PyTorch's flag and ``NVIDIA_TF32_OVERRIDE``),
+  maximum clocks, power limit, tensor-stride convention and graph building (static,
+  or ``--kernel-cache``'s dynamic-shape graphs); the message names the folder, the
+  field and both values;
+* **plans**: every measured problem-direction that found plans has its plan
+  records (a missing or unreadable ``plans-*.parquet`` is refused, never merged as
+  done without its plans);
 * **duplicates**: no problem-direction was measured in two inputs;
 * **writers**: no input is still being written by a collector (its lock);
 * **gaps** (refused unless ``--allow-gaps``): every shard ``0..N-1`` of a
@@ -42,6 +47,7 @@ import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
 from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folders
+from kbench.collect.strides import UNRECORDED_CONVENTION
 from kbench.collect.travel import MARKER as TRAVEL_MARKER
 from kbench.collect.travel import is_travel_copy
 from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records, read_parts
@@ -50,6 +56,28 @@ from kbench.errors import KbenchInputError
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
                   "cudnn_frontend": "cuDNN frontend",
                   "graphs": "graph building (static, or --kernel-cache)"}  # derived: writer.graph_mode
+#: the rest of the measurement environment: the same in every input too. A run that does not
+#: record one has the value given here: an unset variable is "unset", the tensor strides of
+#: collectors before the ``tensor_strides`` key are "legacy", anything else "not recorded".
+NOT_RECORDED = "not recorded"
+SETTING_FIELDS = {"torch": ("PyTorch", NOT_RECORDED), "torch_cudnn": ("PyTorch's cuDNN", NOT_RECORDED),
+                  "torch_allow_tf32_cudnn": ("PyTorch allow_tf32 for cuDNN", NOT_RECORDED),
+                  "env_NVIDIA_TF32_OVERRIDE": ("NVIDIA_TF32_OVERRIDE", "unset"),
+                  "env_CUDNN_FRONTEND_ENABLE_FROST_ENGINES": ("CUDNN_FRONTEND_ENABLE_FROST_ENGINES", "unset"),
+                  "smi_clocks_max_sm": ("maximum SM clock", NOT_RECORDED),
+                  "smi_clocks_max_mem": ("maximum memory clock", NOT_RECORDED),
+                  "smi_power_limit": ("power limit", NOT_RECORDED),
+                  "tensor_strides": ("tensor-stride convention", UNRECORDED_CONVENTION)}
+
+
+def measurement_settings(starts: pd.DataFrame) -> pd.DataFrame:
+    """Per run start record, the :data:`SETTING_FIELDS` as text, with each field's default where unrecorded."""
+    out = pd.DataFrame(index=starts.index)
+    for col, (_, default) in SETTING_FIELDS.items():
+        values = starts[col] if col in starts else pd.Series(None, index=starts.index, dtype=object)
+        text = values.map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
+        out[col] = text.fillna(default)
+    return out
 EXAMPLES = 3  # findings of one kind named in full; the rest counted
 CHUNK = 1000  # problem-directions per output file pair
 
@@ -114,8 +142,11 @@ def version_findings(sources: list[Source]) -> list[str]:
             findings.append(f"{src.label}: no environment record (env.jsonl), so its GPU, driver and cuDNN "
                             "cannot be checked; it was not written by 'kbench collect cudnn'.")
             continue
-        for col, what in VERSION_FIELDS.items():
-            values = sorted(set(starts[col].dropna().astype(str))) if col in starts else []
+        settings = measurement_settings(starts)
+        fields = {**VERSION_FIELDS, **{c: what for c, (what, _) in SETTING_FIELDS.items()}}
+        for col, what in fields.items():
+            column = settings[col] if col in settings else starts[col] if col in starts else None
+            values = sorted(set(column.dropna().astype(str))) if column is not None else []
             if not values:
                 findings.append(f"{src.label}: env.jsonl records no {what} ({col}).")
             elif len(values) > 1:
@@ -125,6 +156,28 @@ def version_findings(sources: list[Source]) -> list[str]:
             elif values[0] != ref[col][0]:
                 findings.append(f"{src.label}: {what} {values[0]!r} differs from {ref[col][0]!r} in "
                                 f"{ref[col][1]} ({col}).")
+    return findings
+
+
+def plan_findings(sources: list[Source]) -> list[str]:
+    """Problem-directions merged without their plans: a plans file missing beside its problems file, or
+    a problem-direction whose record counts plans (``n_plans`` > 0) with no plan record in its folder."""
+    findings = []
+    for src in sources:
+        for problems_file in sorted(src.path.glob("problems-*.parquet")):
+            plans_file = problems_file.with_name("plans-" + problems_file.name.removeprefix("problems-"))
+            if not plans_file.exists():
+                findings.append(f"{src.label}: {problems_file.name} has no {plans_file.name} beside it: its "
+                                "problem-directions' plans are missing; restore the file from your copy.")
+        if not len(src.problems) or "n_plans" not in src.problems:
+            continue
+        has_plans = pd.to_numeric(src.problems["n_plans"], errors="coerce").fillna(0) > 0
+        keys = set(src.plans["key"]) if len(src.plans) and "key" in src.plans else set()
+        lost = src.problems.loc[has_plans & ~src.problems["key"].isin(keys), "key"].drop_duplicates()
+        if len(lost):
+            findings.append(f"{src.label}: {len(lost)} problem-direction(s) found plans but have no plan records "
+                            f"(first: {lost.iloc[0]}); their plans file is missing or cut short. Nothing of them "
+                            "can be merged as done: restore the plans file, or re-measure them.")
     return findings
 
 
@@ -227,7 +280,7 @@ def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into:
 def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
     sources = [_load(*f) for f in found]
     base = [_load(str(target), target, None)] if append else []
-    refusals = version_findings(base + sources) + duplicate_findings(base + sources)
+    refusals = version_findings(base + sources) + plan_findings(sources) + duplicate_findings(base + sources)
     if refusals:
         raise KbenchInputError("cannot merge these folders:\n  " + "\n  ".join(refusals)
                                + "\nNothing was written.")
@@ -250,6 +303,7 @@ def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
         if len(s.problems) and "phase" in s.env:
             st = s.env[s.env["phase"] == "start"].iloc[0]
             versions = {c: str(st[c]) for c in VERSION_FIELDS if c in st}
+            versions.update(measurement_settings(s.env[s.env["phase"] == "start"].iloc[:1]).iloc[0].to_dict())
             break
     report = {
         ("into" if append else "out"): str(target), "problem_directions": int(problems["key"].nunique()),

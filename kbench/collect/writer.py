@@ -281,15 +281,27 @@ def graph_modes(env: pd.DataFrame) -> set[str]:
 
 
 def load_env(out_dir: str | Path) -> pd.DataFrame:
+    """The environment records of a raw folder (one JSON object per line; a torn line is skipped)."""
     path = Path(out_dir) / ENV
     if not path.exists():
         return pd.DataFrame()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KbenchInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start:,}): not an environment "
+                               "record of 'kbench collect cudnn'; restore it from your copy of the folder.") from None
+    except OSError as exc:
+        raise KbenchInputError(f"{path}: cannot read the environment records ({exc.strerror}).") from None
     rows = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:  # torn last line
             continue
+        if not isinstance(row, dict):
+            raise KbenchInputError(f"{path}: line {number} is JSON but not an object ({line[:60]!r}); each line "
+                                   "is one environment record {...}; restore the file from your copy.")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -29,14 +29,15 @@ RULES_MD = """\
 4. **At least 5 seeds**, reported as the mean and the unbiased (ddof=1) standard deviation over
    seeds; the per-seed scores stay in the record (`kbench.records.aggregate_seeds`).
 5. **The code must reproduce the result with one command** (the `command` field of `meta.json`).
-6. Submit with `kbench submit result.json --meta meta.json`: the record is re-scored from its
-   predictions file, its kbench and dataset versions and checksums are checked, and it is added
-   under `leaderboard/<dataset>/<split>/<method>/`.
+6. Submit with `kbench submit result.json --meta meta.json`: every seed is re-scored from its
+   predictions and every stored figure compared, its kbench and dataset versions and checksums
+   are checked, and it is added under `leaderboard/<dataset>/<split>/<method>/` with every
+   seed's predictions (`preds.parquet`). A record without them is refused.
 7. **Corrected labels**: when a dataset's labels are corrected (a new version of the same
-   problems), its entries are re-scored from their stored predictions files
-   (`kbench leaderboard rescore --relabel DATASET`). Only the first seed's predictions are
-   stored, so an entry that is not re-run keeps that one seed, marked `extra.relabel` (the
-   earlier dataset version, its seeds, its seed-0 figures), until it is re-run with all seeds.
+   problems), its entries are re-scored from their stored predictions
+   (`kbench leaderboard rescore --relabel DATASET`). An entry that stores its first seed's
+   predictions only and is not re-run keeps that one seed, marked `extra.relabel` (the earlier
+   dataset version, its seeds, its seed-0 figures), until it is re-run with all seeds.
 """
 
 __all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "RELABEL_KEY", "ROLES", "DEFAULT_ROLES",

@@ -23,11 +23,11 @@ other seeds' predictions are not stored), its ``extra.relabel`` names the earlie
 seeds, and the old and new seed-0 figures are printed side by side. For entries whose models
 are too costly to train again at once; re-run them with ``kbench run`` to get every seed back.
 
-    kbench leaderboard rescore --lean [--extra-root DIR]
+    kbench leaderboard rescore --store-seeds [--extra-root DIR]
 
-rewrites every entry's ranking predictions file with each ranking cut to its first 30 applicable
-candidates (what ``kbench run`` and ``kbench submit`` store), after checking that the cut file
-scores to the identical record, and updates the record's ``predictions.sha256``.
+rewrites every entry's single-seed ``preds.csv.gz`` as ``preds.parquet`` (the store's format,
+every seed where they are known: a deterministic method's seeds share one file), after
+re-scoring the record from it, and updates the record's ``predictions`` path and sha256.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import pandas as pd
 
 from kbench.errors import KbenchInputError
 from kbench.evaluate import Evaluator
-from kbench.leaderboard.store import record_json
+from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions, record_json
 from kbench.records import EvaluationResult, aggregate_seeds
 
 
@@ -79,7 +79,8 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
         key = (old.split, old.part)
         if key not in evaluators:
             evaluators[key] = Evaluator(ds, split=old.split, part=old.part)
-        frame, _ = read_predictions(result.parent / "preds.csv.gz")
+        stored = read_seed_predictions(result.parent / PREDS_FILE)
+        frame = stored[min(stored)]
         new = evaluators[key](frame, method=old.method, allow_partial=old.counts.coverage < 1)
         seed0 = old.seeds.seeds[0] if old.seeds else 0
         new = aggregate_seeds([new], [seed0])
@@ -118,10 +119,11 @@ def check(roots: list[Path], dump: Path | None) -> int:
     for root in roots:
         for result in sorted(root.glob("*/*/*/result.json")):
             record = parse_record(result)
-            preds = result.parent / "preds.csv.gz"
+            preds = result.parent / PREDS_FILE
             if not preds.exists():
                 continue
-            frame, _ = read_predictions(preds)
+            stored = read_seed_predictions(preds)
+            frame = stored[min(stored)]
             if isinstance(record, TuningResult):
                 new = evaluate_tuning(record.dataset.name, frame, solver=record.solver, split=record.split,
                                       part=record.part, method=record.method)
@@ -154,42 +156,41 @@ def check(roots: list[Path], dump: Path | None) -> int:
     return 1 if failed else 0
 
 
-def lean(roots: list[Path]) -> int:
-    """Rewrite every entry's ranking predictions file lean (first 30 applicable candidates per
-    ranking, as ``kbench run`` and ``kbench submit`` now store them) and its record's sha256.
-    A file whose lean version does not re-score to the identical record is left alone."""
-    from kbench.evaluate import Evaluator, read_predictions, sha256_bytes
+def store_seeds(roots: list[Path]) -> int:
+    """Rewrite every entry's ``preds.csv.gz`` (the first seed's predictions) as ``preds.parquet``.
+
+    A deterministic method's seeds share one set of predictions (``kbench run`` copies the first
+    seed's file to the others; its record says ``extra.stochastic: false``), so its file is stored
+    for every seed and the whole record is re-scored; another entry stores its first seed only and
+    stays a one-seed entry until it is re-run. Each converted entry is re-scored before it is written.
+    """
+    from kbench.leaderboard.rescore import Rescorer
     from kbench.leaderboard.schema import parse_record
-    from kbench.leaderboard.store import predictions_csv_gz
-    from kbench.records import TuningResult
-    rewritten, before, after, evaluators = 0, 0, 0, {}
+    from kbench.leaderboard.store import PREDS_FILE, seed_predictions_parquet
+    from kbench.output_files import atomic_write_bytes, atomic_write_text
+    from kbench.prediction_files import read_predictions, sha256_bytes
+    rescorer, converted, before, after, complete = Rescorer(), 0, 0, 0, 0
     for root in roots:
         for result in sorted(root.glob("*/*/*/result.json")):
-            record, preds = parse_record(result), result.parent / "preds.csv.gz"
-            if isinstance(record, TuningResult) or not preds.exists():
+            record, old = parse_record(result), result.parent / "preds.csv.gz"
+            if not old.exists():
                 continue
-            frame, digest = read_predictions(preds)
-            if "ranking" not in frame.columns:
-                continue
-            key = (record.dataset.name, record.split, record.part)
-            if key not in evaluators:
-                evaluators[key] = Evaluator(record.dataset.name, split=record.split, part=record.part)
-            ev = evaluators[key]
-            slim = ev.lean_predictions(frame)
-            partial = record.counts.coverage < 1
-            full_rec = ev(frame, allow_partial=partial).model_dump(exclude={"predictions", "date"})
-            slim_rec = ev(slim, allow_partial=partial).model_dump(exclude={"predictions", "date"})
-            if full_rec != slim_rec:
-                print(f"{result}: the lean file scores differently; left as it is")
-                continue
-            gz = predictions_csv_gz(slim)
-            before, after = before + preds.stat().st_size, after + len(gz)
-            text = (result).read_text()
-            assert record.predictions.sha256 == digest and text.count(digest) == 1
-            preds.write_bytes(gz)
-            result.write_text(text.replace(digest, sha256_bytes(gz)))
-            rewritten += 1
-    print(f"{rewritten} predictions files rewritten lean: {before:,} -> {after:,} bytes")
+            frame, digest = read_predictions(old)
+            if record.predictions.sha256 != digest:
+                raise KbenchInputError(f"{old}: sha256 {digest[:12]}… is not the record's; left as it is.")
+            seeds = record.seeds.seeds if record.seeds else [0]
+            deterministic = (record.extra or {}).get("stochastic") is False and record.seeds is not None
+            frames = {seed: frame for seed in seeds} if deterministic else {seeds[0]: frame}
+            done = rescorer.verify(record, frames, str(result.parent))
+            data = seed_predictions_parquet(frames)
+            record.predictions.path, record.predictions.sha256 = PREDS_FILE, sha256_bytes(data)
+            atomic_write_bytes(result.parent / PREDS_FILE, data)
+            atomic_write_text(result, record_json(record))
+            before, after = before + old.stat().st_size, after + len(data)
+            old.unlink()
+            converted += 1
+            complete += done.complete
+    print(f"{converted} entries stored as {PREDS_FILE} ({complete} with every seed): {before:,} -> {after:,} bytes")
     return 0
 
 
@@ -197,8 +198,8 @@ def run(args) -> int:
     """Run ``kbench leaderboard rescore`` with parsed arguments; the exit code."""
     if args.relabel:
         return relabel(Path(args.leaderboard), args.relabel, args.methods)
-    if args.lean:
-        return lean([Path(args.leaderboard)] + [Path(r) for r in args.extra_root])
+    if args.store_seeds:
+        return store_seeds([Path(args.leaderboard)] + [Path(r) for r in args.extra_root])
     if args.check:
         return check([Path(args.leaderboard)] + [Path(r) for r in args.extra_root], args.dump)
     for ds in args.datasets:

@@ -31,7 +31,9 @@ import pandas as pd
 
 from kbench.errors import KbenchInputError, suggest
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
-from kbench.leaderboard.store import (atomic_write_text, load_dataset, predictions_csv_gz, record_json)
+from kbench.leaderboard.store import (atomic_write_text, lean_predictions, load_dataset, predictions_csv_gz,
+                                      record_json, seed_predictions_parquet)
+from kbench.prediction_files import read_predictions
 from kbench.records import EvaluationResult, aggregate_seeds
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -233,7 +235,7 @@ def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_tim
     preds = model.predict(dataset, ids["test"])
     predict_s = time.perf_counter() - t0
     # stored lean (each ranking's first 30 applicable candidates): scores exactly as the full one
-    gz = predictions_csv_gz(evaluators["test"].lean_predictions(preds))
+    gz = predictions_csv_gz(lean_predictions(evaluators["test"], preds))
     step("score")
     record = evaluators["test"](preds, method=method, predictions_path="preds.csv.gz",
                                 predictions_sha256=sha256_bytes(gz))
@@ -427,8 +429,9 @@ def publish(report: RunReport, root: Path) -> Path:
         issues = record_problems(o.record, meta)
         if issues:
             raise KbenchInputError(f"{folder}: cannot go on the leaderboard:\n  - " + "\n  - ".join(issues))
-        gz = (folder / o.record.predictions.path).read_bytes()
-        write_entry(root, o.record, meta, gz)
+        seeds = o.record.seeds.seeds if o.record.seeds else [0]
+        frames = {seed: read_predictions(folder / SEED_DIR.format(seed=seed) / "preds.csv.gz")[0] for seed in seeds}
+        write_entry(root, o.record, meta, seed_predictions_parquet(frames))
     build(root)
     return root
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
+from kbench.prediction_files import sha256_bytes
 from kbench.records import DatasetRef, EvaluationResult, TuningResult
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
@@ -260,13 +261,16 @@ def seed_inconsistencies(record: EvaluationResult | TuningResult) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- the tree
-ENTRY_FILES = {"result.json", "meta.json", "preds.csv.gz", "verification.json"}
+#: an entry's stored predictions: every stored seed's test predictions (kbench.leaderboard.store)
+PREDS_FILE = "preds.parquet"
+ENTRY_FILES = {"result.json", "meta.json", PREDS_FILE, "verification.json"}
 GENERATED = {"README.md", "site"}
 #: the transfer track's records (their own layout, read by kbench.leaderboard.transfer)
 OWN_LAYOUT = {"transfer"}
 
 
-def verification_problems(path: Path, record, dataset: str, split: str, method: str) -> list[str]:
+def verification_problems(path: Path, record, dataset: str, split: str, method: str,
+                          first_seed_sha256: str | None = None) -> list[str]:
     """What is wrong with an entry's GPU re-timing record (``verification.json``), if anything."""
     try:
         v = parse_verification(path)
@@ -279,11 +283,13 @@ def verification_problems(path: Path, record, dataset: str, split: str, method: 
         out.append(f"verification.json method {v.method!r} is not the folder's {method!r}")
     if v.dataset.checksum != record.dataset.checksum:
         out.append("verification.json was made on another version of the dataset than result.json")
-    # a re-run entry gets new predictions: the old re-timing then measured choices the entry no longer makes
-    mine, timed = record.predictions.sha256, v.predictions.sha256
-    if mine and timed and mine != timed:
-        out.append(f"verification.json re-timed other predictions (sha256 {timed[:12]}…) than result.json's "
-                   f"({mine[:12]}…): run kbench verify-on-gpu on this entry's preds.csv.gz again, or remove it")
+    # a re-run entry gets new predictions: the old re-timing then measured choices the entry no longer makes.
+    # It timed the first seed's predictions as a CSV (gzip, as kbench.leaderboard.store.predictions_csv_gz
+    # writes them): ``first_seed_sha256`` is that file's sha256, computed by the caller that reads them.
+    timed = v.predictions.sha256
+    if first_seed_sha256 and timed and first_seed_sha256 != timed:
+        out.append(f"verification.json re-timed other predictions (sha256 {timed[:12]}…) than the entry's first "
+                   f"seed ({first_seed_sha256[:12]}…): run kbench verify-on-gpu on them again, or remove it")
     return out
 
 
@@ -292,7 +298,6 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
 
     Returns ``{"entries": n, "files": n}`` when everything is valid.
     """
-    from kbench.evaluate import sha256_bytes
     root = Path(root)
     if not root.is_dir():
         raise KbenchInputError(f"{root}: leaderboard folder not found.")
@@ -334,12 +339,17 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
         if record.method != method:
             where.append(f"record method {record.method!r} is not the folder's {method!r}")
         where += record_problems(record, meta)
-        preds = folder / "preds.csv.gz"
-        if preds.exists():
+        preds = folder / PREDS_FILE
+        if not preds.exists():
+            where.append(f"no {PREDS_FILE}: every entry stores its predictions, so that its figures can be "
+                         "re-scored (submit it again with its predictions)")
+        else:
             digest = sha256_bytes(preds.read_bytes())
             if record.predictions.sha256 != digest:
-                where.append(f"preds.csv.gz sha256 {digest[:12]}… does not match the record's "
+                where.append(f"{PREDS_FILE} sha256 {digest[:12]}… does not match the record's "
                              f"{(record.predictions.sha256 or 'none')[:12]}…")
+            if record.predictions.path != PREDS_FILE:
+                where.append(f"predictions.path is {record.predictions.path!r}, not the entry's {PREDS_FILE!r}")
         if (folder / "verification.json").exists():
             where += verification_problems(folder / "verification.json", record, dataset, split, method)
         if check_data:

@@ -40,6 +40,9 @@ ROLE_ORDER = {"ceiling": 0, "floor": 1}
 BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps only the fastest few kernels): "
               "their time is a lower bound, so LoP and slowdown are lower bounds and within-5% and speed-up "
               "upper bounds for that entry; the share is in the tooltip.")
+ONE_SEED_TEXT = ("‡ one-seed entry: only its first seed's predictions are stored, so that seed's figures are "
+                 "re-scored by `kbench leaderboard validate` but the mean and ± over its other seeds are not; "
+                 "re-run it (`kbench run --update-leaderboard`) to store every seed.")
 
 
 def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
@@ -201,6 +204,9 @@ def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     out.update(_entry_cells(row, repo_prefix))
     bound = (f' <span class="bound" title="{fmt_pct(row.censored_share(), 1)} of the choices are censored">†</span>'
              if row.censored_share() > 0 else "")
+    if row.entry.one_seed:
+        bound += (f' <span class="bound" title="one-seed entry: only seed(s) {row.entry.stored_seeds()} of '
+                  f'{rec.seeds.seeds} have stored predictions">‡</span>')
     out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
     vm, vs = row.valid()
     out["valid"] = (html.escape(fmt_mean_std(vm, vs)), _value(vm), "")
@@ -369,8 +375,8 @@ def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     out = {"rank": ((html.escape(row.role), "", "reference row") if row.rank is None
                     else (str(row.rank), str(row.rank), ""))}
     out.update(_entry_cells(row, repo_prefix))
-    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY))),
-                   _value(o.get(TUNING_PRIMARY)), "")
+    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY)))
+                   + (" ‡" if row.entry.one_seed else ""), _value(o.get(TUNING_PRIMARY)), "")
     out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
                       _value(o.get("perfect_prediction")), "")
     out["valid_share"] = (fmt_pct(o.get("valid_share")), _value(o.get("valid_share")), "")
@@ -410,7 +416,8 @@ def legend_html() -> str:
             "single-best floors) are not ranked. Click a column header to sort.</p>"
             f'<p class="note"><span class="tie">≈</span> statistically tied with the entry ranked above: '
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
-            f'<p class="note">{html.escape(BOUND_TEXT)}</p>')
+            f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
+            f'<p class="note">{html.escape(ONE_SEED_TEXT)}</p>')
 
 
 def dataset_facts(name: str) -> str:
@@ -452,7 +459,8 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
                 gpu = gpu_speedup(row)
                 text = fmt_x(row.overall.get("speedup_geomean")) + (f" (GPU {fmt_x(gpu)})" if gpu else "")
             elif cid == "test" and not tuning:
-                text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "")
+                text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "") \
+                    + (" ‡" if row.entry.one_seed else "")
             elif cid == "links":
                 links = [f"[paper]({md_url(row.entry.meta.paper)})"] if row.entry.meta.paper else []
                 links += [f"[code]({md_url(_link(row.entry.meta.code, repo_prefix))})"] if row.entry.meta.code else []
@@ -472,7 +480,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "deviation over seeds (at least 5); the other metric columns are means over seeds. Reference rows "
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
-           BOUND_TEXT, "",
+           BOUND_TEXT, "", ONE_SEED_TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]
     for board in boards:

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbench import evaluate as evaluate_module
+from kbench import prediction_files as prediction_files_module
 from kbench.cli import main
 from kbench.errors import KbenchError
 from kbench.evaluate import Evaluator
@@ -85,7 +86,7 @@ def test_an_unreadable_file(capsys, work, monkeypatch):
             if Path(p) == path:
                 raise PermissionError(13, "Permission denied", str(p))
             return real_open(p, *a, **k)
-        monkeypatch.setattr(evaluate_module, "open", deny, raising=False)
+        monkeypatch.setattr(prediction_files_module, "open", deny, raising=False)
     refused(capsys, ["evaluate", str(path), *DATASET], [str(path), "permission denied", "chmod u+r"], [work])
 
 
@@ -270,7 +271,7 @@ def test_a_plain_file_over_the_limit_is_refused_unread(capsys, work, monkeypatch
 
 
 def test_the_default_limit_is_2_gib():
-    assert evaluate_module.MAX_PREDICTIONS_BYTES == 2 * 1024 ** 3
+    assert prediction_files_module.MAX_PREDICTIONS_BYTES == 2 * 1024 ** 3
     assert "at most 2 GiB" in evaluate_module.EXPECTED_FORMAT
 
 

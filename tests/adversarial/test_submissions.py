@@ -120,7 +120,7 @@ def test_claimed_metrics_that_the_predictions_do_not_give(capsys, run_dir, tmp_p
     agg = aggregate_seeds(recs, list(range(5)))
     agg.predictions.path = "seed-0/preds.csv.gz"
     (run_dir / "result.json").write_text(agg.model_dump_json())
-    refused_submit(capsys, run_dir, tmp_path, ["re-scoring does not reproduce", "top1: claimed"])
+    refused_submit(capsys, run_dir, tmp_path, ["does not give the record's figures", "seeds.per_seed[0] (seed 0).top1: claimed"])
 
 
 @adversarial("submissions", "error")
@@ -135,9 +135,9 @@ def test_fewer_than_five_seeds(capsys, run_dir, tmp_path):
 @adversarial("submissions", "error", fixed=True)
 def test_a_gzip_bomb_as_the_predictions_file(capsys, run_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("KBENCH_MAX_PREDICTIONS_BYTES", str(10_000_000))
-    bomb = run_dir / "bomb.csv.gz"
+    bomb = run_dir / "seed-2" / "preds.csv.gz"  # one seed's predictions file
     bomb.write_bytes(gzip.compress(b"problem_id,ranking\n") + gzip.compress(b"0" * 1_000_000) * 20)
-    refused_submit(capsys, run_dir, tmp_path, [str(bomb), "10,000,000-byte limit"], "--preds", str(bomb))
+    refused_submit(capsys, run_dir, tmp_path, [str(bomb), "10,000,000-byte limit"])
 
 
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'

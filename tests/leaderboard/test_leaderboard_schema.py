@@ -90,7 +90,7 @@ def _copy(toy_board, tmp_path):
     (lambda root: (root / "stray.json").write_text("{}"), "unexpected file"),
     (lambda root: (root / ENTRY / "meta.json").unlink(), "missing meta.json"),
     (lambda root: shutil.move(root / ENTRY, root / "toy/random/other-name"), "not the folder's"),
-    (lambda root: (root / ENTRY / "preds.csv.gz").write_bytes(b"changed"), "sha256"),
+    (lambda root: (root / ENTRY / "preds.parquet").write_bytes(b"changed"), "sha256"),
 ])
 def test_tree_problems_are_listed(toy_board, toy, tmp_path, damage, message):
     root = _copy(toy_board, tmp_path)

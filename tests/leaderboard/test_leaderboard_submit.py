@@ -8,8 +8,10 @@ import pytest
 
 from kbench.cli import main
 from kbench.errors import KbenchInputError
-from kbench.leaderboard.schema import validate_tree
+from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.store import read_seed_predictions
 from kbench.leaderboard.submit import submit
+from kbench.prediction_files import read_predictions
 
 
 @pytest.fixture
@@ -27,13 +29,16 @@ def test_submit_rescores_and_adds_the_entry(run_dir, toy, tmp_path, capsys):
                  "--leaderboard", str(root)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "metrics match (matches seed 0)" in out
+    assert "re-scored seed(s) [0, 1, 2, 3, 4]" in out
     folder = root / "toy" / "random" / "toy-model"
-    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "preds.csv.gz", "result.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "preds.parquet", "result.json"]
     assert (root / "README.md").exists() and (root / "site" / "index.html").exists()
-    validate_tree(root)
-    # the stored predictions are the run's seed-0 file, byte for byte
-    assert (folder / "preds.csv.gz").read_bytes() == (run_dir / "seed-0" / "preds.csv.gz").read_bytes()
+    assert validate_board(root)["partial"] == []
+    # every seed's predictions are stored, each reading back as the run's file (already lean)
+    stored = read_seed_predictions(folder / "preds.parquet")
+    assert sorted(stored) == [0, 1, 2, 3, 4]
+    for seed, frame in stored.items():
+        assert frame.equals(read_predictions(run_dir / f"seed-{seed}" / "preds.csv.gz")[0])
     # again without --replace: refused; with it: fine
     with pytest.raises(KbenchInputError, match="--replace"):
         submit(run_dir / "result.json", run_dir / "meta.json", root=root)
@@ -59,17 +64,23 @@ def test_submit_detects_claimed_metrics_that_do_not_reproduce(run_dir, toy, tmp_
     agg = aggregate_seeds(seed_records, list(range(5)))
     agg.predictions.path = "seed-0/preds.csv.gz"
     path.write_text(agg.model_dump_json())
-    with pytest.raises(KbenchInputError, match="(?s)re-scoring does not reproduce.*top1: claimed"):
+    with pytest.raises(KbenchInputError, match=r"(?s)does not give the record's figures.*seeds.per_seed\[0\] \(seed 0\).top1: claimed"):
         submit(path, run_dir / "meta.json", root=tmp_path / "lb")
     assert not (tmp_path / "lb").exists()
 
 
 def test_submit_detects_other_predictions(run_dir, toy, tmp_path):
-    # a predictions file that is not the one the record was scored from (sha256 differs)
-    other = tmp_path / "preds.csv.gz"
-    other.write_bytes(gzip.compress(gzip.decompress((run_dir / "seed-1" / "preds.csv.gz").read_bytes()) + b"\n"))
+    # the record's own predictions file replaced by another (its sha256 differs)
+    named = run_dir / "seed-0" / "preds.csv.gz"
+    named.write_bytes(gzip.compress(gzip.decompress((run_dir / "seed-1" / "preds.csv.gz").read_bytes()) + b"\n"))
     with pytest.raises(KbenchInputError, match="not the file the record was scored from"):
-        submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb", preds=other)
+        submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb")
+
+
+def test_submit_refuses_one_csv_for_several_seeds(run_dir, toy, tmp_path):
+    with pytest.raises(KbenchInputError, match=r"a CSV holds one seed's predictions, the record lists seeds"):
+        submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb",
+               preds=run_dir / "seed-0" / "preds.csv.gz")
 
 
 def test_submit_checks_versions_and_checksums(run_dir, toy, tmp_path):
@@ -105,11 +116,21 @@ def test_submit_meta_must_describe_the_record(run_dir, toy, tmp_path):
                  "--leaderboard", str(tmp_path / "lb")]) == 2
 
 
-def test_submit_without_predictions(run_dir, toy, tmp_path):
-    shutil.rmtree(run_dir / "seed-0")
-    with pytest.raises(KbenchInputError, match="no predictions file"):
-        submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb", require_preds=True)
-    report = submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb")
-    assert not report.rescored and report.notes
-    assert not (report.folder / "preds.csv.gz").exists()
-    validate_tree(tmp_path / "lb")
+@pytest.mark.parametrize("missing", ["seed-0", "seed-3"])
+def test_submit_without_predictions_is_refused(run_dir, toy, tmp_path, missing):
+    """Every seed's predictions are re-scored: a record missing any of them is refused, nothing written."""
+    shutil.rmtree(run_dir / missing)
+    with pytest.raises(KbenchInputError, match=rf"no predictions for seed\(s\) \[{missing[-1]}\]"):
+        submit(run_dir / "result.json", run_dir / "meta.json", root=tmp_path / "lb")
+    assert not (tmp_path / "lb").exists()
+
+
+def test_submit_takes_a_stored_parquet(run_dir, toy, tmp_path):
+    """An entry's preds.parquet (every seed) is a valid --preds: re-submitting a board entry works."""
+    root = tmp_path / "lb"
+    submit(run_dir / "result.json", run_dir / "meta.json", root=root)
+    entry = root / "toy" / "random" / "toy-model"
+    report = submit(entry / "result.json", entry / "meta.json", root=tmp_path / "lb2")
+    assert report.seeds_rescored == [0, 1, 2, 3, 4]
+    assert (tmp_path / "lb2" / "toy" / "random" / "toy-model" / "preds.parquet").read_bytes() == \
+        (entry / "preds.parquet").read_bytes()

@@ -9,7 +9,8 @@ from kbench.errors import KbenchInputError
 from kbench.evaluate import evaluate_tuning
 from kbench.leaderboard import site
 from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems, validate_tree
-from kbench.leaderboard.store import gzip_bytes, write_entry
+from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.store import gzip_bytes, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit
 from kbench.records import DatasetRef, TuningResult, aggregate_seeds
 
@@ -62,8 +63,7 @@ def test_tuning_entries_validate_rank_and_render(tuning, tmp_path):
     for method, frame in (("good", oracle), ("worse", worse)):
         rec = entry(ds, frame, method)
         assert isinstance(rec, TuningResult) and rec.seeds.mean["average_accuracy"] == rec.overall["average_accuracy"]
-        gz = gzip_bytes(frame.to_csv(index=False).encode())
-        write_entry(root, rec, meta_for(ds, method), gz)
+        write_entry(root, rec, meta_for(ds, method), seed_predictions_parquet({s: frame for s in rec.seeds.seeds}))
     assert validate_tree(root) == {"entries": 2, "files": 6}
     back = parse_record(root / "mi50-tuning" / "random" / "good" / "result.json")
     assert isinstance(back, TuningResult) and back.solver == SOLVER
@@ -91,13 +91,16 @@ def test_submit_rescores_tuning_records(tuning, tmp_path):
     rec = entry(ds, worse, "worse")
     src = tmp_path / "sub"
     src.mkdir()
-    (src / "preds.csv").write_text(worse.to_csv(index=False))
-    rec.predictions.path = "preds.csv"
+    for seed in rec.seeds.seeds:  # as kbench run writes them: one file per seed beside the record
+        (src / f"seed-{seed}").mkdir()
+        (src / f"seed-{seed}" / "preds.csv.gz").write_bytes(gzip_bytes(worse.to_csv(index=False).encode()))
+    rec.predictions.path = "seed-0/preds.csv.gz"
     rec.predictions.sha256 = None
     (src / "result.json").write_text(rec.model_dump_json(indent=2))
     (src / "meta.json").write_text(meta_for(ds, "worse").model_dump_json(indent=2))
     report = submit(src / "result.json", src / "meta.json", root=tmp_path / "lb")
-    assert report.rescored and report.matched_seed == 0
+    assert report.seeds_rescored == [0, 1, 2, 3, 4]
+    assert validate_board(tmp_path / "lb")["partial"] == []
     # a record whose claimed accuracy is not what its predictions give is refused
     rec.seeds.per_seed = [dict(p, average_accuracy=0.5) for p in rec.seeds.per_seed]
     rec.seeds.mean["average_accuracy"] = 0.5

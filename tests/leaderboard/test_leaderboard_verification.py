@@ -73,20 +73,24 @@ def test_validate_accepts_a_matching_record_and_names_a_mismatch(board):
     assert "verification.json method 'other' is not the folder's 'toy-model'" in str(err.value)
 
 
-def test_validate_names_a_record_of_other_predictions(board):
-    """A re-run entry has new predictions; a re-timing of the old ones no longer describes it."""
-    from kbench.leaderboard.schema import validate_tree
+def test_validate_names_a_record_of_other_predictions(board, toy):
+    """A re-run entry has new predictions; a re-timing of the old ones no longer describes it. The
+    re-timing names the first seed's predictions as a gzip CSV (what verify-on-gpu reads)."""
+    from kbench.leaderboard.rescore import validate_board
+    from kbench.leaderboard.store import predictions_csv_gz, read_seed_predictions
+    from kbench.prediction_files import sha256_bytes
     record = json.loads((board / "toy/random/toy-model/result.json").read_text())
-    mine = record["predictions"]["sha256"]
-    assert mine  # the toy entry ships its predictions with their sha256
+    seeds = read_seed_predictions(board / "toy/random/toy-model/preds.parquet")
+    mine = sha256_bytes(predictions_csv_gz(seeds[min(seeds)]))
     path = board / "toy/random/toy-model/verification.json"
     same = _record().model_copy(update={"dataset": DatasetRef(**record["dataset"]),
                                         "predictions": PredictionsRef(path="preds.csv.gz", sha256=mine, rows=12)})
     path.write_text(same.model_dump_json())
-    assert validate_tree(board, check_data=False)["entries"] >= 1
+    assert validate_board(board)["entries"] >= 1
     other = "0" * 64
     path.write_text(same.model_copy(update={"predictions": PredictionsRef(path="preds.csv.gz", sha256=other,
                                                                           rows=12)}).model_dump_json())
     with pytest.raises(Exception) as err:
-        validate_tree(board, check_data=False)
-    assert f"re-timed other predictions (sha256 {other[:12]}…) than result.json's ({mine[:12]}…)" in str(err.value)
+        validate_board(board)
+    assert f"re-timed other predictions (sha256 {other[:12]}…) than the entry's first seed ({mine[:12]}…)" \
+        in str(err.value)
