@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
-from kbench_baselines.base import KernelSpace, as_id_index, predictions_frame, problems_of, rank_by_scores
+from kbench_baselines.base import KernelSpace, as_id_index
 from kbench_baselines.features import features_for
 from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _callback, _progress, _xgb
 
@@ -323,12 +323,6 @@ class XGBoostPooled(XGBoostMulticlass):
             sub = score[np.ix_(rows, cols)]
             score[np.ix_(rows, cols)] = np.where(seen[np.ix_(rows, cols)], 2.0 + prob[:, keep], sub)
         return score
-
-    def predict(self, dataset, ids) -> pd.DataFrame:
-        problems = problems_of(dataset, ids)
-        score = self.scores(dataset, problems)
-        return predictions_frame(problems["problem_id"],
-                                 rank_by_scores(score, self.space.names, self.space.allowed(problems)))
 
 
 class XGBoostPooledLeaveOut(XGBoostPooled):

@@ -378,11 +378,14 @@ def hosts_row(env: pd.DataFrame) -> str:
 
 
 def strides_row(env: pd.DataFrame) -> str:
-    """A machine-table row of the tensor-stride convention of the runs (each run's start record; one
-    without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md)."""
+    """A machine-table row of the tensor-stride convention the runs share (each run's start record; one
+    without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md); empty when the runs
+    differ, as :func:`settings_rows` then lists each run's."""
     start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env
     conv = (start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object))
     counts = conv.fillna(UNRECORDED_CONVENTION).value_counts().sort_index()
+    if len(counts) != 1:
+        return ""
     parts = [f"`{name}` ({n} run{'s' if n != 1 else ''})" for name, n in counts.items()]
     return ("| tensor strides handed to cuDNN (docs/tensor_strides.md) | " + ", ".join(parts)
             + ": `pytorch` as PyTorch's cuDNN descriptors carry them, `legacy` with NCHW strides kept for the "
@@ -424,8 +427,6 @@ def settings_rows(env: pd.DataFrame) -> str:
     settings = measurement_settings(start)
     rows = []
     for col, (what, _) in SETTING_FIELDS.items():
-        if col == "tensor_strides":  # strides_row names it on every card
-            continue
         if settings[col].nunique() > 1:
             runs = start.groupby(settings[col].to_numpy())["run_id"].agg(list)
             rows.append(f"| {what} (runs differ) | " + "; ".join(

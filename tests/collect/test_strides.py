@@ -110,3 +110,11 @@ def test_batch_stride_is_one_sample():
         for lay in ("NHWC", "NCHW"):
             s = pytorch_strides(shape, lay)
             assert s[0] == shape[1] * shape[2] * shape[3]
+
+
+def test_card_row_names_the_shared_convention():
+    from kbench.collect.card import strides_row
+    legacy = pd.DataFrame([{"run_id": "a", "phase": "start"}, {"run_id": "b", "phase": "start"}])
+    assert strides_row(legacy).startswith("| tensor strides handed to cuDNN (docs/tensor_strides.md) | `legacy` (2 runs):")
+    mixed = legacy.assign(tensor_strides=[None, "pytorch"])
+    assert strides_row(mixed) == ""  # settings_rows lists each run's convention instead
