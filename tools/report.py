@@ -59,6 +59,23 @@ def rows() -> list[str]:
                    f"(features + booster + ranking; p50 / p99); break-even: calls of the convolution whose mean "
                    f"saving over cuDNN mode A ({save['mean_saved_ms'] * 1e3:.1f} µs, table) pay for one prediction "
                    f"| {lat['p50']:.1f} / {lat['p99']:.1f} ms; {d['break_even_calls']:,.0f} calls | | {where} |")
+    if (res / "validate.json").exists():
+        d = json.loads((res / "validate.json").read_text())
+        m = d["machine"]
+        where = f"{m['cpus']} cores, Python {m['python']}, load average {m['load_average_1min']:.1f}"
+        sp = d["stored_predictions"]
+        out.append(f"| `kbench leaderboard validate`: the whole board re-scored from its stored predictions "
+                   f"({d['rescored']} entries, {sp['files']} files of {sp['bytes'] / 1e6:.1f} MB) | "
+                   f"{d['wall_s']:.0f} s | | {where} |")
+    for path in sorted(res.glob("compact_selector_*.json")):
+        d = json.loads(path.read_text())
+        m, aims = d["machine"], d["aims"]
+        where = f"{m['cpu_count']} cores ({m['cores_used']} used), {m['processor']}, load average {m['loadavg_1min']:.1f}"
+        out.append(f"| `{d['model']}` through `kbench.selector` on {d['dataset']} (numpy scorer, batch 1, features "
+                   f"included; p50 / p99; size; share of `{d['best_entry']['method']}`'s speed-up kept) | "
+                   f"{d['latency_ms_p50']:.2f} / {d['latency_ms_p99']:.1f} ms; {d['size_bytes'] / 1e6:.2f} MB; "
+                   f"{100 * d['kept_gain']:.1f}% | <= {aims['latency_ms_p50_max']:g} ms, <= "
+                   f"{aims['size_bytes_max'] / 1e6:g} MB, >= {100 * aims['kept_gain_min']:g}% | {where} |")
     if (res / "default_run.json").exists():
         d = json.loads((res / "default_run.json").read_text())
         fits = ", ".join(f"{m} {v:.0f} s" for m, v in sorted(d["fit_s_per_seed"].items(), key=lambda kv: -(kv[1] or 0))
