@@ -356,23 +356,17 @@ def default_set(plan: dict, dtype: str, notes_reliable: bool) -> bool:
     return "REDUCED_PRECISION_REDUCTION" not in notes
 
 
-def pytorch_default_set(plan: dict, notes_reliable: bool) -> bool:
-    """May PyTorch's cuDNN path run this plan with its default flags?
+def pytorch_default_mask(plans: pd.DataFrame) -> pd.Series:
+    """Which plans of a plans table (its ``numeric_notes`` column) PyTorch's cuDNN path may run with its
+    default flags.
 
     ``filterEngineConfigs`` (``aten/src/ATen/native/cudnn/Conv_v8.cpp``) drops every engine
     configuration with the DOWN_CONVERT_INPUTS note; with ``deterministic=True`` also the
     NONDETERMINISTIC ones, and for float32 data with ``allow_tf32=False`` the TENSOR_CORE ones.
     PyTorch's defaults (``torch.backends.cudnn.allow_tf32 = True``, ``deterministic = False``) leave
     the first rule alone, so TF32 and reduced-precision-reduction plans are in. A plan whose notes
-    are unknown is left out: nothing shows PyTorch would keep it.
+    are unknown (None) is left out: nothing shows PyTorch would keep it.
     """
-    if not notes_reliable or plan.get("numeric_notes") is None:
-        return False
-    return "DOWN_CONVERT_INPUTS" not in set(filter(None, str(plan["numeric_notes"]).split(";")))
-
-
-def pytorch_default_mask(plans: pd.DataFrame) -> pd.Series:
-    """:func:`pytorch_default_set` over a plans table (its ``numeric_notes`` column), vectorised."""
     notes = plans["numeric_notes"]
     down = notes.fillna("").astype(str).str.contains(r"(?:^|;)DOWN_CONVERT_INPUTS(?:;|$)", regex=True)
     return notes.notna() & ~down
