@@ -14,6 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
+from report import update_doc_block  # tools/ is the script's folder, first on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- baselines:start -->", "<!-- baselines:end -->"
 DEFAULT_METHODS = ["oracle", "random", "single-best", "rules", "nearest-neighbour", "xgboost", "xgboost-ranker"]
@@ -81,11 +83,7 @@ def main() -> None:
     if args.print:
         print(body)
         return
-    doc = ROOT / "docs" / "baselines.md"
-    text = doc.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    doc.write_text(text[:a] + "\n" + body + text[b:])
-    print(f"updated {doc}")
+    update_doc_block(ROOT / "docs" / "baselines.md", START, END, body)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,15 @@ def scoring_rules_markdown(expected_format: str) -> str:
     return "\n".join(wrap(item, subsequent_indent="   ") for item in items) + "\n\n" + wrap(" ".join(note))
 
 
+def update_doc_block(doc: Path, start: str, end: str, body: str) -> None:
+    """Rewrite what lies between the markers ``start`` and ``end`` of ``doc`` as a newline and ``body``
+    (the renderers of docs/baselines.md share it)."""
+    text = doc.read_text()
+    a, b = text.index(start) + len(start), text.index(end)
+    doc.write_text(text[:a] + "\n" + body + text[b:])
+    print(f"updated {doc}")
+
+
 def replace_block(text: str, start: str, end: str, body: str) -> str:
     """``text`` with what lies between the markers ``start`` and ``end`` replaced by ``body``."""
     head, rest = text.split(start, 1)

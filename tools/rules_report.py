@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from report import update_doc_block  # tools/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- rules:start -->", "<!-- rules:end -->"
@@ -58,11 +59,7 @@ def main() -> None:
     if args.print:
         print(body)
         return
-    doc = ROOT / "docs" / "baselines.md"
-    text = doc.read_text()
-    a, b = text.index(START) + len(START), text.index(END)
-    doc.write_text(text[:a] + "\n" + body + text[b:])
-    print(f"updated {doc}")
+    update_doc_block(ROOT / "docs" / "baselines.md", START, END, body)
 
 
 if __name__ == "__main__":
