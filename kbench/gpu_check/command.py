@@ -24,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.store import PREDS_FILE, predictions_csv_gz, read_seed_predictions
 from kbench.prediction_files import sha256_bytes
 
 PLAN_NAME = "plan.json"
@@ -34,9 +33,12 @@ RECORD_NAME = "verification.json"
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
+    # imported here, not at the top: the GPU machines run `python -m kbench.collect`, whose parser
+    # registers this command, without pydantic (which the leaderboard store needs)
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
     from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
+    from kbench.leaderboard.store import PREDS_FILE, predictions_csv_gz, read_seed_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(predictions, (str, Path)) and Path(predictions).name == PREDS_FILE:

@@ -1,0 +1,30 @@
+"""The GPU machines run ``python -m kbench.collect`` and the collector with what their image holds:
+PyTorch, numpy, pandas and pyarrow, but not pydantic. Every entry point a device call uses must
+therefore parse and import without it (a module-level import of the leaderboard store once broke
+every collecting call on the device before it timed anything)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from kbench.dataset_files import REPO_ROOT
+
+# sys.modules[name] = None makes `import name` raise ImportError, as on the device
+BLOCK = "import sys; sys.modules['pydantic'] = None; "
+
+
+@pytest.mark.parametrize("argv", [["cudnn", "--help"], ["merge", "--help"], ["compact", "--help"],
+                                  ["verify-labels", "--help"]])
+def test_collect_cli_parses_without_pydantic(argv):
+    code = BLOCK + f"sys.argv = ['kbench.collect'] + {argv!r}; import runpy; runpy.run_module('kbench.collect', run_name='__main__')"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout
+
+
+def test_collector_modules_import_without_pydantic():
+    code = BLOCK + ("import kbench.collect.cudnn, kbench.collect.studies.scaling, kbench.collect.gpu_turn, "
+                    "kbench.gpu_check.command, kbench.gpu_check.plan")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
