@@ -78,8 +78,10 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
                                        f"(its card checks the alignment with {spec.align_with}).")
             align = (spec.align_with, pd.read_parquet(other, columns=["problem_id", "kernel", "time_ms"]))
         return package([raw], name, out_dir, mituna=Path(raw_root) / "mituna", card=out_dir / "card.md",
+                       variant=spec.variant,
                        repeats=repeats or None, labels=label_files(raw) or None, version=spec.version, align=align,
-                       through_run=spec.collected_through)
+                       through_run=spec.collected_through,
+                       retimed=[REPO_ROOT / r for r in spec.retimed] or None)
     if spec.task == "tile-selection":
         from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from kbench.dataset_files import PACKAGE_DATA, dataset_checksum, sha256_file
 from kbench.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
-from kbench.registry import DATASETS, resolve_name
+from kbench.registry import DATASETS, resolve_name, variant_name, variants_of
 
 CORE_TABLES = ("problems", "runtimes", "kernels", "splits")
 # Low-cardinality string columns read as pandas categoricals: faster to load, smaller in memory.
@@ -204,13 +204,25 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
     return Dataset(manifest.get("name", name or path.name), tables, manifest, path)
 
 
-def load(name: str = "mi100", *, revision: str | None = None, verify: bool = True) -> Dataset:
+def load(name: str = "mi100", *, variant: str | None = None, revision: str | None = None,
+         verify: bool = True) -> Dataset:
     """Load a dataset by name or alias (``"mi100"``, ``"gfx90878"``), a folder, or ``hf://ORG/REPO``.
 
     Embedded datasets load offline from the package. ``hf://`` datasets are
     downloaded once with ``huggingface_hub`` and cached (``revision`` pins a commit).
+    ``variant``: the candidate set of a collected NVIDIA dataset (docs/variants.md): ``"pytorch"``
+    is what PyTorch's cuDNN path may run with its default flags; ``load("h200", variant="pytorch")``
+    is the dataset ``h200-pytorch``, with the same problem ids and splits as ``h200``.
     """
     name = str(name)
+    if variant not in (None, "default"):
+        base = resolve_name(name)
+        if base is None or variant_name(base, variant) not in DATASETS:
+            offered = {n: variants_of(n) for n in DATASETS if len(variants_of(n)) > 1}
+            raise KbenchInputError(
+                f"variant={variant!r}: {name!r} has no such variant. Variants: "
+                + "; ".join(f"{n}: {', '.join(v)}" for n, v in offered.items()) + ".")
+        name = variant_name(base, variant)
     if name.startswith("hf://"):
         from kbench.hub_download import download_from_hub
         folder, hub_name = download_from_hub(name[len("hf://"):], revision=revision)

@@ -46,6 +46,12 @@ class DatasetSpec:
     # the id of the last collector run this version holds: a raw folder grows run by run between
     # versions, and the runs after this one wait for the next version (run ids start with their UTC time)
     collected_through: str | None = None
+    # repo folders of kbench's collector output that measured some problem-directions of ``collected``
+    # again (all of their plans): their measurements replace the base's (kbench.collect.package)
+    retimed: tuple[str, ...] = ()
+    # the candidate set of a collected dataset (kbench.collect.package.VARIANTS); a dataset of another
+    # variant than "default" is named "<base>-<variant>" and loads as kbench.load(base, variant=...)
+    variant: str = "default"
 
 
 def _amd(name, alias, device, arch):
@@ -105,8 +111,10 @@ register(DatasetSpec(
     # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`;
     # its 5,523 problem-directions were the first 15 runs of raw/h100. 1.2.0: the first 38 runs (the
     # growth past 10,000, runs 16-38 with the collector's own verification pass). 1.3.0: the first 49
-    # runs (runs 39-49 with three ranks sharing the GPU); runs after it wait for the next version
-    version="1.3.0", collected_through="20261125T083252-f27045",
+    # runs (runs 39-49 with three ranks sharing the GPU); runs after it wait for the next version.
+    # 1.4.0: the 3,460 problem-directions whose tensors PyTorch hands cuDNN with other strides than
+    # the legacy collector did, re-timed with PyTorch's strides (raw/h100-pytorch-strides)
+    version="1.4.0", collected_through="20261125T083252-f27045", retimed=("raw/h100-pytorch-strides",),
 ))
 register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
@@ -115,9 +123,37 @@ register(DatasetSpec(
     # 1.2.0: 5,589 problem-directions, raw/h200's first 15 runs (1.1.0 had the first 3,229 of h100's
     # corpus order, 1.0.0 1,024). 1.3.0: the first 24 runs (runs 16-24 with three ranks sharing the GPU).
     # 1.4.0: all 120 runs to session 20's, 21,992 problem-directions (runs 25-120 with three ranks per GPU;
-    # the last 45, runs 76-120, on a host of four GPUs)
-    version="1.4.0", collected_through="20261126T232709-dcad2d",
+    # the last 45, runs 76-120, on a host of four GPUs). 1.5.0: the 6,092 problem-directions whose
+    # tensors PyTorch hands cuDNN with other strides, re-timed with PyTorch's (raw/h200-pytorch-strides)
+    version="1.5.0", collected_through="20261126T232709-dcad2d", retimed=("raw/h200-pytorch-strides",),
 ))
+
+
+def _register_variant(base: str, variant: str, align_with: str | None = None) -> None:
+    """The ``variant`` candidate set of the collected dataset ``base``: the same raw measurements, problem
+    ids and splits, packaged by that variant's rule."""
+    from dataclasses import replace
+    spec = DATASETS[base]
+    register(replace(spec, name=f"{base}-{variant}", aliases=(), variant=variant, align_with=align_with,
+                     source={**spec.source, "variant": variant}))
+
+
+# what PyTorch's cuDNN path may run with its default flags (TF32 on, not deterministic): docs/variants.md
+_register_variant("h100", "pytorch")
+_register_variant("h200", "pytorch", align_with="h100-pytorch")
+
+
+def variant_name(name: str, variant: str | None) -> str:
+    """The registered name of ``name``'s ``variant`` (``"h200", "pytorch"`` -> ``"h200-pytorch"``)."""
+    if variant in (None, "default"):
+        return name
+    return f"{name}-{variant}"
+
+
+def variants_of(name: str) -> list[str]:
+    """The variants registered for the collected dataset ``name`` (``default`` first)."""
+    return ["default"] + sorted(s.variant for s in DATASETS.values() if s.name == f"{name}-{s.variant}"
+                                and s.variant != "default")
 
 
 def _register_tile_datasets() -> None:

@@ -162,3 +162,29 @@ def test_readme_first_screens_are_the_newcomer_path():
 
     head = "\n".join((Path(__file__).resolve().parents[1] / "README.md").read_text().splitlines()[:100])
     assert not re.search(r"per minute|ln ratio|ranks-per-gpu|ranks per GPU|cores ladder|bootstrap", head)
+
+
+def test_a_variant_loads_by_its_base_name_with_the_same_problems_and_splits():
+    """``load("h200", variant="pytorch")`` is h200-pytorch: the same problem ids and split assignments,
+    and a candidate set that holds the default set's plans of every problem (TF32 plans on FP32 data
+    and reduced-precision reduction on FP16/BF16 are added, docs/variants.md)."""
+    base, var = kbench.load("h200"), kbench.load("h200", variant="pytorch")
+    assert var.name == "h200-pytorch" and var.info["variant"] == "pytorch" and base.info["variant"] == "default"
+    assert kbench.load("h200", variant="default").name == "h200"
+    assert list(base.problems["problem_id"]) == list(var.problems["problem_id"])
+    for split in ("random", "networks"):
+        a, b = base.split(split), var.split(split)
+        assert all(set(a[p]) == set(b[p]) for p in ("train", "valid", "test"))
+    pairs = lambda rt: set(zip(rt["problem_id"].astype(str), rt["kernel"].astype(str)))  # noqa: E731
+    assert pairs(base.runtimes) < pairs(var.runtimes)
+    fp32 = set(base.problems.loc[base.problems["dtype"] == "FP32", "problem_id"])
+    # on FP32 data the variant adds the TF32 plans that PyTorch runs with allow_tf32 = True
+    assert var.runtimes["problem_id"].isin(fp32).sum() > base.runtimes["problem_id"].isin(fp32).sum()
+
+
+def test_an_unknown_variant_names_the_variants_there_are():
+    with pytest.raises(KbenchInputError, match=r"variant='tf16': 'h200' has no such variant. Variants: "
+                                               r"h100: default, pytorch; h200: default, pytorch"):
+        kbench.load("h200", variant="tf16")
+    with pytest.raises(KbenchInputError, match="'mi100' has no such variant"):
+        kbench.load("mi100", variant="pytorch")

@@ -17,7 +17,7 @@ import pandas as pd
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
 from kbench.collect.merge import SETTING_FIELDS, measurement_settings
-from kbench.collect.strides import UNRECORDED_CONVENTION
+from kbench.collect.strides import strides_row
 
 # The size the first published version of a collected dataset must reach ("at least 5,000
 # problem-directions with every plan timed"); below it the card says it is a draft.
@@ -25,8 +25,7 @@ FIRST_VERSION_PROBLEM_DIRECTIONS = 5000
 
 
 def geomean(x) -> float:
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x) & (x > 0)]
+    x = np.asarray(x, dtype=float)[np.isfinite(np.asarray(x, dtype=float)) & (np.asarray(x, dtype=float) > 0)]
     return float(np.exp(np.log(x).mean())) if len(x) else float("nan")
 
 
@@ -46,9 +45,8 @@ def heuristic_gaps(tables: dict) -> pd.DataFrame:
 
 
 def _fmt(v, nd=3):
-    if v is None or (isinstance(v, float) and not np.isfinite(v)):
-        return "–"
-    return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
+    missing = v is None or (isinstance(v, float) and not np.isfinite(v))
+    return "–" if missing else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
 
 def _table(df: pd.DataFrame) -> str:
@@ -309,11 +307,10 @@ def notes_line(problems: pd.DataFrame, plans: pd.DataFrame) -> str:
 
 def status_line(n_measured: int, target: int = FIRST_VERSION_PROBLEM_DIRECTIONS) -> str:
     """The card's release status: a draft until ``target`` problem-directions are measured."""
-    if n_measured >= target:
-        return (f"**Released**: {n_measured:,} problem-directions measured (the first version's "
-                f"target was {target:,}); the collection grows from version to version.")
-    return (f"**Draft**: {n_measured:,} of the first version's {target:,} problem-directions "
-            "measured; the collection is being continued.")
+    return (f"**Released**: {n_measured:,} problem-directions measured (the first version's target was "
+            f"{target:,}); the collection grows from version to version." if n_measured >= target else
+            f"**Draft**: {n_measured:,} of the first version's {target:,} problem-directions measured; the "
+            "collection is being continued.")
 
 
 def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other: pd.DataFrame) -> str:
@@ -377,22 +374,8 @@ def hosts_row(env: pd.DataFrame) -> str:
     return f"| cores each run could use, and its GPU (start records; pinned runs count their pinned cores) | {'; '.join(parts)} |\n"
 
 
-def strides_row(env: pd.DataFrame) -> str:
-    """A machine-table row of the tensor-stride convention the runs share (each run's start record; one
-    without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md); empty when the runs
-    differ, as :func:`settings_rows` then lists each run's."""
-    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env
-    conv = (start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object))
-    counts = conv.fillna(UNRECORDED_CONVENTION).value_counts().sort_index()
-    if len(counts) != 1:
-        return ""
-    parts = [f"`{name}` ({n} run{'s' if n != 1 else ''})" for name, n in counts.items()]
-    return ("| tensor strides handed to cuDNN (docs/tensor_strides.md) | " + ", ".join(parts)
-            + ": `pytorch` as PyTorch's cuDNN descriptors carry them, `legacy` with NCHW strides kept for the "
-            "size-1 dimensions of NHWC tensors with one channel or a 1x1 size |\n")
-
-
-def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None = None) -> str:
+def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None = None,
+                    retimed: dict | None = None) -> str:
     """``first``: the first run's start record in env.jsonl; ``env``: every record (for :func:`hosts_row`)."""
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
     temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
@@ -410,7 +393,7 @@ def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None
 | SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
 | GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
 | TF32 | `NVIDIA_TF32_OVERRIDE` {_override(first)}; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
-{hosts_row(env) if env is not None else ""}{strides_row(env) if env is not None else ""}{settings_rows(env) if env is not None else ""}"""
+{hosts_row(env) if env is not None else ""}{strides_row(env, retimed) if env is not None else ""}{settings_rows(env, skip=("tensor_strides",) if retimed else ()) if env is not None else ""}"""
 
 
 def _override(first: pd.Series) -> str:
@@ -418,16 +401,17 @@ def _override(first: pd.Series) -> str:
     return "unset" if value is None or (isinstance(value, float) and value != value) else f"= {value}"
 
 
-def settings_rows(env: pd.DataFrame) -> str:
+def settings_rows(env: pd.DataFrame, skip: tuple[str, ...] = ()) -> str:
     """A machine-table row per measurement setting (:data:`~kbench.collect.merge.SETTING_FIELDS`) in which the
-    runs differ, naming each value and its runs; empty when every run agrees (the rows above hold)."""
+    runs differ, naming each value and its runs; empty when every run agrees (the rows above hold).
+    ``skip``: settings another row explains."""
     start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
     if not len(start):
         return ""
     settings = measurement_settings(start)
     rows = []
     for col, (what, _) in SETTING_FIELDS.items():
-        if settings[col].nunique() > 1:
+        if col not in skip and settings[col].nunique() > 1:
             runs = start.groupby(settings[col].to_numpy())["run_id"].agg(list)
             rows.append(f"| {what} (runs differ) | " + "; ".join(
                 f"{value}: {len(ids)} run{'s' if len(ids) != 1 else ''} ({', '.join(map(str, ids[:3]))}"
@@ -628,13 +612,21 @@ def precision_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFr
 """
 
 
-def heuristic_section(tables: dict, ok: pd.DataFrame) -> str:
+def coverage_line(coverage: dict | None) -> str:
+    """The share of PyTorch's own choices (``cudnn.benchmark = False``) that the candidate set holds."""
+    return "" if not coverage or not coverage.get("torch_choice_matched") else (
+        f" PyTorch's own choice (`cudnn.benchmark = False`) is in the set for {coverage['torch_choice_in_set']:,} of the "
+        f"{coverage['torch_choice_matched']:,} problem-directions where it was matched to a plan "
+        f"({100 * coverage['share_in_set']:.2f}%).")
+
+
+def heuristic_section(tables: dict, ok: pd.DataFrame, variant: str = "default") -> str:
     gaps = heuristic_gaps(tables)
     pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
     return f"""## cuDNN's heuristic against the fastest plan
 
 Time of the heuristic's first plan in the candidate set over the fastest plan's time
-(default variant; `pytorch` = what PyTorch runs with `cudnn.benchmark = False`, where it was
+({variant} variant; `pytorch` = what PyTorch runs with `cudnn.benchmark = False`, where it was
 matched to a plan of the set):
 
 {_table(gap_table(gaps, None))}
@@ -666,22 +658,32 @@ def splits_section(tables: dict, name: str) -> str:
 
 
 def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
-           raws, align: tuple[str, pd.DataFrame] | None = None) -> str:
+           raws, align: tuple[str, pd.DataFrame] | None = None, retimed: dict | None = None,
+           measured: pd.DataFrame | None = None, variant: str = "default", coverage: dict | None = None) -> str:
+    """The card. ``measured``: every problem record the runs wrote, superseded ones too (for the runs
+    table); ``variant``: the candidate set of ``name`` (``<base>-<variant>``, the base's raw folder);
+    ``coverage``: :func:`kbench.collect.package.torch_choice_coverage` of the set."""
     first = env[env["phase"] == "start"].iloc[0]
     ok = problems[problems["status"] == "ok"]
+    suffix = "" if variant == "default" else f"-{variant}"
+    base = name.removesuffix(suffix)
     # an aligned dataset is collected from its partner's corpus file, so both follow one order
-    corpus = (f"`raw/{align[0]}/corpus.csv.gz` (shared with {align[0]}: one order for both)" if align is not None
-              else f"`raw/{name}/corpus.csv.gz`")
+    partner = align[0].removesuffix(suffix) if align is not None else None
+    corpus = (f"`raw/{partner}/corpus.csv.gz` (shared with {partner}: one order for both)" if align is not None
+              else f"`raw/{base}/corpus.csv.gz`")
     header = f"""# {name}: cuDNN engine configurations on an {first['gpu']}
 
 Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
 convolution problem, every execution plan (engine configuration, named like
 `eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
 built, checked against PyTorch and timed. {status_line(len(ok))} Every number below is generated from the
-raw data in `raw/{name}/` by `kbench/collect/card.py`.
+raw data in `raw/{base}/`{" and the re-timing folders named below" if retimed else ""} by `kbench/collect/card.py`.
+
+Candidate set: **`{variant}`** ({C.VARIANT_TEXT[variant]}; docs/variants.md).{coverage_line(coverage)}
 """
     sections = [
-        header, machine_section(first, ok, env), runs_section(problems, env, ok), measured_section(problems, plans, ok, corpus),
+        header, machine_section(first, ok, env, retimed),
+        runs_section(problems if measured is None else measured, env, ok), measured_section(problems, plans, ok, corpus),
         protocol_section(first, problems),
         "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
         "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "
@@ -690,7 +692,7 @@ raw data in `raw/{name}/` by `kbench/collect/card.py`.
         noise_section(plans),
         f"## Labels\n\n{label_section(problems, plans, tables)}\n",
         f"## Test-retest\n\n{repeats_section(tables)}\n",
-        precision_section(problems, plans, ok), heuristic_section(tables, ok), splits_section(tables, name),
+        precision_section(problems, plans, ok), heuristic_section(tables, ok, variant), splits_section(tables, name),
     ]
     text = "\n".join(sections)
     if align is not None:

@@ -356,6 +356,16 @@ def default_set(plan: dict, dtype: str, notes_reliable: bool) -> bool:
     return "REDUCED_PRECISION_REDUCTION" not in notes
 
 
+#: one line per candidate set, for the card's header (the rules: default_set, pytorch_default_mask)
+VARIANT_TEXT = {
+    "default": "FP32 data with full-FP32 plans only, FP16/BF16 data without reduced-precision reduction",
+    "tf32": "every plan that built, ran and computed the right answer",
+    "pytorch": "what PyTorch's cuDNN path may run with its default flags, `allow_tf32 = True` and "
+               "`deterministic = False`: every correct plan but those with the DOWN_CONVERT_INPUTS note, "
+               "as `filterEngineConfigs` in `aten/src/ATen/native/cudnn/Conv_v8.cpp` removes them",
+}
+
+
 def pytorch_default_mask(plans: pd.DataFrame) -> pd.Series:
     """Which plans of a plans table (its ``numeric_notes`` column) PyTorch's cuDNN path may run with its
     default flags.

@@ -32,6 +32,7 @@ import pandas as pd
 from kbench.collect.cudnn import default_set, pytorch_default_mask
 from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.shard import shard_folders
+from kbench.collect.strides import UNRECORDED_CONVENTION, strides_differ
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
@@ -147,6 +148,11 @@ def torch_choice_coverage(problems: pd.DataFrame, runtimes: pd.DataFrame) -> dic
             "share_in_set": round(float(inside.mean()), 4) if len(matched) else None}
 
 
+def plans_in_set(runtimes: pd.DataFrame) -> pd.DataFrame:
+    """A packaged ``runtimes`` table as (key, plan) pairs, the form :func:`torch_choice_coverage` reads."""
+    return pd.DataFrame({"key": runtimes["problem_id"].astype(str), "plan": runtimes["kernel"].astype(str)})
+
+
 def _listed_plans(orders: pd.Series, runtimes: pd.DataFrame) -> pd.DataFrame:
     """(key, plan, rank): each ';'-separated plan list of ``orders`` (indexed by key), restricted to the
     plans the key has in ``runtimes`` (the candidate set) and ranked again in the order kept."""
@@ -251,18 +257,19 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
 
 
 def repeats_table(runtimes: pd.DataFrame, repeat_raws, variant: str = "default",
-                  gpu: str | None = None) -> tuple[pd.DataFrame, dict]:
+                  gpu: str | None = None, exclude: set[str] = frozenset()) -> tuple[pd.DataFrame, dict]:
     """The ``repeats`` table: the problems re-measured in ``repeat_raws``, in every run.
 
     Run 0 is the dataset's own measurement (``runtimes``); run ``i`` is the
     ``i``-th raw folder of ``repeat_raws`` (a re-measurement of a sample of the
     problems in another run, e.g. from ``kbench collect sample``), packaged by the
     same rules (:func:`candidate_runtimes`). Only problems in the dataset and in
-    every repeat folder are kept. Returns (table, provenance for the manifest).
+    every repeat folder are kept, less ``exclude`` (problems the dataset measured again another way).
+    Returns (table, provenance for the manifest).
     """
     repeat_raws = [repeat_raws] if isinstance(repeat_raws, (str, Path)) else list(repeat_raws)
     runs, info = [], [{"run_id": 0, "source": "the dataset's runtimes"}]
-    ids = set(runtimes["problem_id"].astype(str))
+    ids = set(runtimes["problem_id"].astype(str)) - set(exclude)
     for i, raw in enumerate(repeat_raws, start=1):
         problems, plans, env = load_raw(raw)
         other = set(env["gpu"].dropna()) if "gpu" in env else set()
@@ -300,10 +307,65 @@ def label_summary(checks: pd.DataFrame, verified_problems: pd.DataFrame, files) 
             "not_converged": int((ok & verified_problems["converged"].eq(False)).sum())}
 
 
+def overlay_retimed(problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, retimed,
+                    gpu: str | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict, set[str]]:
+    """The base measurements with every problem-direction that ``retimed`` (raw folders) measured again
+    replaced by its new measurement: all of that problem's plans, not a merge of old and new plans,
+    so that one problem's times always come from one run. Returns (problems, plans, env, provenance,
+    the replaced keys)."""
+    retimed = [retimed] if isinstance(retimed, (str, Path)) else list(retimed)
+    new_problems, new_plans, new_env = load_raw(retimed)
+    other = set(new_env["gpu"].dropna()) if "gpu" in new_env else set()
+    if gpu and other and other != {gpu}:
+        raise KbenchInputError(f"{', '.join(map(str, retimed))}: measured on {', '.join(sorted(other))}, the "
+                               f"dataset on {gpu}; a re-timing must come from the same GPU model.")
+    replaced = set(new_problems["key"].astype(str))
+    unknown = replaced - set(problems["key"].astype(str))
+    if unknown:
+        raise KbenchInputError(f"{', '.join(map(str, retimed))}: {len(unknown)} problem-directions that the base "
+                               f"folders never measured (e.g. {sorted(unknown)[0]}); a re-timing only replaces "
+                               "measurements, it adds none (collect new problems into the base folder).")
+    keep = ~problems["key"].astype(str).isin(replaced)
+    problems = pd.concat([problems[keep], new_problems], ignore_index=True)
+    plans = pd.concat([plans[~plans["key"].astype(str).isin(replaced)], new_plans], ignore_index=True)
+    env = pd.concat([env, new_env], ignore_index=True)
+    info = {"raw": [repo_relative(r) for r in retimed], "problem_directions": len(replaced),
+            "runs": sorted(new_problems["run_id"].astype(str).unique()),
+            "tensor_strides": sorted(run_conventions(new_env).unique())}
+    return problems, plans, env, info, replaced
+
+
+def run_conventions(env: pd.DataFrame) -> pd.Series:
+    """Each run's tensor-stride convention (its start record; a run without the key is ``legacy``)."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
+    conv = start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object)
+    return pd.Series(conv.fillna(UNRECORDED_CONVENTION).astype(str).to_numpy(), index=start["run_id"].astype(str))
+
+
+def require_one_stride_form(problems: pd.DataFrame, env: pd.DataFrame) -> None:
+    """Refuse a dataset whose problems were measured with both stride conventions where they differ.
+
+    Runs of both conventions may share a dataset: on a problem whose tensors get the same strides
+    either way (:func:`kbench.collect.strides.strides_differ`) the two measure the same thing. A problem
+    whose strides differ must come from a run of the dataset's one convention, ``pytorch`` when any
+    run used it."""
+    conventions = run_conventions(env)
+    if conventions.nunique() < 2:
+        return
+    run_form = problems["run_id"].astype(str).map(conventions).fillna(UNRECORDED_CONVENTION)
+    stale = strides_differ(problems)["any"].to_numpy() & (run_form != "pytorch").to_numpy()
+    if stale.any():
+        raise KbenchInputError(
+            f"{int(stale.sum())} problem-directions whose tensors get other strides under PyTorch's convention "
+            f"come from legacy runs (e.g. {problems.loc[stale, 'key'].iloc[0]}), beside runs with PyTorch's "
+            "strides: re-time them ('python tools/collect/stride_forms.py retime-list', docs/tensor_strides.md) "
+            "or package the conventions apart.")
+
+
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
             variant: str = "default", card: str | Path | None = None, repeats=None, labels=None,
             version: str | None = None, align: tuple[str, pd.DataFrame] | None = None,
-            through_run: str | None = None) -> dict:
+            through_run: str | None = None, retimed=None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
@@ -312,25 +374,38 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     their verified times become the re-timed plans' times, as if the
     collector's own verification pass had run. ``align``: (name, runtimes) of another
     GPU's dataset of the same corpus, for the card's alignment check. ``through_run``: package
-    the runs up to this run id only (:func:`load_raw`).
+    the runs up to this run id only (:func:`load_raw`). ``retimed``: raw folder(s) that measured some
+    of the problem-directions again (all runs, ``through_run`` does not apply): their measurements
+    replace the base's (:func:`overlay_retimed`), after ``labels`` are applied to the base, and the
+    replaced problems leave the ``repeats`` table, whose runs measured the old form.
     """
     problems, plans, env = load_raw(raws, through_run)
+    gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
     label_info = None
     if labels:
         from kbench.collect.label_retiming.apply import apply_labels, read_labels
         checks, verified_problems = read_labels(labels)
         plans = apply_labels(plans, checks)
         label_info = label_summary(checks, verified_problems, labels)
+    retimed_info, replaced, measured = None, set(), problems
+    if retimed:
+        problems, plans, env, retimed_info, replaced = overlay_retimed(problems, plans, env, retimed,
+                                                                       None if gpu == "unknown" else gpu)
+        # every measurement any run made, the superseded ones too: the card's runs table counts them
+        measured = pd.concat([measured[measured["key"].astype(str).isin(replaced)], problems], ignore_index=True)
+        if label_info:  # label checks of plans whose problem was measured again no longer apply
+            label_info["plans_superseded_by_retiming"] = int(checks["key"].astype(str).isin(replaced).sum())
     tables, report = build_tables(problems, plans, mituna, variant)
-    gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
+    # only what the tables hold: a problem that failed has no times to be stale
+    require_one_stride_form(problems[problems["key"].astype(str).isin(tables["problems"]["problem_id"])], env)
     repeats_info = None
     if repeats:
         tables["repeats"], repeats_info = repeats_table(tables["runtimes"], repeats, variant,
-                                                        None if gpu == "unknown" else gpu)
+                                                        None if gpu == "unknown" else gpu, exclude=replaced)
     start = env[env.get("phase") == "start"].iloc[0].to_dict() if "phase" in env else {}
-    spec = SPEC.get(name, {})
+    spec = SPEC.get(name.removesuffix(f"-{variant}"), {})
     info = {
-        "name": name, "aliases": [], "version": version or DATASET_VERSION,
+        "name": name, "aliases": [], "version": version or DATASET_VERSION, "variant": variant,
         "device": spec.get("device", gpu), "arch": spec.get("arch", ""), "vendor": "NVIDIA",
         "library": f"cuDNN {start.get('cudnn_backend', '')} (frontend {start.get('cudnn_frontend', '')})",
         "task": "kernel-selection", "license": "MIT",
@@ -347,8 +422,14 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
         info["repeats"] = repeats_info
     if label_info:
         info["label_verification"] = label_info
+    if retimed_info:
+        info["retimed"] = retimed_info
     manifest = write_dataset(out_dir, tables, info)
     if card:
         from kbench.collect.card import render
-        Path(card).write_text(render(name, problems, plans, env, tables, raws, align=align))
+        all_raws = ([raws] if isinstance(raws, (str, Path)) else list(raws)) + (
+            [retimed] if isinstance(retimed, (str, Path)) else list(retimed or []))
+        coverage = torch_choice_coverage(problems, plans_in_set(tables["runtimes"]))
+        Path(card).write_text(render(name, problems, plans, env, tables, all_raws, align=align,
+                                     retimed=retimed_info, measured=measured, variant=variant, coverage=coverage))
     return manifest

@@ -109,3 +109,23 @@ def size_one_class(problems: pd.DataFrame) -> pd.Series:
         parts = parts.where(~differ[k], parts + np.where(parts == "", "", "+") + why)
     return pd.Series(np.where(differ["any"], problems["direction"].astype(str) + ":" + parts, "-"),
                      index=problems.index, name="size_one_class")
+
+
+def strides_row(env: pd.DataFrame, retimed: dict | None = None) -> str:
+    """A machine-table row of the tensor-stride conventions of the runs (each run's start record; one
+    without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md). Empty when the runs differ
+    and no re-timing explains it, as :func:`settings_rows` then lists each run's."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env
+    conv = (start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object))
+    counts = conv.fillna(UNRECORDED_CONVENTION).value_counts().sort_index()
+    if len(counts) != 1 and not retimed:
+        return ""
+    parts = [f"`{name}` ({n} run{'s' if n != 1 else ''})" for name, n in counts.items()]
+    why = ""
+    if len(counts) != 1:
+        why = (f"; the {retimed['problem_directions']:,} problem-directions whose strides differ between the two "
+               f"were all measured again with `pytorch` ({', '.join(f'`{r}`' for r in retimed['raw'])}), and on "
+               "the others both conventions hand cuDNN the same strides")
+    return ("| tensor strides handed to cuDNN (docs/tensor_strides.md) | " + ", ".join(parts)
+            + ": `pytorch` as PyTorch's cuDNN descriptors carry them, `legacy` with NCHW strides kept for the "
+            f"size-1 dimensions of NHWC tensors with one channel or a 1x1 size{why} |\n")

@@ -35,9 +35,9 @@ RULES_MD = """\
    seed's predictions (`preds.parquet`). A record without them is refused.
 7. **Corrected labels**: when a dataset's labels are corrected (a new version of the same
    problems), its entries are re-scored from their stored predictions
-   (`kbench leaderboard rescore --relabel DATASET`). An entry that stores its first seed's
-   predictions only and is not re-run keeps that one seed, marked `extra.relabel` (the earlier
-   dataset version, its seeds, its seed-0 figures), until it is re-run with all seeds.
+   (`kbench leaderboard rescore --relabel DATASET`), every stored seed, and marked
+   `extra.relabel` (the earlier dataset version, its seeds, its figures) until it is re-run on the
+   new labels. An entry that stores its first seed's predictions only keeps that one seed.
 """
 
 __all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "RELABEL_KEY", "ROLES", "DEFAULT_ROLES",

@@ -18,10 +18,9 @@ the number of entries checked and the largest absolute difference, and exits 1 o
     kbench leaderboard rescore --relabel DATASET [--methods M ...] [--leaderboard leaderboard]
 
 re-scores entries recorded on an earlier version of DATASET (new labels, same problems) from
-their committed predictions file, the seed-0 predictions: the record keeps that one seed (the
-other seeds' predictions are not stored), its ``extra.relabel`` names the earlier dataset and
-seeds, and the old and new seed-0 figures are printed side by side. For entries whose models
-are too costly to train again at once; re-run them with ``kbench run`` to get every seed back.
+their committed predictions, every stored seed: the record's ``extra.relabel`` names the earlier
+dataset and its figures, and the old and new figures are printed side by side. The models stay
+those trained on the earlier labels; re-run the entry with ``kbench run`` to train them again.
 
     kbench leaderboard rescore --store-seeds [--extra-root DIR]
 
@@ -64,7 +63,6 @@ def rescore(entry: Path, results: Path) -> EvaluationResult:
 def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
     """Re-score the committed seed-0 predictions of entries recorded on another version of ``dataset``."""
     from kbench.dataset import load
-    from kbench.evaluate import read_predictions
     ds = load(dataset)
     results = sorted(Path(root, ds.name).glob("*/*/result.json"))
     unknown = sorted(set(methods or ()) - {r.parent.name for r in results})
@@ -80,25 +78,24 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
         if key not in evaluators:
             evaluators[key] = Evaluator(ds, split=old.split, part=old.part)
         stored = read_seed_predictions(result.parent / PREDS_FILE)
-        frame = stored[min(stored)]
-        new = evaluators[key](frame, method=old.method, allow_partial=old.counts.coverage < 1)
-        seed0 = old.seeds.seeds[0] if old.seeds else 0
-        new = aggregate_seeds([new], [seed0])
-        before = old.seeds.per_seed[0] if old.seeds else old.overall
+        seeds = sorted(stored)
+        new = aggregate_seeds([evaluators[key](stored[seed], method=old.method, allow_partial=old.counts.coverage < 1)
+                               for seed in seeds], seeds)
+        before = old.overall
         new.predictions, new.date = old.predictions, old.date
         new.extra = {**(old.extra or {}), "relabel": {
             "from_dataset": old.dataset.model_dump(mode="json"), "seeds_before": old.seeds.seeds if old.seeds else [0],
-            "seed0_before": {k: before.get(k) for k in ("top1", "speedup_geomean", "geomean_slowdown", "lop_mean")},
-            "note": f"re-scored from the committed seed-{seed0} predictions (models trained on "
-                    f"{old.dataset.name} {old.dataset.version}) on {ds.name} {ds.version}; the other seeds' "
-                    "predictions are not stored: re-run the entry with kbench run to get them back"}}
+            "before": {k: before.get(k) for k in ("top1", "speedup_geomean", "geomean_slowdown", "lop_mean")},
+            "note": f"re-scored from the committed predictions of seeds {', '.join(map(str, seeds))} (models "
+                    f"trained on {old.dataset.name} {old.dataset.version}) on {ds.name} {ds.version}; re-run the "
+                    "entry with kbench run to train on the new labels"}}
         result.write_text(record_json(new))
         meta_path = result.parent / "meta.json"  # the entry's metadata names the dataset it is scored on
         meta = json.loads(meta_path.read_text())
         meta["dataset"] = new.dataset.model_dump(mode="json")
         meta_path.write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
         after = new.overall
-        print(f"{result.parent.relative_to(root)}: seed {seed0} "
+        print(f"{result.parent.relative_to(root)}: {len(seeds)} seeds "
               + ", ".join(f"{k} {before.get(k):.4f} -> {after.get(k):.4f}" for k in
                           ("top1", "speedup_geomean", "geomean_slowdown") if before.get(k) is not None))
         done += 1
@@ -112,7 +109,7 @@ def _numbers(d: dict) -> dict:
 
 def check(roots: list[Path], dump: Path | None) -> int:
     """Re-score every entry's predictions file; compare with the record's per-seed figures."""
-    from kbench.evaluate import evaluate_tuning, read_predictions
+    from kbench.evaluate import evaluate_tuning
     from kbench.leaderboard.schema import parse_record
     from kbench.records import TuningResult
     checked, worst, failed, dumped, evaluators = 0, 0.0, [], {}, {}

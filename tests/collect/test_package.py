@@ -149,11 +149,12 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-# h100 1.3.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.4.0:
-# raw/h200's 120 runs (runs 16-120 with three ranks sharing each GPU; 76-120 on a host of four H200s)
-@pytest.mark.parametrize("name, version, runs_shipped, collected",
-                         [("h100", "1.3.0", 49, 12342), ("h200", "1.4.0", 120, 21992)])
-def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, runs_shipped, collected):
+# h100 1.4.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.5.0:
+# raw/h200's 120 runs (runs 16-120 with three ranks sharing each GPU; 76-120 on a host of four H200s);
+# each with its affected problem-directions re-timed with PyTorch's strides (raw/<name>-pytorch-strides)
+@pytest.mark.parametrize("name, version, runs_shipped, collected, retimed",
+                         [("h100", "1.4.0", 49, 12342, 3460), ("h200", "1.5.0", 120, 21992, 6092)])
+def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, runs_shipped, collected, retimed):
     import kbench
     from kbench.collect.writer import load_records
     from kbench.registry import DATASETS
@@ -161,8 +162,13 @@ def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, ru
     runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / name, "problems",
                                ["key", "run_id"])["run_id"].unique())
     assert runs.index(through) == runs_shipped - 1
-    info = kbench.load(name).info
+    ds = kbench.load(name)
+    info = ds.info
     assert info["version"] == version and info["cleaning"]["problem_directions_collected"] == collected
+    # every problem whose strides differ between the conventions came from a re-timing run
+    from kbench.collect.strides import strides_differ
+    assert info["retimed"]["problem_directions"] == retimed and info["retimed"]["tensor_strides"] == ["pytorch"]
+    assert int(strides_differ(ds.problems)["any"].sum()) == retimed
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():

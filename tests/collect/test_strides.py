@@ -113,7 +113,7 @@ def test_batch_stride_is_one_sample():
 
 
 def test_card_row_names_the_shared_convention():
-    from kbench.collect.card import strides_row
+    from kbench.collect.strides import strides_row
     legacy = pd.DataFrame([{"run_id": "a", "phase": "start"}, {"run_id": "b", "phase": "start"}])
     assert strides_row(legacy).startswith("| tensor strides handed to cuDNN (docs/tensor_strides.md) | `legacy` (2 runs):")
     mixed = legacy.assign(tensor_strides=[None, "pytorch"])

@@ -180,13 +180,14 @@ def compare(dataset: str, runs: str) -> dict:
     return out
 
 
-def compare_retimed(dataset: str, raw: str) -> dict:
-    """The shipped table (legacy strides) against a re-timing with PyTorch's strides (the default
-    candidate set in both): per class, the plans' agreement, how many winners changed and the
-    best time's ratio."""
+def compare_retimed(dataset: str, raw: str, table: str | None = None) -> dict:
+    """A table measured with legacy strides (``table``: a dataset folder, e.g. an earlier version taken
+    from its git tag; default the shipped ``dataset``) against a re-timing with PyTorch's strides (the
+    default candidate set in both): per class, the plans' agreement, how many winners changed and
+    the best time's ratio."""
     import kbench
     from kbench.collect.strides import size_one_class
-    ds = kbench.load(dataset)
+    ds = kbench.load(table or dataset)
     problems, new = _form_times(Path(raw), variant="default")
     table = ds.runtimes[["problem_id", "kernel", "time_ms"]].rename(
         columns={"problem_id": "key", "kernel": "plan", "time_ms": "time_ms_table"})
@@ -203,7 +204,7 @@ def compare_retimed(dataset: str, raw: str) -> dict:
     # plans cuDNN offered only with PyTorch's strides: not in the table's candidate set of the problem
     offered = pd.MultiIndex.from_frame(table[["key", "plan"]])
     w["new_plan_wins"] = ~pd.MultiIndex.from_arrays([w.index, w["plan_new"]]).isin(offered)
-    out = {"dataset": dataset, "raw": raw, "problem_directions": int(len(w)), "min_ms": MIN_MS,
+    out = {"dataset": dataset, "table_version": ds.version, "raw": raw, "problem_directions": int(len(w)), "min_ms": MIN_MS,
            "plans_table_over_new": {}, "winners": {}}
     for name, g in [("all", timed), *timed.groupby("size_one_class")]:
         out["plans_table_over_new"][name] = _agreement(g["time_ms_table"] / g["time_ms"])
@@ -238,6 +239,8 @@ def main(argv=None) -> int:
     q = sub.add_parser("retimed", help="the shipped table against a re-timing with PyTorch's strides")
     q.add_argument("--dataset", required=True)
     q.add_argument("--raw", required=True)
+    q.add_argument("--table", default=None, help="the legacy-strides table: a dataset folder, e.g. the previous "
+                   "version from git (git archive TAG kbench/datasets/DATASET | tar x -C DIR); default the shipped one")
     q.add_argument("--out", required=True)
     c = sub.add_parser("compare", help="the two forms and the table, class by class")
     c.add_argument("--dataset", required=True)
@@ -259,7 +262,7 @@ def main(argv=None) -> int:
         print(rows["direction"].value_counts().to_string())
         return 0
     if a.cmd == "retimed":
-        res = compare_retimed(a.dataset, a.raw)
+        res = compare_retimed(a.dataset, a.raw, a.table)
         Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
         print(json.dumps(res, indent=1))
         return 0
