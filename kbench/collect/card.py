@@ -437,7 +437,7 @@ def _runs_table(problems: pd.DataFrame, env: pd.DataFrame, sharing: pd.DataFrame
 
 
 def _phase_table(ok: pd.DataFrame) -> pd.DataFrame:
-    # every phase the collector times (kbench.collect.cudnn.measure), in its order
+    # every phase the collector times (kbench.collect.cudnn.collector.CudnnCollector.measure), in its order
     phases = [("per problem-direction, s", "t_total_s"), ("cuDNN's plan lists, s", "t_heur_s"),
               ("numerical notes, s", "t_notes_s"), ("building plans, s", "t_build_s"),
               ("checking + coarse timing, s", "t_coarse_s"),

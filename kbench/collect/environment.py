@@ -1,6 +1,6 @@
 """The collector's environment record: GPU, driver, clocks, host CPU and library versions (``env.jsonl``).
 
-:func:`environment` is what :class:`kbench.collect.cudnn.CudnnCollector` writes at the start of a
+:func:`environment` is what :class:`kbench.collect.cudnn.collector.CudnnCollector` writes at the start of a
 run; :class:`_Nvml` reads the SM clock and temperature around each problem.
 """
 

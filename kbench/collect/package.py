@@ -7,11 +7,11 @@
   (``censored = False``) unless the collector's per-problem time cap left
   plans unrun (``censored = True``, the unrun plans were cuDNN's lowest-ranked).
 * ``runtimes``: every plan that built, ran and computed the right answer and
-  is in the variant's candidate set (:func:`kbench.collect.cudnn.default_set`:
+  is in the variant's candidate set (:func:`kbench.collect.cudnn.candidates.default_set`:
   full-FP32 plans only for FP32 data in the ``default`` variant, every correct
   plan in the ``tf32`` variant, every correct plan PyTorch's engine filter keeps
   with its default flags in the ``pytorch`` variant,
-  :func:`kbench.collect.cudnn.pytorch_default_mask`). ``time_ms`` is the precise median where the
+  :func:`kbench.collect.cudnn.candidates.pytorch_default_mask`). ``time_ms`` is the precise median where the
   plan was re-timed precisely, else the coarse median (``timing`` says which).
 * ``kernels``: the plan vocabulary (``eng<id>_k<knob>=<v>...``); ``algorithm``
   is the cuDNN engine (``eng<id>``); ``family`` comes from cuDNN's numerical
@@ -48,7 +48,7 @@ SPEC = {
 
 #: candidate sets: ``default`` (strict FP32 for FP32 data, no reduced-precision reduction for
 #: FP16/BF16), ``tf32`` (every correct plan) and ``pytorch`` (what PyTorch's cuDNN path may run
-#: with its default flags, :func:`kbench.collect.cudnn.pytorch_default_mask`)
+#: with its default flags, :func:`kbench.collect.cudnn.candidates.pytorch_default_mask`)
 VARIANTS = ("default", "tf32", "pytorch")
 
 

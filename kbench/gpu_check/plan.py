@@ -28,7 +28,7 @@ from kbench.errors import KbenchInputError
 
 PLAN_FORMAT = 1
 ROLES = ("choice", "mode_a", "oracle")
-#: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.GEOMETRY + more)
+#: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.problems.GEOMETRY + more)
 PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
 

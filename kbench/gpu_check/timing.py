@@ -1,6 +1,6 @@
 """The GPU part of ``kbench verify-on-gpu``: time a run plan's plans, writing raw rows as it goes.
 
-It reuses :class:`kbench.collect.cudnn.CudnnCollector` for everything that
+It reuses :class:`kbench.collect.cudnn.collector.CudnnCollector` for everything that
 touches the GPU: the input tensors (``_tensors``), the cuDNN graph of the
 problem with every heuristic mode (``_plan_list``, so plan names are the
 dataset's kernel names), CUDA-graph capture of k back-to-back executions
@@ -105,7 +105,7 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
 
     ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
     ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
-    (:class:`kbench.collect.cudnn.FatalCudaError`, raised for the caller to restart and resume).
+    (:class:`kbench.collect.cudnn.protocol.FatalCudaError`, raised for the caller to restart and resume).
     Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
     """
     out_dir = Path(out_dir)

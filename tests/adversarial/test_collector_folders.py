@@ -20,6 +20,7 @@ from collect_fakes import HERE, RAW_SAMPLE, ReplayCollector, SyntheticCollector,
 from kbench.collect import cudnn as C
 from kbench.collect import package as P
 from kbench.collect import writer as W
+from kbench.collect.cudnn import run as collect_run
 from kbench.collect.lock import PID_LOCK, FolderLock, holder
 from kbench.collect.merge import merge
 from kbench.collect.shard import Shard
@@ -50,7 +51,8 @@ def test_torn_last_batch_at_every_byte_is_dropped_said_and_redone(three_batches,
     """kill -9 mid-write of the last batch, simulated by cutting its file at every byte boundary."""
     base, csv, stems, keys = three_batches
     todo = C.load_problems(csv)
-    monkeypatch.setattr(C, "load_problems", lambda *a, **k: todo.copy())  # parsed once: not under test here
+    # parsed once, not under test here: patched in the module whose collect() looks it up
+    monkeypatch.setattr(collect_run, "load_problems", lambda *a, **k: todo.copy())
     last = stems[-1]
     whole = (base / "raw" / W.PARTS / f"{last}.{kind}.jsonl.gz").read_bytes()
     complete = set(keys[stems[0]]) | set(keys[stems[1]])

@@ -1,6 +1,6 @@
 """Stand-ins for the GPU part of ``kbench collect cudnn`` (no CUDA here, none in CI).
 
-:func:`kbench.collect.cudnn.collect` takes ``make_collector``; these classes
+:func:`kbench.collect.cudnn.run.collect` takes ``make_collector``; these classes
 have the methods it calls (``warm_up``, ``env``, ``measure``), so everything
 around the GPU (sharding, journal, batches, lock, resume) runs for real.
 """

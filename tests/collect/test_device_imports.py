@@ -28,3 +28,19 @@ def test_collector_modules_import_without_pydantic():
                     "kbench.gpu_check.command, kbench.gpu_check.plan")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_module_of_the_collector_package_imports_without_pydantic_or_rich():
+    """Every module of the collector's package ``kbench.collect.cudnn`` imports in a fresh process with
+    neither pydantic nor rich importable: its modules use the standard library, numpy and pandas, and
+    torch and the cuDNN frontend only inside the collector's methods."""
+    import pkgutil
+
+    import kbench.collect.cudnn as package
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
+    assert {"collector", "plans", "problems", "run", "timing"} <= set(names)
+    for name in names:
+        code = (BLOCK + "sys.modules['rich'] = None; "
+                + f"import kbench.collect.cudnn.{name}")
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.stderr)

@@ -266,9 +266,10 @@ def test_torchrun_ranks_take_their_gpu_and_shard(tmp_path):
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect import cudnn as C
+from kbench.collect.cudnn import run as R
 import os
-C.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
+# collect() looks the class up in its own module
+R.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
 from kbench.cli.collect import main
 sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
 """)
