@@ -33,10 +33,11 @@ def _timings_folder(record: dict):
     return REPO_ROOT / "raw" / record["dataset"]["name"] / "verify" / record["method"]
 
 
-def test_the_board_has_gpu_records():
-    # random: xgboost-plans-safe and xgboost-plans, re-timed on the H100 and on the H200
-    assert {(p.parts[-4], p.parts[-3], p.parts[-2]) for p in BOARD_RECORDS} >= {
-        (d, "random", m) for d in ("h100", "h200") for m in ("xgboost-plans-safe", "xgboost-plans")}
+def test_the_gpu_records_stay_in_the_repository():
+    """The re-timings of xgboost-plans-safe and xgboost-plans on the H100 and the H200 are kept with
+    their raw timings after their dataset versions are superseded (the board then shows none)."""
+    kept = {(p.parts[-4], p.parts[-2]) for p in (REPO_ROOT / "raw").glob("*/verify/*/verification.json")}
+    assert kept >= {(d, m) for d in ("h100", "h200") for m in ("xgboost-plans-safe", "xgboost-plans")}
 
 
 def test_every_gpu_record_of_a_shipped_version_is_on_the_board():
