@@ -121,23 +121,26 @@ def network_metrics(ns: NetworkSet, t_choice: np.ndarray, t_best: np.ndarray, t_
         tr = t_ref[p]
         sum_r = np.bincount(i, weights=w * tr, minlength=k)  # NaN where the reference has no choice for a layer
         geo_r = np.exp(np.bincount(i, weights=np.log(t_choice[p] / tr), minlength=k) / count)
+        geo_rb = np.exp(np.bincount(i, weights=np.log(tr / t_best[p]), minlength=k) / count)
     else:
-        sum_r = geo_r = np.full(k, np.nan)
+        sum_r = geo_r = geo_rb = np.full(k, np.nan)
 
     def num(x):
         return None if not np.isfinite(x) else float(x)
 
+    lines = np.bincount(i, weights=w, minlength=k)
     per = {}
     for j in np.flatnonzero(complete):
         per[ns.names[j]] = {
-            "directions": ns.directions[j], "problems": int(count[j]), "layers": float(w[i == j].sum()),
+            "directions": ns.directions[j], "problems": int(count[j]), "layers": float(lines[j]),
             "oracle_ms": float(sum_b[j]), "choice_ms": float(sum_c[j]), "reference_ms": num(sum_r[j]),
             "vs_oracle_sum": float(sum_c[j] / sum_b[j]), "vs_oracle_geomean": float(geo_b[j]),
             "vs_reference_sum": num(sum_c[j] / sum_r[j]), "vs_reference_geomean": num(geo_r[j]),
             "reference_vs_oracle_sum": num(sum_r[j] / sum_b[j]),
+            "reference_vs_oracle_geomean": num(geo_rb[j]),
         }
     agg = {key: _geomean(v[key] for v in per.values())
            for key in ("vs_oracle_sum", "vs_oracle_geomean", "vs_reference_sum", "vs_reference_geomean",
-                       "reference_vs_oracle_sum")}
+                       "reference_vs_oracle_sum", "reference_vs_oracle_geomean")}
     return {"source": ns.source, "reference": reference, "instances": len(per),
             "instances_left_out": int(ns.left_out + (~complete).sum()), **agg, "per_network": per}
