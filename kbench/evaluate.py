@@ -75,6 +75,28 @@ Scoring rules
      applicable candidates (n = 1, 5, 10, 30).
   4. Speed-up over the heuristic: geomean of t_heuristic / t_choice and the total-time
      ratio sum(t_heuristic) / sum(t_choice).
+  5. Best-of-K (K = 1, 3, 5, 10): the first K applicable candidates are timed and the
+     fastest is kept (K = 10: PyTorch's autotune limit); geomean slowdown of that time
+     and its share of the oracle's performance. On a censored list the best of K is
+     exact once one of the K is listed (an unlisted kernel is slower than every listed
+     one); only problems whose first K are all unlisted stay lower bounds (their share
+     is best_of_K_censored).
+  6. Against each reference heuristic (every heuristic the dataset records, or every
+     measured reference), over the problems where it has a choice: its own best-of-K
+     curve; share of headroom closed sum(log(t_ref / t_choice)) / sum(log(t_ref /
+     t_best)) (1: the oracle, 0: the reference); with r = t_choice / t_ref, the shares
+     improved (r < 1/1.05), unchanged and regressed (r > 1.05), the p95 and worst r and
+     the geomean of r over the regressed problems.
+  7. Ranking quality over the listed kernels (on censored lists the listed ones only), in
+     the ranking's order among its first 30 applicable candidates (deeper or unranked:
+     tied last): Kendall tau-b against the measured times (problems with fewer than two
+     listed kernels left out; ties in time keep it below 1 even for the oracle), and
+     NDCG@10 with gain t_best / t.
+  8. Network end-to-end time (networks split): per network list at one data type and
+     layout, the chosen kernels' times summed over its layers with each layer's
+     multiplicity (forward, backward-data and backward-weights where the part has every
+     direction, forward alone otherwise), over the oracle's sum and the reference's;
+     beside each, the per-problem geomean over the same layers; geomean over networks.
   Censored choices make LoP and slowdown lower bounds and within-5% and speed-up upper
   bounds; the report shows the shares of exact, censored and failed choices.
 """
