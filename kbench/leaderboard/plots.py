@@ -183,9 +183,14 @@ def tuning_accuracy(rows: list[tuple[str, dict[str, float]]], title: str) -> byt
         return _svg(fig)
 
 
-def best_of_k(series: list[tuple[str, str, dict[int, float]]], styles: dict, title: str) -> bytes:
+ROLE_LABELS = {"heuristic": "reference heuristic", "measured": "measured reference, no order"}
+
+
+def best_of_k(series: list[tuple[str, str, dict[int, float]]], styles: dict, title: str,
+              top: float | None = None) -> bytes:
     """Best-of-K curves: geomean slowdown of the best of the first K candidates against K, one line per
-    (name, role, {K: slowdown}); a reference heuristic's own order is drawn dashed with hollow markers."""
+    (name, role, {K: slowdown}); a reference heuristic's own order is drawn dashed with hollow markers.
+    ``top`` caps the y axis; a curve that leaves it says so in the legend."""
     import matplotlib
     from matplotlib.ticker import FixedLocator, FuncFormatter
     with matplotlib.rc_context(RC):
@@ -196,11 +201,15 @@ def best_of_k(series: list[tuple[str, str, dict[int, float]]], styles: dict, tit
             if not xs:
                 continue
             color, ls = _style(styles, name)
-            heuristic = role == "heuristic"
-            label = name if role == "entry" else f"{name} ({'reference heuristic' if heuristic else role})"
+            heuristic = role in ("heuristic", "measured")
+            label = name if role == "entry" else f"{name} ({ROLE_LABELS.get(role, role)})"
+            if top is not None and max(curve[k] for k in xs) > top:
+                label += " — off the scale: see the table"
             ax.plot(xs, [curve[k] for k in xs], color=color, linestyle="--" if heuristic else ls, linewidth=1.6,
                     marker="o", markersize=5, markerfacecolor="white" if heuristic else color, label=label)
         ax.axhline(1.0, color="#bbbbbb", linewidth=0.8, zorder=0)
+        if top is not None:
+            ax.set_ylim(0.995, top)
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(ks))
         ax.xaxis.set_minor_locator(FixedLocator([]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 
 from kbench.leaderboard import plots
-from kbench.leaderboard.board import Board, Row, _value, fmt_pct, fmt_x
+from kbench.leaderboard.board import Board, Row, _value, fmt_pct, fmt_x, md_text
 from kbench.leaderboard.noise import NOISE_METHOD
 from kbench.metrics import BEST_OF
 
@@ -111,9 +111,16 @@ def entry_cells(row: Row, board: Board) -> dict:
 
 
 def heuristic_cells(name: str, figures: dict, board: Board) -> dict:
-    out = {"method": (f"{html.escape(name)} (reference heuristic)", name.lower(),
-                      "the heuristic's own order: its first K candidates timed")}
-    out.update(_best_cells(figures))
+    if figures.get("best_of_1") is None and figures.get("oracle_speedup") is not None:
+        # a measured reference (one time per problem, no order of its own): the same at every K
+        v = figures["oracle_speedup"]
+        out = {"method": (f"{html.escape(name)} (measured reference)", name.lower(),
+                          "one measured time per problem, no order of its own: the same at every K")}
+        out.update({f"b{k}": (fmt_x(v), _value(v), "a measured time: the same at every K") for k in BEST_OF})
+    else:
+        out = {"method": (f"{html.escape(name)} (reference heuristic)", name.lower(),
+                          "the heuristic's own order: its first K candidates timed")}
+        out.update(_best_cells(figures))
     net = networks(board) or {}
     own = name == board.reference
     for cid, _label, key, _tip in NET:
@@ -207,7 +214,7 @@ def markdown(board: Board) -> str:
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
     if best is not None:
         c = entry_cells(best, board)
-        cells = [f"{best.entry.name} (best entry)"] + [c[f"b{k}"][0] for k in BEST_OF] + [
+        cells = [f"{md_text(best.entry.name)} (best entry)"] + [c[f"b{k}"][0] for k in BEST_OF] + [
             c["headroom"][0], f"{c['improved'][0]} / {c['unchanged'][0]} / {c['regressed'][0]}", c["worst"][0]]
         if net:
             cells += [f"{c['net_oracle_sum'][0]}; {c['net_oracle_geo'][0]}",
@@ -215,35 +222,42 @@ def markdown(board: Board) -> str:
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     for name, figures in refs.items():
         c = heuristic_cells(name, figures, board)
-        cells = [f"{name} (reference heuristic)"] + [c[f"b{k}"][0] for k in BEST_OF] + ["—", "—", "—"]
+        kind = "measured reference" if figures.get("best_of_1") is None else "reference heuristic"
+        cells = [f"{md_text(name)} ({kind})"] + [c[f"b{k}"][0] for k in BEST_OF] + ["—", "—", "—"]
         if net:
             cells += [f"{c['net_oracle_sum'][0]}; {c['net_oracle_geo'][0]}", "—"]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     out = "\n".join(lines)
     if net:
-        out += "\n\n_" + network_note(net).replace("_", "\\_") + "_"
+        out += "\n\n_" + md_text(network_note(net)) + "_"
     return out
 
 
 def plot(board: Board) -> tuple[str, str, str, bytes] | None:
     """(file, title, alt, SVG) of the best-of-K curves: the best-ranked entry and each reference heuristic."""
     best = next((r for r in board.rows if "best_of_1" in r.overall), None)
-    refs = {n: f for n, f in heuristics(board).items() if f.get("best_of_1") is not None}
-    series = []
-    if best is not None:
-        series.append((best.entry.name, "entry", {k: best.overall.get(f"best_of_{k}") for k in BEST_OF}))
-    series += [(n, "heuristic", {k: f.get(f"best_of_{k}") for k in BEST_OF}) for n, f in refs.items()]
-    if not refs or not series:
+    refs = {n: f for n, f in heuristics(board).items()
+            if f.get("best_of_1") is not None or f.get("oracle_speedup") is not None}
+    if best is None:
         return None
+    series = [(best.entry.name, "entry", {k: best.overall.get(f"best_of_{k}") for k in BEST_OF})]
+    for n, f in refs.items():
+        if f.get("best_of_1") is not None:
+            series.append((n, "heuristic", {k: f.get(f"best_of_{k}") for k in BEST_OF}))
+        else:  # a measured reference: one time per problem, the same at every K
+            series.append((n, "measured", {k: f["oracle_speedup"] for k in BEST_OF}))
     styles = plots.method_styles([(r.entry.name, r.role) for r in board.all_rows()])
     for i, name in enumerate(refs):
         styles[name] = (HEURISTIC_COLORS[i % len(HEURISTIC_COLORS)], "--")
+    # the y axis spans the best entry's and the board's reference's curves (other heuristics may leave it)
+    firsts = [c[BEST_OF[0]] for n, _r, c in series if (n == board.reference or _r == "entry") and c[BEST_OF[0]]]
+    top = 1.0 + 1.25 * (max(firsts + [1.02]) - 1.0)
     where = f"{board.dataset} / {board.split} (test)"
     name = f"{board.slug}-best-of-k.svg"
     title = f"Best of the first K candidates, {where}"
     text = "; ".join(f"{n}: " + ", ".join(f"K={k} {fmt_x(v)}" for k, v in curve.items() if v is not None)
                      for n, _role, curve in series)
     alt = (f"Line chart of the geometric-mean slowdown of the best of the first K candidates against K (1, 3, 5, "
-           f"10) on {where}, for the best-ranked entry and each reference heuristic's own order; lower is better, "
-           f"1× is the oracle. {text}.")
-    return name, title, alt, plots.best_of_k(series, styles, title)
+           f"10) on {where}, for the best-ranked entry and each reference heuristic's own order (a measured "
+           f"reference, one time per problem, is flat); lower is better, 1× is the oracle. {text}.")
+    return name, title, alt, plots.best_of_k(series, styles, title, top)

@@ -29,7 +29,7 @@ from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, P
 from kbench.leaderboard import mdlite, plots, selection
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (Board, Row, _num, _value, fmt_count, fmt_mean_std, fmt_ms, fmt_pct,
-                                    fmt_pct_mean_std, fmt_x)
+                                    fmt_pct_mean_std, fmt_x, md_text)
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
@@ -172,15 +172,6 @@ COLUMNS = [
     ("latency", "CPU latency", "num", "num", "inference latency per decision on CPU, batch 1"),
     *TAIL_COLUMNS,
 ]
-
-
-def md_text(text: str) -> str:
-    """Free text for a markdown table cell: HTML escaped (a renderer that passes HTML through shows
-    ``<script>`` as text) and the characters that start markdown links or emphasis backslashed."""
-    out = html.escape(text, quote=False)
-    for ch in "\\`*_[]()!":
-        out = out.replace(ch, "\\" + ch)
-    return out
 
 
 def md_url(url: str) -> str:
