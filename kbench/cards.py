@@ -263,6 +263,10 @@ def _finddb_split_lines(info: dict) -> list[str]:
         f"in MITuna's lists ({_fmt(nl.get('distinct_geometries_batch_ignored'))} distinct layer geometries from "
         f"{_fmt(nl.get('driver_lines'))} MIOpenDriver conv lines: AlexNet, GoogLeNet, Inception v3/v4, "
         "ResNet-50/152, ResNeXt-101, VGG-16 and others); valid/train ~ 1:7 from the rest by the geometry hash.",
+        "- Network end-to-end time (`kbench evaluate` on `networks`): each MITuna list that is one whole network "
+        "(`kbench/sources/network_layers.csv`), at one data type and layout, sums the chosen kernels' times over "
+        "its layers at the batch size the list gives. Layer multiplicity: a layer counts as often as lines of its "
+        "list name it (most lists name each distinct layer once; resnext101_pytorch repeats them).",
         "",
         _table(split_rows) if len(split_rows) else "",
         "",

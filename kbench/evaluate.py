@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from kbench.dataset import load
 from kbench.errors import KbenchInputError, suggest
 from kbench.metrics import LOP_AT, TOP_K, ScoringTable, build_scoring_table, index_in, score_rankings, summarize
+from kbench.network_time import network_metrics, network_set
 from kbench.output_files import printable_path
 from kbench.prediction_files import (
     MAX_LISTED,
@@ -31,6 +32,7 @@ from kbench.prediction_files import (
     unknown_kernels_message,
 )
 from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef, TuningResult
+from kbench.selection_metrics import ReferenceRun, group_figures, ranking_quality
 from kbench.tuning.metrics import score_tuning
 from kbench.version import __version__
 
@@ -73,6 +75,28 @@ Scoring rules
      applicable candidates (n = 1, 5, 10, 30).
   4. Speed-up over the heuristic: geomean of t_heuristic / t_choice and the total-time
      ratio sum(t_heuristic) / sum(t_choice).
+  5. Best-of-K (K = 1, 3, 5, 10): the first K applicable candidates are timed and the
+     fastest is kept (K = 10: PyTorch's autotune limit); geomean slowdown of that time
+     and its share of the oracle's performance. On a censored list the best of K is
+     exact once one of the K is listed (an unlisted kernel is slower than every listed
+     one); only problems whose first K are all unlisted stay lower bounds (their share
+     is best_of_K_censored).
+  6. Against each reference heuristic (every heuristic the dataset records, or every
+     measured reference), over the problems where it has a choice: its own best-of-K
+     curve; share of headroom closed sum(log(t_ref / t_choice)) / sum(log(t_ref /
+     t_best)) (1: the oracle, 0: the reference); with r = t_choice / t_ref, the shares
+     improved (r < 1/1.05), unchanged and regressed (r > 1.05), the p95 and worst r and
+     the geomean of r over the regressed problems.
+  7. Ranking quality over the listed kernels (on censored lists the listed ones only), in
+     the ranking's order among its first 30 applicable candidates (deeper or unranked:
+     tied last): Kendall tau-b against the measured times (problems with fewer than two
+     listed kernels left out; ties in time keep it below 1 even for the oracle), and
+     NDCG@10 with gain t_best / t.
+  8. Network end-to-end time (networks split): per network list at one data type and
+     layout, the chosen kernels' times summed over its layers with each layer's
+     multiplicity (forward, backward-data and backward-weights where the part has every
+     direction, forward alone otherwise), over the oracle's sum and the reference's;
+     beside each, the per-problem geomean over the same layers; geomean over networks.
   Censored choices make LoP and slowdown lower bounds and within-5% and speed-up upper
   bounds; the report shows the shares of exact, censored and failed choices.
 """
@@ -137,7 +161,8 @@ class Evaluator:
     reference : heuristic for speed-up: ``"default"`` (the dataset's reference heuristic, read
         from its ``heuristics`` table: the vendor heuristic on collected NVIDIA sets, the
         ``rules`` decision list on AMD sets; else its measured ``references``), ``None``, or a
-        predictions DataFrame / CSV path.
+        predictions DataFrame / CSV path. With ``"default"`` the choices are also compared with
+        every other heuristic the dataset records (cuDNN mode B, ...) or every measured reference.
     """
 
     def __init__(self, dataset="mi100", split: str = "random", part: str = "test", reference="default"):
@@ -151,7 +176,10 @@ class Evaluator:
         self.table: ScoringTable = build_scoring_table(problems, ds.runtimes, ds.kernels, ds.problems)
         self._pindex = pd.Index(self.table.problem_ids)
         self._kindex = pd.Index(self.table.kernels)
-        self.reference_name, self._t_ref = self._resolve_reference(reference)
+        self.reference_name, self.references = self._resolve_reference(reference)
+        self._t_ref = self.references[0].t if self.references else None
+        # network end-to-end time: the networks split's layer lists, where the part holds them
+        self.networks = network_set(problems) if split == "networks" else None
 
     # -- format ---------------------------------------------------------------
     @staticmethod
@@ -160,40 +188,55 @@ class Evaluator:
         return EXPECTED_FORMAT
 
     # -- reference heuristic ----------------------------------------------------
-    def _resolve_reference(self, reference):
+    def _resolve_reference(self, reference) -> tuple[str | None, list[ReferenceRun]]:
+        """The reference for speed-up and every reference the choices are compared with (that one first)."""
         if reference is None:
-            return None, None
+            return None, []
         if isinstance(reference, str) and reference == "default":
             heur = self.dataset.heuristics
             if heur is not None and len(heur):
-                names = list(heur["heuristic"].unique())
-                # the vendor's default choice (cuDNN heuristic mode A's first plan); on the AMD
-                # sets the only recorded one, the `rules` decision list written by build-data
+                names = sorted(heur["heuristic"].unique())
+                # the vendor's default choice (cuDNN heuristic mode A's first plan); on the AMD sets the only
+                # recorded one, the `rules` decision list written by build-data. The dataset's other recorded
+                # heuristics (cuDNN mode B, its fallback list, PyTorch's choice) are compared with too.
                 name = self.dataset.info.get("reference_heuristic") or next(
-                    (n for n in REFERENCE_PRIORITY if n in names), sorted(names)[0])
-                # rows of this part; a kernel outside the vocabulary (a dataset cut by align or
-                # subset) can never be the choice, so it is skipped as scoring would skip it
-                h = heur[(self._pindex.get_indexer(heur["problem_id"]) >= 0) & (heur["heuristic"] == name)
-                         & (self._kindex.get_indexer(heur["kernel"]) >= 0)]
-                h = h.sort_values(["problem_id", "rank"])
-                preds = h.groupby("problem_id", sort=False)["kernel"].agg(";".join).rename("ranking").reset_index()
-                return name, self._reference_times(preds)
+                    (n for n in REFERENCE_PRIORITY if n in names), names[0])
+                order = [name] + [n for n in names if n != name]
+                return name, [self._heuristic_run(heur, n) for n in order]
             refs = self.dataset.tables.get("references")
             if refs is not None and len(refs):
-                # measured reference times (tile sets: the best cuDNN algorithm per layer)
+                # measured reference times (tile sets: the best cuDNN algorithm per layer): no order of their own
                 names = list(self.dataset.info.get("references", {})) or sorted(refs["reference"].unique())
-                chosen = refs[refs["reference"] == names[0]].set_index("problem_id")["time_ms"]
-                return names[0], chosen.reindex(self._pindex).to_numpy(dtype=np.float64)
-            return None, None
+                runs = []
+                for name in names:
+                    chosen = refs[refs["reference"] == name].set_index("problem_id")["time_ms"]
+                    runs.append(ReferenceRun(name, chosen.reindex(self._pindex).to_numpy(dtype=np.float64)))
+                return names[0], runs
+            return None, []
         if isinstance(reference, (str, Path)):
             frame, _ = read_predictions(reference)
-            return str(reference), self._reference_times(frame)
-        return "custom", self._reference_times(reference)
+            return str(reference), [self._reference_run(str(reference), frame)]
+        return "custom", [self._reference_run("custom", reference)]
 
-    def _reference_times(self, preds: pd.DataFrame) -> np.ndarray:
+    def _heuristic_run(self, heur: pd.DataFrame, name: str) -> ReferenceRun:
+        """A recorded heuristic's rankings on this part, scored as a ranking is."""
+        h = heur[heur["heuristic"] == name]
+        prob = index_in(h["problem_id"], pd.Series(self.table.problem_ids))
+        kern = index_in(h["kernel"], pd.Series(self.table.kernels))
+        # rows of this part; a kernel outside the vocabulary (a dataset cut by align or subset) can never be
+        # the choice, so it is skipped as scoring would skip it
+        ok = (prob >= 0) & (kern >= 0)
+        rank = h["rank"].to_numpy()[ok]
+        order = np.lexsort((rank, prob[ok]))
+        return self._run(name, prob[ok][order], kern[ok][order])
+
+    def _reference_run(self, name: str, preds: pd.DataFrame) -> ReferenceRun:
         prob, kern, _ = self._to_long(preds, allow_partial=True, source="reference heuristic")
+        return self._run(name, prob, kern)
+
+    def _run(self, name: str, prob: np.ndarray, kern: np.ndarray) -> ReferenceRun:
         ch = score_rankings(self.table, prob, kern)
-        return np.where(ch.predicted, ch.t_choice, np.nan)
+        return ReferenceRun(name, np.where(ch.predicted, ch.t_choice, np.nan), ch.best_at, ch.best_bound_at)
 
     # -- validation -----------------------------------------------------------
     def _to_long(self, preds: pd.DataFrame, allow_partial: bool, source: str = "predictions"):
@@ -290,7 +333,12 @@ class Evaluator:
         prob, kern, predicted = self._to_long(preds, allow_partial, source=predictions_path or "predictions")
         choices = score_rankings(self.table, prob, kern)
         scored = predicted
-        metrics = summarize(self.table, choices, scored, self._t_ref)
+        tau, ndcg = ranking_quality(self.table, choices.rows)
+        more = group_figures(tau, ndcg, self.references, choices.t_choice, self.table.t_best)
+        metrics = summarize(self.table, choices, scored, self._t_ref, more)
+        if self.networks is not None:
+            metrics["networks"] = network_metrics(self.networks, choices.t_choice, self.table.t_best, self._t_ref,
+                                                  scored, self.reference_name)
         n = int(scored.sum())
         counts = Counts(problems_in_part=len(predicted), predicted=int(predicted.sum()), scored=n,
                         coverage=float(predicted.mean()) if len(predicted) else 0.0,

@@ -20,8 +20,19 @@ Scoring rules (the README and ``kbench evaluate --explain`` state them the same 
    **geometric-mean slowdown** exp(mean(log(t_choice / t_best))).
    **LoP@n**: LoP of the best of the first n applicable candidates, as when n
    candidates are benchmarked and the fastest is kept.
+   **best-of-K** (K = 1, 3, 5, 10): the geometric-mean slowdown of that best of the
+   first K, and its share of the oracle's performance, exp(mean(log(t_best / t_K))).
+   On a censored list a candidate outside the list is timed at the last listed
+   time, a lower bound; the best of K is exact as soon as one of the K is listed
+   (an unlisted kernel is slower than every listed one), so only problems whose
+   first K candidates are all unlisted stay bounds (``best_of_K_censored``).
 4. **Speed-up over the heuristic**: geometric mean of t_heuristic / t_choice,
-   and the total-time ratio sum(t_heuristic) / sum(t_choice).
+   and the total-time ratio sum(t_heuristic) / sum(t_choice). Against every
+   reference heuristic (:mod:`kbench.selection_metrics`): the same best-of-K curve
+   for the heuristic's own order, the share of headroom closed, regressions and
+   tails.
+5. **Ranking quality** (:mod:`kbench.selection_metrics`): Kendall tau-b and
+   NDCG@10 of the ranking against the measured times, over the listed kernels.
 
 Censored choices make the time a lower bound, so LoP and slowdown are lower
 bounds (optimistic), within-5% and speed-up are upper bounds; the shares of
@@ -30,7 +41,7 @@ exact and censored choices are always reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -38,9 +49,13 @@ import pandas as pd
 
 LOP_AT = (1, 5, 10, 30)
 TOP_K = (1, 3, 5)
+#: best-of-K: the first K candidates are timed and the fastest is kept (K = 10: PyTorch's autotune limit)
+BEST_OF = (1, 3, 5, 10)
 WITHIN = 0.05
 #: candidates deeper than this in a ranking cannot change any metric
-DEEPEST = max(max(LOP_AT), max(TOP_K))
+DEEPEST = max(max(LOP_AT), max(TOP_K), max(BEST_OF))
+#: every n for which scoring keeps the best of the first n candidates
+BEST_AT = tuple(sorted(set(LOP_AT) | set(BEST_OF)))
 
 
 @dataclass
@@ -62,6 +77,14 @@ class ScoringTable:
     @cached_property
     def t_last(self) -> np.ndarray:
         return np.nanmax(self.times, axis=1)
+
+    @cached_property
+    def listed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(problem, kernel, time) of every listed cell, grouped by problem, fastest first within it."""
+        p, k = np.nonzero(~np.isnan(self.times))
+        t = self.times[p, k]
+        order = np.lexsort((k, t, p))
+        return p[order], k[order], t[order]
 
 
 def index_in(values, vocabulary) -> np.ndarray:
@@ -136,6 +159,21 @@ class Choices:
     top: dict[int, np.ndarray]
     best_at: dict[int, np.ndarray]
     choice_kernel: np.ndarray  # kernel index or -1
+    #: bool per n of BEST_AT: the best of the first n is a lower bound (none of them listed, list censored)
+    best_bound_at: dict[int, np.ndarray] = field(default_factory=dict)
+    #: the scored rows: the first DEEPEST applicable candidates, grouped by problem, in preference order
+    rows: ScoredRows | None = None
+
+
+@dataclass
+class ScoredRows:
+    """Long-form rows of the candidates scoring read: problem, kernel, position, listed, time (ms)."""
+
+    p: np.ndarray
+    k: np.ndarray
+    pos: np.ndarray
+    listed: np.ndarray
+    t: np.ndarray  # listed time, or the last listed time where the candidate is outside a censored list
 
 
 def lean_rows(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarray, keep: int = DEEPEST) -> np.ndarray:
@@ -215,18 +253,36 @@ def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarr
     t_best = table.t_best
     fastest = listed & (t <= t_best[p])
     top = {kk: np.bincount(p[fastest & (pos < kk)], minlength=n) > 0 for kk in TOP_K}
-    best_at = {}
-    for nn in LOP_AT:
+    best_at, bound_at = {}, {}
+    for nn in BEST_AT:
         # rows are grouped by problem and each group starts at pos 0: a segment minimum
         sel = np.flatnonzero(pos < nn)
         b = t_choice.copy()  # problems without a choice keep their failure time
         if len(sel):
             b[p[first_rows]] = np.minimum.reduceat(t[sel], np.flatnonzero(pos[sel] == 0))
         best_at[nn] = b
-    return Choices(predicted, t_choice, exact, censored, failed, top, best_at, choice_kernel)
+        # exact once one of the first nn is listed: an unlisted candidate is slower than every listed kernel
+        bound_at[nn] = has_choice & ~(np.bincount(p[listed & (pos < nn)], minlength=n) > 0)
+    return Choices(predicted, t_choice, exact, censored, failed, top, best_at, choice_kernel, bound_at,
+                   ScoredRows(p, k, pos, listed, t))
 
 
-def _stats(mask: np.ndarray, c: Choices, t_best: np.ndarray, t_ref: np.ndarray | None) -> dict:
+def best_of_stats(best_at: dict[int, np.ndarray], bound_at: dict[int, np.ndarray] | None, mask: np.ndarray,
+                  t_best: np.ndarray) -> dict:
+    """best_of_K (geomean slowdown of the best of the first K), best_of_K_oracle (its share of the oracle's
+    performance) and, with ``bound_at``, best_of_K_censored (share of lower bounds), over ``mask``."""
+    out = {}
+    tb = t_best[mask]
+    for k in BEST_OF:
+        log_slow = float(np.mean(np.log(best_at[k][mask] / tb))) if len(tb) else float("nan")
+        out[f"best_of_{k}"] = float(np.exp(log_slow))
+        out[f"best_of_{k}_oracle"] = float(np.exp(-log_slow))
+        if bound_at is not None:
+            out[f"best_of_{k}_censored"] = float(bound_at[k][mask].mean())
+    return out
+
+
+def _stats(mask: np.ndarray, c: Choices, t_best: np.ndarray, t_ref: np.ndarray | None, more=None) -> dict:
     n = int(mask.sum())
     if n == 0:
         return {"n": 0}
@@ -242,6 +298,7 @@ def _stats(mask: np.ndarray, c: Choices, t_best: np.ndarray, t_ref: np.ndarray |
         "lop_max": float(lop.max()),
         "geomean_slowdown": float(np.exp(np.mean(np.log(tc / tb)))),
         **{f"lop_at_{nn}": float(((c.best_at[nn][mask] - tb) / tb).mean()) for nn in LOP_AT},
+        **best_of_stats(c.best_at, c.best_bound_at, mask, t_best),
         "share_exact": float(c.exact[mask].mean()),
         "share_censored": float(c.censored[mask].mean()),
         "share_failed": float(c.failed[mask].mean()),
@@ -254,14 +311,21 @@ def _stats(mask: np.ndarray, c: Choices, t_best: np.ndarray, t_ref: np.ndarray |
         out["speedup_n"] = int(ok.sum())
     else:
         out["speedup_geomean"] = out["speedup_total"] = None
+    if more is not None:
+        out.update(more(mask))
     return out
 
 
-def summarize(table: ScoringTable, c: Choices, scored: np.ndarray, t_ref: np.ndarray | None = None) -> dict:
-    """Every metric overall, per direction and per data type, over the ``scored`` problems."""
+def summarize(table: ScoringTable, c: Choices, scored: np.ndarray, t_ref: np.ndarray | None = None,
+              more=None) -> dict:
+    """Every metric overall, per direction and per data type, over the ``scored`` problems.
+
+    ``more(mask)`` (optional) adds figures of its own to each group (the ranking quality and the
+    comparisons with each reference heuristic, :mod:`kbench.selection_metrics`).
+    """
     t_best = table.t_best
-    metrics = {"overall": _stats(scored, c, t_best, t_ref), "by_direction": {}, "by_dtype": {}}
+    metrics = {"overall": _stats(scored, c, t_best, t_ref, more), "by_direction": {}, "by_dtype": {}}
     for key, values in (("by_direction", table.direction), ("by_dtype", table.dtype)):
         for v in sorted(set(values[scored])):
-            metrics[key][str(v)] = _stats(scored & (values == v), c, t_best, t_ref)
+            metrics[key][str(v)] = _stats(scored & (values == v), c, t_best, t_ref, more)
     return metrics

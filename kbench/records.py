@@ -12,7 +12,10 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-RECORD_SCHEMA_VERSION = 1
+#: 2: kernel-selection metrics add best-of-K, ranking quality, ``references`` (the comparison with each
+#: reference heuristic) in every group and ``networks`` (network end-to-end time); version-1 records,
+#: without them, are still read
+RECORD_SCHEMA_VERSION = 2
 
 
 class DatasetRef(BaseModel):
@@ -81,7 +84,13 @@ class EvaluationResult(_ScoredRecord):
     transfer: TransferRef | None = Field(None, description="set on transfer-track records (docs/transfer.md)")
     reference: str | None = Field(None, description="heuristic that speed-ups are measured against")
     counts: Counts
-    metrics: dict = Field(description="{'overall': {...}, 'by_direction': {F: {...}}, 'by_dtype': {...}}")
+    metrics: dict = Field(description=(
+        "{'overall': {...}, 'by_direction': {F: {...}}, 'by_dtype': {...}}; each group holds the scalar "
+        "metrics (top-k, LoP, geomean_slowdown, best_of_K and best_of_K_oracle for K = 1, 3, 5, 10, "
+        "kendall_tau, ndcg_at_10, speedup_*) and 'references': {heuristic: {best_of_K of its own order, "
+        "headroom_closed, improved, unchanged, regressed, slowdown_p95, slowdown_worst, regressed_geomean}}; "
+        "on the networks split also 'networks': network end-to-end time per network and over networks "
+        "(schema version 2; version-1 records have neither)"))
     bounds: dict[str, str] = Field(default_factory=dict,
                                    description="metrics that are bounds because of censoring, and which way")
 

@@ -234,7 +234,7 @@ def naive_choices(table, rankings):
 @given(seed=st.integers(0, 2**32 - 1))
 def test_vectorised_scorer_matches_naive_rules(seed):
     # 45 kernels, so that rankings run deeper than the deepest position any metric reads (30)
-    from kbench.metrics import LOP_AT, TOP_K, ScoringTable, score_rankings
+    from kbench.metrics import BEST_AT, TOP_K, ScoringTable, score_rankings
     rng = np.random.default_rng(seed)
     n, m = 12, 45
     times = np.where(rng.random((n, m)) < 0.3, rng.choice([1.0, 2.0, 3.0, 5.0], (n, m)), np.nan)
@@ -259,8 +259,10 @@ def test_vectorised_scorer_matches_naive_rules(seed):
         assert c.exact[p] == (bool(cands) and cands[0][2])
         for kk in TOP_K:
             assert c.top[kk][p] == any(ok and t <= t_best for _, t, ok in cands[:kk])
-        for nn in LOP_AT:
+        for nn in BEST_AT:
             assert c.best_at[nn][p] == (min(t for _, t, _ in cands[:nn]) if cands else t_last)
+            # a lower bound only while none of the first nn is listed
+            assert c.best_bound_at[nn][p] == (bool(cands) and not any(ok for _, _, ok in cands[:nn]))
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 3])

@@ -8,6 +8,7 @@ from kbench.cli.console import _console, print_frame
 from kbench.dataset import load
 from kbench.errors import KbenchInputError
 from kbench.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
+from kbench.metrics import BEST_OF
 from kbench.output_files import atomic_write_text, check_output, printable_path
 
 TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
@@ -29,6 +30,36 @@ def metrics_frame(result) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def references_frame(result) -> pd.DataFrame:
+    """One row for the choice's best-of-K curve, then one per reference heuristic: its own curve and how the
+    choice compares with it (headroom closed, regressions and tails)."""
+    o = result.metrics["overall"]
+    rows = [{"ranking": result.method or "predictions", "n": o.get("n"),
+             **{f"best-of-{k}×": o.get(f"best_of_{k}") for k in BEST_OF}}]
+    for name, r in (o.get("references") or {}).items():
+        rows.append({"ranking": name, "n": r.get("n"), **{f"best-of-{k}×": r.get(f"best_of_{k}") for k in BEST_OF},
+                     "headroom closed": r.get("headroom_closed"), "improved": r.get("improved"),
+                     "unchanged": r.get("unchanged"), "regressed": r.get("regressed"),
+                     "p95×": r.get("slowdown_p95"), "worst×": r.get("slowdown_worst"),
+                     "regressed×": r.get("regressed_geomean")})
+    return pd.DataFrame(rows)
+
+
+def networks_lines(result) -> list[str]:
+    net = result.metrics.get("networks")
+    if not net:
+        return []
+    def x(v):
+        return "n/a" if v is None else f"{v:.4f}×"
+    return [f"network end-to-end time over {net['instances']} network(s) ({net['instances_left_out']} left out: "
+            "layers missing), geomean over networks of the choice's time to:",
+            f"  the oracle's  {x(net.get('vs_oracle_sum'))} (sum over layers; per-problem geomean "
+            f"{x(net.get('vs_oracle_geomean'))})",
+            f"  {net.get('reference') or 'the reference'}'s  {x(net.get('vs_reference_sum'))} (per-problem geomean "
+            f"{x(net.get('vs_reference_geomean'))})",
+            f"  layer multiplicity: {net['source']}"]
+
+
 def print_report(result) -> None:
     o = result.metrics["overall"]
     console = _console()
@@ -38,6 +69,16 @@ def print_report(result) -> None:
     console.print(f"top-1 {o['top1']:.4f}   geomean slowdown {o['geomean_slowdown']:.4f}×   speed-up over "
                   f"{ref}: " + (f"{su:.4f}× (total-time {o['speedup_total']:.4f}×)" if su is not None else "n/a"))
     print_frame(metrics_frame(result), title="metrics (slowdown, speed-up: ×; LoP: fraction)")
+    tau, ndcg = o.get("kendall_tau"), o.get("ndcg_at_10")
+    if tau is not None or ndcg is not None:
+        console.print("ranking quality over the listed kernels: Kendall tau-b "
+                      + (f"{tau:.4f} ({o.get('kendall_tau_n', 0):,} problems)" if tau is not None else "n/a")
+                      + (f", NDCG@10 {ndcg:.4f}" if ndcg is not None else ""))
+    if "best_of_1" in o:
+        print_frame(references_frame(result), title="best of the first K timed (geomean slowdown ×), and the choice "
+                    "against each reference (shares of problems; r = t_choice / t_ref)")
+    for line in networks_lines(result):
+        console.print(line)
     c = result.counts
     console.print(f"scored {c.scored:,} of {c.problems_in_part:,} problems (coverage {c.coverage:.1%}); choices exact "
                   f"{c.choices_exact:,}, censored {c.choices_censored:,}, failed {c.failures:,}")

@@ -185,6 +185,9 @@ def register_cli(sub) -> None:
     p.add_argument("--relabel", default=None, metavar="DATASET",
                    help="re-score entries recorded on an earlier version of DATASET from their seed-0 predictions")
     p.add_argument("--methods", nargs="*", default=None, help="with --relabel: only these methods")
+    p.add_argument("--stored", action="store_true",
+                   help="re-score every entry (of the DATASETs named, else all) from its stored preds.parquet and "
+                   "rewrite its record (after a scoring change: new metrics, a new record schema)")
     p.set_defaults(func=cmd_rescore)
 
     p = lsub.add_parser("schema", help="print the JSON Schemas, or write / check the shipped ones")

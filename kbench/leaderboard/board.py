@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 
@@ -61,6 +62,15 @@ def fmt_ms(v) -> str:
     if v is None:
         return "—"
     return f"{v:.3g} ms"
+
+
+def md_text(text: str) -> str:
+    """Free text for a markdown table cell: HTML escaped (a renderer that passes HTML through shows
+    ``<script>`` as text) and the characters that start markdown links or emphasis backslashed."""
+    out = html.escape(text, quote=False)
+    for ch in "\\`*_[]()!":
+        out = out.replace(ch, "\\" + ch)
+    return out
 
 
 def _value(v) -> str:

@@ -181,3 +181,42 @@ def tuning_accuracy(rows: list[tuple[str, dict[str, float]]], title: str) -> byt
         ax.legend(fontsize=8, frameon=False, ncols=min(len(rows), 3), loc="upper center",
                   bbox_to_anchor=(0.5, -0.28))
         return _svg(fig)
+
+
+ROLE_LABELS = {"heuristic": "reference heuristic", "measured": "measured reference, no order"}
+
+
+def best_of_k(series: list[tuple[str, str, dict[int, float]]], styles: dict, title: str,
+              top: float | None = None) -> bytes:
+    """Best-of-K curves: geomean slowdown of the best of the first K candidates against K, one line per
+    (name, role, {K: slowdown}); a reference heuristic's own order is drawn dashed with hollow markers.
+    ``top`` caps the y axis; a curve that leaves it says so in the legend."""
+    import matplotlib
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(6.4, 4.2)
+        ks = sorted({k for _, _, curve in series for k in curve})
+        for name, role, curve in series:
+            xs = [k for k in ks if curve.get(k) is not None]
+            if not xs:
+                continue
+            color, ls = _style(styles, name)
+            heuristic = role in ("heuristic", "measured")
+            label = name if role == "entry" else f"{name} ({ROLE_LABELS.get(role, role)})"
+            if top is not None and max(curve[k] for k in xs) > top:
+                label += " — off the scale: see the table"
+            ax.plot(xs, [curve[k] for k in xs], color=color, linestyle="--" if heuristic else ls, linewidth=1.6,
+                    marker="o", markersize=5, markerfacecolor="white" if heuristic else color, label=label)
+        ax.axhline(1.0, color="#bbbbbb", linewidth=0.8, zorder=0)
+        if top is not None:
+            ax.set_ylim(0.995, top)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(ks))
+        ax.xaxis.set_minor_locator(FixedLocator([]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.set_xlabel("K: candidates timed, the fastest kept (log scale)")
+        ax.set_ylabel("geomean slowdown of the best of K (×)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
+        ax.legend(loc="upper right", fontsize=8, frameon=False)
+        return _svg(fig)

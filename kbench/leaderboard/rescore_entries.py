@@ -22,6 +22,15 @@ their committed predictions, every stored seed: the record's ``extra.relabel`` n
 dataset and its figures, and the old and new figures are printed side by side. The models stay
 those trained on the earlier labels; re-run the entry with ``kbench run`` to train them again.
 
+    kbench leaderboard rescore --stored [DATASET ...] [--leaderboard leaderboard]
+
+re-scores every entry (of the DATASETs named, else all) from its committed ``preds.parquet`` with the
+current Evaluator and rewrites its record: the one command that brings the stored records up to a
+new scoring (new metrics, a new record schema version). An entry storing every seed's predictions
+is re-aggregated whole; an entry storing only its first seed (one-seed, ‡) keeps its stored figures
+and gains the new ones from the seeds it stores (its per-seed rows of the other seeds stay as they
+were). The record's predictions reference, extra figures, date and kbench version stay as they are.
+
     kbench leaderboard rescore --store-seeds [--extra-root DIR]
 
 rewrites every entry's single-seed ``preds.csv.gz`` as ``preds.parquet`` (the store's format,
@@ -191,8 +200,82 @@ def store_seeds(roots: list[Path]) -> int:
     return 0
 
 
+def _added(old, new):
+    """``old`` with every key of ``new`` that ``old`` lacks, at any depth (old values are kept)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return old
+    out = dict(old)
+    for key, value in new.items():
+        out[key] = _added(old[key], value) if key in old else value
+    return out
+
+
+def rescored_record(record, seed_frames: dict[int, pd.DataFrame], rescorer, source: str):
+    """The record re-scored from its stored seeds' predictions (see ``--stored`` above)."""
+    from kbench.leaderboard.store import frame_digest
+    from kbench.records import RECORD_SCHEMA_VERSION, _mean_std
+    seeds = list(record.seeds.seeds) if record.seeds else [min(seed_frames)]
+    scored, by_digest = {}, {}
+    for seed in seeds:
+        if seed in seed_frames:
+            digest = frame_digest(seed_frames[seed])
+            if digest not in by_digest:  # a deterministic method's seeds share one set of predictions
+                by_digest[digest] = rescorer.score(record, seed_frames[seed], f"{source} (seed {seed})")
+            scored[seed] = by_digest[digest]
+    if not scored:
+        raise KbenchInputError(f"{source}: no stored predictions of the record's seeds {seeds}; nothing to re-score.")
+    if len(scored) == len(seeds):
+        new = aggregate_seeds([scored[s] for s in seeds], seeds) if record.seeds else scored[seeds[0]]
+    else:  # a one-seed entry: its stored figures stay, the new ones come from the stored seeds
+        agg = aggregate_seeds([scored[s] for s in sorted(scored)], sorted(scored))
+        new = record.model_copy(deep=True)
+        new.schema_version = RECORD_SCHEMA_VERSION
+        new.metrics = _added(record.metrics, agg.metrics)
+        per_seed = [dict(p) for p in record.seeds.per_seed]
+        for i, seed in enumerate(seeds):
+            if seed in scored:
+                per_seed[i] = _added(per_seed[i], _numbers_or_none(scored[seed].overall))
+        for key in per_seed[seeds.index(min(scored))]:
+            if key not in new.seeds.mean:
+                new.seeds.mean[key], new.seeds.std[key] = _mean_std([p.get(key) for p in per_seed])
+        new.seeds.per_seed = per_seed
+    new.predictions, new.extra, new.date = record.predictions, record.extra, record.date
+    new.kbench_version, new.method = record.kbench_version, record.method
+    return new
+
+
+def _numbers_or_none(d: dict) -> dict:
+    return {k: v for k, v in d.items() if isinstance(v, (int, float)) or v is None}
+
+
+def rescore_stored(root: Path, datasets: list[str]) -> int:
+    """Re-score every entry of ``datasets`` (all when empty) from its stored predictions; rewrite its record."""
+    from kbench.leaderboard.rescore import Rescorer
+    from kbench.leaderboard.store import read_entries
+    from kbench.output_files import atomic_write_text
+    rescorer, done = Rescorer(), 0
+    groups = read_entries(root)
+    unknown = sorted(set(datasets) - {d for d, _ in groups})
+    if unknown:
+        raise KbenchInputError(f"no entries of {', '.join(unknown)} under {root}; its datasets are "
+                               f"{', '.join(sorted({d for d, _ in groups}))}.")
+    for (dataset, split), entries in groups.items():
+        if datasets and dataset not in datasets:
+            continue
+        for entry in entries:
+            rel = f"{dataset}/{split}/{entry.folder.name}"
+            new = rescored_record(entry.record, entry.seed_preds(), rescorer, rel)
+            atomic_write_text(entry.folder / "result.json", record_json(new))
+            done += 1
+        print(f"{dataset}/{split}: {len(entries)} entries re-scored from their stored predictions")
+    print(f"{done} entries re-scored; rebuild the site with `kbench leaderboard build`")
+    return 0
+
+
 def run(args) -> int:
     """Run ``kbench leaderboard rescore`` with parsed arguments; the exit code."""
+    if args.stored:
+        return rescore_stored(Path(args.leaderboard), args.datasets)
     if args.relabel:
         return relabel(Path(args.leaderboard), args.relabel, args.methods)
     if args.store_seeds:

@@ -10,7 +10,7 @@ Site layout (works from the file system and any static host; no CDN)::
     site/index.html             every dataset and split: tables and plots
     site/<dataset>.html         one page per dataset: facts, tables, plots, its data card
     site/assets/style.css, site/assets/sort.js
-    site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency}.svg
+    site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency,best-of-k}.svg
     site/data_cards/<dataset>.md
 """
 
@@ -26,10 +26,10 @@ import numpy as np
 from kbench.errors import KbenchError, KbenchInputError
 from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
                                        RULES_MD)
-from kbench.leaderboard import mdlite, plots
+from kbench.leaderboard import mdlite, plots, selection
 from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (Board, Row, _num, _value, fmt_count, fmt_mean_std, fmt_ms, fmt_pct,
-                                    fmt_pct_mean_std, fmt_x)
+                                    fmt_pct_mean_std, fmt_x, md_text)
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
@@ -144,6 +144,11 @@ def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
         alt = (f"Scatter plot of test top-1 accuracy against CPU inference latency per decision (batch 1, "
                f"log scale) on {where}; up and to the left is better. {text}.")
         board.plots.append((name, title, alt))
+    # 4. best of the first K: the best entry against each reference heuristic's own order
+    best_of = selection.plot(board)
+    if best_of:
+        name, title, alt, out[name] = best_of
+        board.plots.append((name, title, alt))
     return out
 
 
@@ -167,15 +172,6 @@ COLUMNS = [
     ("latency", "CPU latency", "num", "num", "inference latency per decision on CPU, batch 1"),
     *TAIL_COLUMNS,
 ]
-
-
-def md_text(text: str) -> str:
-    """Free text for a markdown table cell: HTML escaped (a renderer that passes HTML through shows
-    ``<script>`` as text) and the characters that start markdown links or emphasis backslashed."""
-    out = html.escape(text, quote=False)
-    for ch in "\\`*_[]()!":
-        out = out.replace(ch, "\\" + ch)
-    return out
 
 
 def md_url(url: str) -> str:
@@ -313,6 +309,7 @@ def board_html(board: Board, repo_prefix: str, heading: str = "h3") -> str:
              f"{len(board.refs)} reference row(s); {n}.</p>",
              table_html(board, repo_prefix)]
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
+    parts.append(selection.section_html(board))
     parts.append(plots_html(board))
     return "\n".join(p for p in parts if p)
 
@@ -481,6 +478,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
            BOUND_TEXT, "", ONE_SEED_TEXT, "",
+           "Under each table, the best entry beside each reference heuristic's own order: " + selection.TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]
     for board in boards:
@@ -489,6 +487,9 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
         if board.dataset in cards:
             out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
         out += [markdown_table(board, "../"), ""]
+        practice = selection.markdown(board)
+        if practice:
+            out += [practice, ""]
         out += [f"_{x}_" for x in board.notes] + ([""] if board.notes else [])
         for f, title, _alt in board.plots:
             out.append(f"![{title}](site/plots/{f})")

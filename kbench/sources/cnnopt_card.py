@@ -243,6 +243,8 @@ def _split_lines(split: pd.Series) -> list[str]:
         f"`train` ({counts.get('train', 0)}) and `valid` ({counts.get('valid', 0)}) = the random-size problems,",
         "valid chosen by the stable geometry hash of `kbench.splits.assign_networks_split` (the AMD datasets'",
         "`networks` split, with the benchmark layers as the network layers).",
+        "Network end-to-end time (`kbench evaluate` on `networks`) sums each network's benchmark layers; layer",
+        "multiplicity: each layer once (the `network` and `layer` columns list every layer once).",
         "The random-size problems come from the paper's training files (`train_set_*`) and from its",
         "held-out files (`test_set_*`, random sizes the paper used to pick a random seed).",
         "",

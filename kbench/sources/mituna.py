@@ -87,3 +87,59 @@ def read_network_layers(folder: str | Path) -> pd.DataFrame:
         layers[f"y_{s}"] = expected_output_size(layers[f"x_{s}"], layers[f"fil_{s}"], layers[f"pad_{s}"],
                                                 layers[f"stride_{s}"], layers[f"dil_{s}"])
     return layers.astype({c: np.int64 for c in layers.columns if c not in ("mode", "dtype", "network")})
+
+
+#: where the network layer lists come from (the raw folder ``mituna/`` holds a copy; MIT license)
+MITUNA_SOURCE = ("MITuna's network lists (github.com/ROCm/MITuna, commit 97391e4f9014134ca145e0665d0ee55feb7e27ec, "
+                 "utils/recurrent_cfgs/)")
+#: the network layers as shipped with kbench (written by ``python tools/network_layers.py``)
+NETWORK_LAYERS = Path(__file__).with_name("network_layers.csv")
+#: MITuna's list of every recurrent configuration: a mix of networks and batch sizes, not one network
+MIXED_LIST = "all"
+#: MIOpenDriver ``-F``: a bit per direction; 0 runs all three
+DIRECTION_BITS = {"F": 1, "B": 2, "W": 4}
+LAYER_COLUMNS = ["n", "c", "k", "groups", "x_d", "x_h", "x_w", "fil_d", "fil_h", "fil_w", "pad_d", "pad_h", "pad_w",
+                 "stride_d", "stride_h", "stride_w", "dil_d", "dil_h", "dil_w", "spatial_dims"]
+
+
+def network_layer_table(layers: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The convolution layers of each list that is one whole network, for network end-to-end time.
+
+    One row per (network, layer geometry, direction) with ``lines``: how many lines of the list name
+    that layer in that direction (its multiplicity; ``-F 0`` names all three directions). Left out,
+    with the reason: the list of every configuration (:data:`MIXED_LIST`) and every list all of whose
+    layers are in another list (an excerpt, e.g. ``resnet50_4jobs``). Returns (table, left out).
+    """
+    conv = layers[layers["mode"] == "conv"].copy()
+    forw = conv["forw"].to_numpy()
+    parts = []
+    for d, bit in DIRECTION_BITS.items():
+        sel = (forw == 0) | ((forw & bit) != 0)
+        parts.append(conv[sel].assign(direction=d))
+    rows = pd.concat(parts, ignore_index=True)
+    key = rows[LAYER_COLUMNS].astype(str).agg("-".join, axis=1) + "|" + rows["direction"]
+    sets = {net: set(k) for net, k in key.groupby(rows["network"])}
+    left_out = {MIXED_LIST: "every configuration MITuna tunes (several networks and batch sizes), not one network"}
+    for net, s in sorted(sets.items()):
+        if net == MIXED_LIST:
+            continue
+        whole = sorted(o for o, t in sets.items() if o not in (net, MIXED_LIST) and s <= t and (s != t or o < net))
+        if whole:
+            left_out[net] = f"every layer of it is in {whole[0]} (an excerpt)"
+    rows = rows[~rows["network"].isin(left_out)]
+    table = (rows.groupby(["network", "direction"] + LAYER_COLUMNS, sort=True).size().rename("lines").reset_index())
+    order = table["direction"].map({d: i for i, d in enumerate(DIRECTION_BITS)})
+    table = table.assign(_o=order).sort_values(["network", "_o"] + LAYER_COLUMNS).drop(columns="_o")
+    return table[["network", "direction", "lines"] + LAYER_COLUMNS].reset_index(drop=True), left_out
+
+
+def write_network_layers(folder: str | Path, out: str | Path = NETWORK_LAYERS) -> tuple[Path, dict[str, str]]:
+    """Write the shipped network layer table from a folder of MITuna lists; returns (path, lists left out)."""
+    table, left_out = network_layer_table(read_network_layers(folder))
+    Path(out).write_text(table.to_csv(index=False, lineterminator="\n"), encoding="utf-8")
+    return Path(out), left_out
+
+
+def shipped_network_layers() -> pd.DataFrame:
+    """The network layer table shipped with kbench (:data:`NETWORK_LAYERS`)."""
+    return pd.read_csv(NETWORK_LAYERS)

@@ -105,6 +105,38 @@ def check_tables_hold_records(driver, root: Path) -> int:
     return n
 
 
+def check_selection_tables(driver, root: Path) -> int:
+    """The best-of-K table under each board: every record's best-of-K and its comparison with the board's
+    reference are its row's values, and every reference heuristic has a row of its own curve; returns the
+    number of record rows checked."""
+    n = 0
+    for result in sorted(root.glob("*/*/*/result.json")):
+        rec = json.loads(result.read_text())
+        o = rec["metrics"].get("overall", {})
+        if rec.get("record_type") == "kbench.tuning-evaluation" or "best_of_1" not in o:
+            continue
+        rows = driver.execute_script("""
+            const t = document.getElementById(arguments[0]);
+            if (!t) return null;
+            return Array.from(t.querySelectorAll('tbody tr')).map(r => {
+              const o = {key: r.dataset.method};
+              for (const c of r.cells) { o[c.dataset.col] = c.hasAttribute('data-value') ? c.dataset.value : c.textContent; }
+              return o;
+            });""", f"sel-{rec['dataset']['name']}-{rec['split']}")
+        assert rows is not None, f"no best-of-K table for {rec['dataset']['name']} {rec['split']}"
+        found = {r["key"]: r for r in rows}
+        row = found[rec["method"]]
+        for k in (1, 3, 5, 10):
+            assert math.isclose(float(row[f"b{k}"]), o[f"best_of_{k}"], rel_tol=1e-9)
+        ref = o["references"][rec["reference"]]
+        assert math.isclose(float(row["regressed"]), ref["regressed"], rel_tol=1e-9, abs_tol=1e-12)
+        for name, figures in o["references"].items():
+            if figures.get("best_of_1") is not None:
+                assert math.isclose(float(found[f"heuristic:{name}"]["b10"]), figures["best_of_10"], rel_tol=1e-9)
+        n += 1
+    return n
+
+
 def check_plots(driver) -> int:
     images = driver.execute_script(
         "return Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth, i.alt])")
@@ -125,7 +157,8 @@ def test_site_in_headless_chromium(browser, toy_board, toy, tmp_path):
         errors = open_page(browser, root / "site" / page)
         assert errors == [], f"console errors on {page}: {errors}"
         assert check_tables_hold_records(browser, root) == 4
-        assert check_plots(browser) == 3
+        assert check_plots(browser) == 4
+        assert check_selection_tables(browser, root) == 4
     # sorting: click the method header, then top-1 twice
     before = [r["method"] for r in table_rows(browser, "lb-toy-random")]
     assert before == ["toy-rules", "toy-model"]  # ranked by the primary metric
@@ -166,4 +199,6 @@ def test_committed_site_in_headless_chromium(browser, tmp_path):
         assert check_plots(browser) >= 1
         if page.name == "index.html":
             assert check_tables_hold_records(browser, root) == len(records)
+            assert check_selection_tables(browser, root) == sum(
+                "best_of_1" in json.loads(r.read_text())["metrics"].get("overall", {}) for r in records)
             screenshot(browser, "committed-leaderboard.png", tmp_path)

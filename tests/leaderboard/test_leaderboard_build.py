@@ -42,7 +42,8 @@ def test_build_is_byte_identical(board, toy, tmp_path):
     assert check(board, cards) == []
     assert sorted(first) == sorted([
         "README.md", "site/.kbench-site", "site/assets/sort.js", "site/assets/style.css", "site/data_cards/toy.md",
-        "site/index.html", "site/plots/toy-random-accuracy-latency.svg", "site/plots/toy-random-lop-cdf.svg",
+        "site/index.html", "site/plots/toy-random-accuracy-latency.svg", "site/plots/toy-random-best-of-k.svg",
+        "site/plots/toy-random-lop-cdf.svg",
         "site/plots/toy-random-speedup-direction.svg", "site/toy.html"])
     for name, data in first.items():
         if name.endswith(".svg"):
@@ -76,7 +77,8 @@ def test_tables_rank_and_mark_ties(board, toy):
         (dst / name).write_text(json.dumps(doc))
     build(board)
     readme = (board / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| ")][1:]
+    first = readme[readme.index("\n| rank |"):].split("\n\n")[0]  # the ranking table, not the best-of-K one
+    rows = [line for line in first.splitlines() if line.startswith("| ")][1:]
     ranks = [r.split(" | ")[0].strip("| ") for r in rows]
     methods = [re.search(r"\[([^\]]+)\]", r.split(" | ")[1]).group(1) for r in rows]
     assert methods[:3] == ["toy-rules", "toy-model", "toy-model-twin"]
