@@ -32,7 +32,7 @@ from kbench.prediction_files import (
     unknown_kernels_message,
 )
 from kbench.records import Counts, DatasetRef, EvaluationResult, PredictionsRef, TuningResult
-from kbench.selection_metrics import ReferenceRun, group_figures, ranking_quality
+from kbench.selection_metrics import AUTOTUNE_FROM, ReferenceRun, autotune_run, group_figures, ranking_quality
 from kbench.tuning.metrics import score_tuning
 from kbench.version import __version__
 
@@ -202,7 +202,10 @@ class Evaluator:
                 name = self.dataset.info.get("reference_heuristic") or next(
                     (n for n in REFERENCE_PRIORITY if n in names), names[0])
                 order = [name] + [n for n in names if n != name]
-                return name, [self._heuristic_run(heur, n) for n in order]
+                runs = [self._heuristic_run(heur, n) for n in order]
+                if AUTOTUNE_FROM in names:  # PyTorch's benchmark = True over mode A's order
+                    runs.append(autotune_run(self.table.times, *self._heuristic_rows(heur, AUTOTUNE_FROM)))
+                return name, runs
             refs = self.dataset.tables.get("references")
             if refs is not None and len(refs):
                 # measured reference times (tile sets: the best cuDNN algorithm per layer): no order of their own
@@ -220,6 +223,10 @@ class Evaluator:
 
     def _heuristic_run(self, heur: pd.DataFrame, name: str) -> ReferenceRun:
         """A recorded heuristic's rankings on this part, scored as a ranking is."""
+        return self._run(name, *self._heuristic_rows(heur, name))
+
+    def _heuristic_rows(self, heur: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(problem, kernel) indices of a recorded heuristic's rows on this part, in preference order."""
         h = heur[heur["heuristic"] == name]
         prob = index_in(h["problem_id"], pd.Series(self.table.problem_ids))
         kern = index_in(h["kernel"], pd.Series(self.table.kernels))
@@ -228,7 +235,7 @@ class Evaluator:
         ok = (prob >= 0) & (kern >= 0)
         rank = h["rank"].to_numpy()[ok]
         order = np.lexsort((rank, prob[ok]))
-        return self._run(name, prob[ok][order], kern[ok][order])
+        return prob[ok][order], kern[ok][order]
 
     def _reference_run(self, name: str, preds: pd.DataFrame) -> ReferenceRun:
         prob, kern, _ = self._to_long(preds, allow_partial=True, source="reference heuristic")

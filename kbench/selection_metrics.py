@@ -23,7 +23,18 @@ a listed kernel ranked deeper, or not ranked, counts as unranked: tied last):
   out (None) where the reference is never slower than the best (no headroom);
 * **regressions and tails** of r = t_choice / t_ref: the shares improved (r < 1/1.05), unchanged and
   regressed (r > 1.05), the 95th percentile and the worst r, and the geometric mean of r over the
-  regressed problems.
+  regressed problems;
+* **speed-up** over it, geomean of t_ref / t_choice, with its **tie test**: the 95% t-interval of the
+  mean of log(t_ref / t_choice) over the problems (``speedup_ci_low`` .. ``speedup_ci_high``);
+  ``tied`` is 1 when it holds 0 (no difference shown), else 0;
+* the **sums** of the choice's and the reference's times (ms), and for a reference that times
+  candidates on its first call (autotune, :data:`AUTOTUNE`) that first call's cost: the sum of the
+  timings of the K candidates it runs (``first_call_ms``), from which a board computes after how many
+  calls per shape a selector and the autotuner break even.
+
+**Autotune.** PyTorch's ``torch.backends.cudnn.benchmark = True`` times the first ``benchmark_limit``
+(10) plans of cuDNN's heuristic (mode A) and keeps the fastest: the reference :data:`AUTOTUNE`, made
+from the dataset's mode-A order where it records one.
 """
 
 from __future__ import annotations
@@ -37,6 +48,10 @@ from kbench.metrics import ScoredRows, ScoringTable, best_of_stats
 NDCG_AT = 10
 #: a change by more than this fraction counts as an improvement or a regression
 CHANGE = 0.05
+#: the two-sided 95% normal quantile of the speed-up's tie test
+Z95 = 1.959963984540054
+#: PyTorch's autotune (benchmark = True): the fastest of mode A's first AUTOTUNE_K plans
+AUTOTUNE, AUTOTUNE_FROM, AUTOTUNE_K = "autotune_top10", "cudnn_mode_a", 10
 #: padded (problem, kernel, kernel) cells per block of the pairwise Kendall count
 PAIR_BLOCK = 1 << 21
 _UNRANKED = np.float64(1e12)
@@ -51,6 +66,8 @@ class ReferenceRun:
     t: np.ndarray
     best_at: dict[int, np.ndarray] | None = None
     bound_at: dict[int, np.ndarray] | None = None
+    #: per problem, the time a reference spends on its first call choosing (autotune: its K timings)
+    first_call: np.ndarray | None = None
 
 
 def ranking_quality(table: ScoringTable, rows: ScoredRows) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +157,41 @@ def reference_stats(ref: ReferenceRun, mask: np.ndarray, t_choice: np.ndarray, t
     out["slowdown_p95"] = float(np.quantile(r, 0.95))
     out["slowdown_worst"] = float(r.max())
     out["regressed_geomean"] = float(np.exp(np.log(r[regressed]).mean())) if regressed.any() else None
+    out.update(speedup_with_tie_test(gain))
+    out["sum_choice_ms"], out["sum_ref_ms"] = float(tc.sum()), float(tr.sum())
+    if ref.first_call is not None:
+        out["first_call_ms"] = float(ref.first_call[has].sum())
     return out
+
+
+def speedup_with_tie_test(gain: np.ndarray) -> dict:
+    """Geomean speed-up exp(mean(gain)) of per-problem log ratios ``gain`` = log(t_ref / t_choice), its 95%
+    t-interval and whether that interval holds 1 (``tied``: 1.0, else 0.0; a mean over seeds is the share
+    of seeds tied)."""
+    mean = float(gain.mean())
+    half = Z95 * float(gain.std(ddof=1)) / np.sqrt(len(gain)) if len(gain) > 1 else float("inf")
+    return {"speedup_geomean": float(np.exp(mean)), "speedup_ci_low": float(np.exp(mean - half)),
+            "speedup_ci_high": float(np.exp(mean + half)), "tied": float(mean - half <= 0.0 <= mean + half)}
+
+
+def autotune_run(times: np.ndarray, prob: np.ndarray, kern: np.ndarray) -> ReferenceRun:
+    """:data:`AUTOTUNE` from mode A's rows (``prob``, ``kern``: problem and kernel indices in preference
+    order, grouped by problem) on a part's dense ``times``: the fastest of each problem's first
+    :data:`AUTOTUNE_K` listed plans, and their summed times as its first call. NaN where mode A has none."""
+    t = times[prob, kern]
+    listed = ~np.isnan(t)
+    prob, t = prob[listed], t[listed]
+    if len(prob):
+        start = np.flatnonzero(np.r_[True, prob[1:] != prob[:-1]])
+        pos = np.arange(len(prob)) - np.repeat(start, np.diff(np.r_[start, len(prob)]))
+        head = pos < AUTOTUNE_K
+        prob, t = prob[head], t[head]
+    n = times.shape[0]
+    best = np.full(n, np.inf)
+    np.minimum.at(best, prob, t)
+    cost = np.bincount(prob, weights=t, minlength=n)
+    has = np.isfinite(best)
+    return ReferenceRun(AUTOTUNE, np.where(has, best, np.nan), first_call=np.where(has, cost, np.nan))
 
 
 def group_figures(tau: np.ndarray, ndcg: np.ndarray, references: list[ReferenceRun], t_choice: np.ndarray,

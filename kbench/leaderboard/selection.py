@@ -56,10 +56,50 @@ def networks(board: Board) -> dict | None:
     return None
 
 
+#: references with no speed-up column (cuDNN's fallback list is no heuristic anyone runs by default)
+NO_SPEEDUP_COLUMN = {"cudnn_fallback"}
+
+
+def speedup_refs(board: Board) -> list[str]:
+    """The references that get a speed-up column with its tie test (every one the records compare with)."""
+    return [n for n in heuristics(board) if n not in NO_SPEEDUP_COLUMN]
+
+
+def _speedup_cell(figures: dict) -> tuple[str, str, str]:
+    """Speed-up over a reference, marked ≈ where its 95% interval holds 1 (in most seeds)."""
+    v = figures.get("speedup_geomean")
+    if v is None:
+        return "—", "", ""
+    tied = (figures.get("tied") or 0) >= 0.5
+    title = (f"95% interval {fmt_x(figures.get('speedup_ci_low'))} to {fmt_x(figures.get('speedup_ci_high'))}"
+             + ("; tied with the reference" if tied else "") + f"; {figures.get('n', 0):.0f} problems")
+    return fmt_x(v) + (" ≈" if tied else ""), _value(v), title
+
+
+def break_even(figures: dict, latency_ms: float | None) -> str | None:
+    """After how many calls per shape a selector and a reference that chooses by timing (autotune) break
+    even, once the selector's latency (``latency_ms`` per shape) and the autotuner's first call
+    (``first_call_ms``, its K timings) are counted; from the sums over the problems in ``figures``."""
+    if latency_ms is None or figures.get("first_call_ms") is None or not figures.get("n"):
+        return None
+    sel0, auto0 = figures["n"] * latency_ms, figures["first_call_ms"]
+    per_sel, per_auto = figures["sum_choice_ms"], figures["sum_ref_ms"]
+    if per_sel > per_auto:
+        if sel0 >= auto0:
+            return "autotune is ahead from the first call on"
+        return (f"the selector is ahead for the first {(auto0 - sel0) / (per_sel - per_auto):,.0f} calls per shape, "
+                "autotune after")
+    if sel0 <= auto0:
+        return "the selector is ahead at every number of calls"
+    return f"the selector is ahead after {(sel0 - auto0) / (per_auto - per_sel):,.0f} calls per shape"
+
+
 def columns(board: Board) -> list[tuple[str, str, str]]:
     """(id, header, tooltip) of the table's columns."""
     ref = board.reference or "the reference"
     cols = [("method", "method", "method, or a reference heuristic's own order")]
+    cols += [(f"sp_{n}", f"× {n}", f"speed-up over {n}: geomean of t_{n} / t_choice; ≈: its 95% interval holds 1 "
+              "(tied with it)") for n in speedup_refs(board)]
     cols += [(f"b{k}", f"best-of-{k}", f"geomean slowdown of the best of the first {k} candidates") for k in BEST_OF]
     cols += [("headroom", "headroom closed", f"share of the headroom over {ref} closed"),
              ("improved", "improved", f"share of problems more than 5% faster than {ref}"),
@@ -96,6 +136,8 @@ def entry_cells(row: Row, board: Board) -> dict:
     out = {"method": (html.escape(row.entry.name) + ("" if row.role == "entry" else f" ({html.escape(row.role)})"),
                       row.entry.name.lower(), row.entry.meta.description or "")}
     out.update(_best_cells(o))
+    for name in speedup_refs(board):
+        out[f"sp_{name}"] = _speedup_cell((o.get("references") or {}).get(name, {}))
     out["headroom"] = _cell(fmt_pct(ref.get("headroom_closed"), 1), ref.get("headroom_closed"))
     for key in ("improved", "unchanged", "regressed"):
         out[key] = _cell(fmt_pct(ref.get(key), 1), ref.get(key))
@@ -228,6 +270,17 @@ def markdown(board: Board) -> str:
             cells += [f"{c['net_oracle_sum'][0]}; {c['net_oracle_geo'][0]}", "—"]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     out = "\n".join(lines)
+    if best is not None and speedup_refs(board):
+        figs = best.overall.get("references") or {}
+        out += "\n\n" + md_text(f"{best.entry.name} (best entry), speed-up over each reference (≈: tied, its 95% "
+                                  "interval holds 1): " + "; ".join(
+                                      f"{n} {_speedup_cell(figs.get(n, {}))[0]}" for n in speedup_refs(board)) + ".")
+        for name, figures in figs.items():
+            when = break_even(figures, best.entry.meta.inference_latency_ms)
+            if when:
+                out += " " + md_text(f"Against {name} (first call {figures['first_call_ms']:,.0f} ms of timings over "
+                                     f"{figures['n']:.0f} shapes; the selector's latency "
+                                     f"{best.entry.meta.inference_latency_ms:.3g} ms per shape): {when}.")
     if net:
         out += "\n\n_" + md_text(network_note(net)) + "_"
     return out
