@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
-     ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files", "kbench.evaluate",
+     ("kbench.metrics", "kbench.environment", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files", "kbench.evaluate",
       "kbench.tuning")),
     ("baselines", "the reference methods, one module each, behind one interface",
      ("kbench_baselines",)),

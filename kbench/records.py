@@ -12,7 +12,10 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-RECORD_SCHEMA_VERSION = 1
+from kbench.environment import Environment
+
+#: 2: records carry ``environment``; records of schema 1 have none and stay valid
+RECORD_SCHEMA_VERSION = 2
 
 
 class DatasetRef(BaseModel):
@@ -62,6 +65,17 @@ class _ScoredRecord(BaseModel):
     date: str = Field(default_factory=lambda: date.today().isoformat())
     seeds: SeedSummary | None = None
     extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
+    environment: Environment | None = Field(
+        None, description="the software that made the record: Python, package versions, git commit, OS, CPU "
+                          "(null or absent in records of schema_version 1, made before it was recorded)")
+
+    @model_serializer(mode="wrap")
+    def _omit_unrecorded_environment(self, handler):
+        # a record made before the field existed has no such key: written again, it stays the same file
+        data = handler(self)
+        if isinstance(data, dict) and data.get("environment", 0) is None:
+            data.pop("environment")
+        return data
 
 
 class TransferRef(BaseModel):

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.environment import cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
 from kbench.leaderboard.store import (atomic_write_text, lean_predictions, load_dataset, predictions_csv_gz,
@@ -105,17 +106,7 @@ def select_baselines(dataset, names: list[str] | None) -> tuple[list[str], dict[
 # ----------------------------------------------------------------------------- measurements
 def machine_description() -> str:
     """The CPU this process runs on, as the OS reports it."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    model = model or platform.processor() or platform.machine()
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"CPU: {model}, {n} cores available"
+    return cpu_description()
 
 
 def count_parameters(model) -> int | None:
@@ -302,6 +293,7 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 fit_time = time.perf_counter() - t0
                 rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
                                       latency=not measured)
+                rec.environment = environment(method_modules(cls))
                 measured = True
             _write_seed(seed_dir, rec, gz)
             records[seed] = rec
