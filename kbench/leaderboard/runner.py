@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import traceback
@@ -168,7 +169,13 @@ class MethodOutcome:
     ran: list[int] = field(default_factory=list)       # seeds computed in this run
     resumed: list[int] = field(default_factory=list)   # seeds found finished
     record: EvaluationResult | None = None            # aggregated
-    error: str | None = None
+    error: str | None = None                          # "seed 3: ValueError: ..." when the method raised
+    traceback: Path | None = None                     # where the traceback was written
+
+    def failure(self, dataset: str, split: str) -> str:
+        """One line naming the method, what it failed on and where the traceback is."""
+        where = f"; traceback in {self.traceback}" if self.traceback else ""
+        return f"baseline {self.method!r} failed on {dataset}/{split}, {self.error}{where}"
 
 
 @dataclass
@@ -273,6 +280,7 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 bar.update(1)
     stochastic = getattr(cls, "stochastic", True)
     measured = False  # batch-1 latency is timed once per method and run (it does not depend on the seed)
+    seed = None
     try:
         for seed in seeds:
             if seed in records:
@@ -303,12 +311,19 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        outcome.error = f"{type(exc).__name__}: {exc}"
-        log(f"kbench run: {name} failed: {outcome.error}\n{traceback.format_exc(limit=4)}")
+        outcome.error = f"seed {seed}: {type(exc).__name__}: {exc}"
+        log_path = folder / "error.log"
+        try:
+            atomic_write_text(log_path, f"{name} on {dataset.name}/{split}, seed {seed}\n{traceback.format_exc()}")
+            outcome.traceback = log_path
+        except KbenchInputError:  # an unwritable results folder: the one-line message still names the error
+            pass
+        log(f"kbench run: {outcome.failure(dataset.name, split)}")
         if bar is not None:
             bar.update(len(seeds) - len(records))
         return outcome
     outcome.record = aggregate_method(folder, name, cls, [records[s] for s in seeds], seeds, dataset, split)
+    (folder / "error.log").unlink(missing_ok=True)  # an earlier failure's traceback: every seed is done now
     return outcome
 
 
@@ -381,7 +396,7 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
     if update_leaderboard and len(seeds) < MIN_SEEDS:
         raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds (the leaderboard rules); "
                                f"got {len(seeds)}: {seeds}.")
-    log = log or (lambda msg: tqdm.write(msg))
+    log = log or (lambda msg: tqdm.write(msg))  # above the progress bar (stderr, on a terminal only)
     t_start = time.perf_counter()
     ds = load_dataset(dataset)
     ids = ds.split(split)  # raises a clear error for an unknown split
@@ -398,10 +413,10 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
         evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference="default")
     reg = registry()
     with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
-              disable=not progress, dynamic_ncols=True) as bar:
+              disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:
         for name in chosen:
             report.outcomes.append(run_method(name, reg[name], ds, split, ids, evaluators, seeds, Path(out),
-                                              bar=bar if progress else None, log=log))
+                                              bar=None if bar.disable else bar, log=log))
     if update_leaderboard:
         report.leaderboard = publish(report, Path(leaderboard_root))
     report.seconds = time.perf_counter() - t_start
