@@ -419,7 +419,9 @@ def legend_html() -> str:
     return (f'<p>Entries are ranked by the <strong>test {html.escape(PRIMARY_LABEL)}</strong>: '
             f"{html.escape(PRIMARY_TEXT)}. ± is the unbiased standard deviation over seeds (at least 5). "
             "Other metric columns are means over seeds. Reference rows (the oracle ceiling and the random and "
-            "single-best floors) are not ranked. Click a column header to sort.</p>"
+            "single-best floors) are not ranked. Click a column header to sort, type in the box above a table "
+            "to filter it; each table downloads as CSV or JSON, and a method's name leads to its details "
+            "(reproduction, environment).</p>"
             f'<p class="note"><span class="tie">≈</span> statistically tied with the entry ranked above: '
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
             f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
