@@ -19,7 +19,6 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
 STDOUT = "-"
 #: text columns are cut to no fewer characters than this (nor than their header)
@@ -109,11 +108,6 @@ def say(args, *lines: str) -> None:
     out = sys.stderr if json_to_stdout(args) else sys.stdout
     for line in lines:
         print(line, file=out)
-
-
-def written(path: str | Path) -> str:
-    from kbench.output_files import printable_path
-    return printable_path(path)
 
 
 # ----------------------------------------------------------------------------- tables
