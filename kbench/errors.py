@@ -3,7 +3,8 @@
 Every error a user can cause (a wrong name, a bad file, a broken data file)
 is a :class:`KbenchError` with a message that says what was expected and how
 to fix it; the CLI prints the message alone (no traceback) and exits with
-code 2 for invalid input.
+code 2 for invalid input, 1 for a failure that is not the input's fault (a
+baseline that raised, the Hub or the network).
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ class KbenchInputError(KbenchError, ValueError):
     """The user's input (a name, a file, an argument) is invalid: exit code 2."""
 
     exit_code = 2
+
+
+class BaselineFailed(KbenchError):
+    """A method raised while fitting, predicting or being measured: exit code 1, its name in the message."""
+
+    exit_code = 1
 
 
 class DataIntegrityError(KbenchError):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kbench.dataset import load
+from kbench.environment import environment
 from kbench.errors import KbenchInputError, suggest
 from kbench.metrics import LOP_AT, TOP_K, ScoringTable, build_scoring_table, index_in, score_rankings, summarize
 from kbench.network_time import network_metrics, network_set
@@ -362,7 +363,7 @@ class Evaluator:
             dataset=DatasetRef(name=ds.name, version=ds.version, checksum=ds.checksum),
             split=self.split, part=self.part, reference=self.reference_name,
             predictions=PredictionsRef(path=predictions_path, sha256=predictions_sha256, rows=int(len(preds))),
-            counts=counts, metrics=metrics, bounds=bounds)
+            counts=counts, metrics=metrics, bounds=bounds, environment=environment())
 
 
 
@@ -387,7 +388,7 @@ def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "r
         kbench_version=__version__, method=method,
         dataset=DatasetRef(name=ds.name, version=ds.version, checksum=ds.checksum), split=split, part=part,
         solver=solver, predictions=PredictionsRef(path=path, sha256=sha, rows=int(len(preds))),
-        metrics={k: v for k, v in metrics.items()})
+        metrics={k: v for k, v in metrics.items()}, environment=environment())
 
 
 __all__ = ["Evaluator", "evaluate_tuning", "read_predictions", "sha256_bytes", "EXPECTED_FORMAT", "LOP_AT", "TOP_K"]

@@ -6,15 +6,25 @@
 
 A published dataset repo holds::
 
-    README.md              data card with YAML front matter: configs (one per table), dataset_info, license
+    README.md              data card with YAML front matter: configs, dataset_info, license
     kbench_manifest.json   hub format, schema and dataset version, sha256 + size of every other file
     data/manifest.json     the kbench dataset manifest (the same file as an embedded dataset folder)
     data/<table>.parquet   problems, runtimes, kernels, splits (+ heuristics, ... where present)
+    parts/<split>/<part>/<table>.parquet   the rows of each standard split's train/validation/test
 
-so ``datasets.load_dataset("ORG/REPO", "runtimes")`` works on it, and ``load_from_hub``
-verifies every file against ``kbench_manifest.json`` before reading it. Downloads are
-cached under ``$KBENCH_CACHE/hub`` (default ``~/.cache/kbench/hub``) and load offline from
-there with ``HF_HUB_OFFLINE=1``. ``huggingface_hub`` is needed (``pip install 'kbench[hub]'``).
+The card's configs give ``datasets`` the standard splits as Hugging Face splits, so that no
+test problem is reachable through a split named ``train``:
+
+* ``<table>`` (every table with a ``problem_id`` column): ``train``, ``validation`` and
+  ``test`` are the parts of the ``random`` split; ``whole_table`` is the whole table;
+* ``<table>-<split>`` for each other standard split (``runtimes-networks``): its three parts;
+* a table without ``problem_id`` (``kernels``): ``whole_table`` only.
+
+``kbench.load("hf://ORG/REPO")`` downloads ``data/`` alone and verifies every file against
+``kbench_manifest.json`` before reading it. Downloads go to the standard Hugging Face cache
+(``HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), shared with
+``datasets.load_dataset``; ``KBENCH_CACHE`` set moves them to ``$KBENCH_CACHE/hub``. They load
+offline from there with ``HF_HUB_OFFLINE=1``. ``huggingface_hub`` is needed (``pip install 'kbench[hub]'``).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kbench.cards import render_card
@@ -43,6 +54,7 @@ from kbench.hub_download import (  # noqa: F401
     HUB_FORMAT,
     KBENCH_MANIFEST,
     LOGIN_HELP,
+    PARTS_DIR,
     READ_LOGIN_HELP,
     REPO_TYPE,
     HubError,
@@ -60,6 +72,13 @@ from kbench.hub_download import (  # noqa: F401
 from kbench.version import __version__
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: kbench's part names -> the Hugging Face split names
+HF_PARTS = {"train": "train", "valid": "validation", "test": "test"}
+#: the Hugging Face split holding a whole table, train and test problems alike (not "all": `datasets`
+#: reserves that name for the union of every split)
+WHOLE_SPLIT = "whole_table"
+#: the standard split whose parts are the plain ``<table>`` config's train/validation/test
+PRIMARY_SPLIT = "random"
 
 def _hf_dtype(t) -> str | None:
     """The ``datasets`` dtype name of a primitive arrow type (None: not described)."""
@@ -84,27 +103,78 @@ def _hf_dtype(t) -> str | None:
     return None
 
 
-def _dataset_info_entry(table: str, path: Path) -> dict:
-    """One ``dataset_info`` entry of the card YAML (features, split size) from a parquet file."""
-    pf = pq.ParquetFile(path)
+def _parquet_features(path: Path) -> list[dict] | None:
+    """The ``datasets`` features of a parquet file (None: a type the card does not describe)."""
     features = []
-    for f in pf.schema_arrow:
+    for f in pq.ParquetFile(path).schema_arrow:
         dtype = _hf_dtype(f.type)
         if dtype is None:  # a nested/unusual type: let `datasets` infer the features itself
-            features = None
-            break
+            return None
         features.append({"name": f.name, "dtype": dtype})
-    meta = pf.metadata
+    return features
+
+
+def _split_entry(name: str, path: Path) -> dict:
+    meta = pq.ParquetFile(path).metadata
     num_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    entry = {"config_name": table}
+    return {"name": name, "num_bytes": int(num_bytes), "num_examples": int(meta.num_rows)}
+
+
+def _dataset_info_entry(config: dict, root: Path) -> dict:
+    """One ``dataset_info`` entry of the card YAML (features, split sizes) from a config's parquet files."""
+    files = [(d["split"], root / d["path"]) for d in config["data_files"]]
+    features = _parquet_features(files[0][1])
+    entry = {"config_name": config["config_name"]}
     if features is not None:
         entry["features"] = features
+    splits = [_split_entry(split, path) for split, path in files]
     entry.update({
-        "splits": [{"name": "train", "num_bytes": int(num_bytes), "num_examples": int(meta.num_rows)}],
-        "download_size": int(path.stat().st_size),
-        "dataset_size": int(num_bytes),
+        "splits": splits,
+        "download_size": int(sum(path.stat().st_size for _, path in files)),
+        "dataset_size": int(sum(s["num_bytes"] for s in splits)),
     })
     return entry
+
+
+def write_split_parts(ds, tables: list[str], data: Path, out: Path) -> list[dict]:
+    """Write each standard split's parts of every problem-keyed table and return the card's configs.
+
+    ``data`` holds the whole tables (``<table>.parquet``); the parts are their rows filtered by
+    ``problem_id``, read from those files so that every split of a config has one schema. Paths
+    in the configs are relative to ``out`` (the repository root). An empty part is left out.
+    """
+    assignment = ds.tables["splits"]
+    split_names = [c for c in assignment.columns if c != "problem_id"]
+    ids = {s: {p: pa.array(assignment.loc[assignment[s] == p, "problem_id"].astype(str).to_numpy(),
+                           type=pa.string())
+               for p in HF_PARTS} for s in split_names}
+    configs = []
+    for t in tables:
+        whole = data / f"{t}.parquet"
+        whole_rel = whole.relative_to(out).as_posix()
+        arrow = pq.read_table(whole)
+        if "problem_id" not in arrow.column_names:
+            configs.append({"config_name": t, "data_files": [{"split": WHOLE_SPLIT, "path": whole_rel}]})
+            continue
+        keys = arrow.column("problem_id").cast(pa.string())
+        per_split = {}
+        for s in split_names:
+            files = []
+            for part, hf_part in HF_PARTS.items():
+                rows = arrow.filter(pc.is_in(keys, value_set=ids[s][part]))
+                if rows.num_rows == 0:
+                    continue
+                rel = f"{PARTS_DIR}/{s}/{hf_part}/{t}.parquet"
+                (out / rel).parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(rows, out / rel, compression="zstd", compression_level=9, row_group_size=1 << 20)
+                files.append({"split": hf_part, "path": rel})
+            per_split[s] = files
+        primary = per_split.pop(PRIMARY_SPLIT, [])
+        configs.append({"config_name": t, "data_files": primary + [{"split": WHOLE_SPLIT, "path": whole_rel}]})
+        configs += [{"config_name": f"{t}-{s}", "data_files": files} for s, files in per_split.items() if files]
+    if configs:
+        configs[0]["default"] = True
+    return configs
 
 
 def _resolve_dataset(dataset):
@@ -129,25 +199,41 @@ def _pristine_tables(ds) -> set[str]:
     return {t for t, frame in ds.tables.items() if t in disk.tables and _same_frame(disk.tables[t], frame)}
 
 
-def _hub_section(repo_id: str | None, tables: list[str]) -> str:
+def _hub_section(repo_id: str | None, configs: list[dict]) -> str:
     repo = repo_id or "ORG/REPO"
-    example = "runtimes" if "runtimes" in tables else tables[0]
-    return "\n".join([
-        "## Loading from the Hugging Face Hub",
-        "```python",
-        "import kbench",
-        f'ds = kbench.load("hf://{repo}")  # checked against kbench_manifest.json, cached; revision= pins a commit',
-        "import datasets",
-        f'{example} = datasets.load_dataset("{repo}", "{example}", split="train")',
-        "```",
-        f"Configs (one per table, parquet under `{DATA_DIR}/`): " + ", ".join(f"`{t}`" for t in tables) + ". "
+    names = [c["config_name"] for c in configs]
+    splits = {c["config_name"]: [d["split"] for d in c["data_files"]] for c in configs}
+    example = "runtimes" if "runtimes" in names else names[0]
+    lines = ["## Loading from the Hugging Face Hub", "```python", "import kbench",
+             f'ds = kbench.load("hf://{repo}")  # checked against kbench_manifest.json, cached; revision= pins a commit',
+             'parts = ds.split("random")       # {"train": ids, "valid": ids, "test": ids}', "", "import datasets"]
+    if "train" in splits[example]:
+        lines += [f'train = datasets.load_dataset("{repo}", "{example}", split="train")       '
+                  f'# the train part of split {PRIMARY_SPLIT}',
+                  f'valid = datasets.load_dataset("{repo}", "{example}", split="validation")',
+                  f'test = datasets.load_dataset("{repo}", "{example}", split="test")']
+    other = next((n for n in names if n.startswith(f"{example}-")), None)
+    if other:
+        lines.append(f'net_train = datasets.load_dataset("{repo}", "{other}", split="train")  '
+                     f"# split {other.split('-', 1)[1]}")
+    lines += [f'everything = datasets.load_dataset("{repo}", "{example}", split="{WHOLE_SPLIT}")    '
+              "# every problem, test ones included", "```", ""]
+    split_names = sorted({n.split("-", 1)[1] for n in names if "-" in n})
+    lines.append(
+        "Configs: " + ", ".join(f"`{n}`" for n in names) + ". In a table's own config, `train`, `validation` "
+        f"and `test` are the parts of kbench's `{PRIMARY_SPLIT}` split and `{WHOLE_SPLIT}` is the whole table, "
+        "test problems included: never train on it (and `split=\"all\"`, `datasets`' union of every split, "
+        f"holds each row twice). "
+        + (f"`<table>-<split>` configs hold the parts of the other standard splits ({', '.join(split_names)}). "
+           if split_names else "")
+        + f"A table without `problem_id` has only `{WHOLE_SPLIT}`. "
+        f"Whole tables are under `{DATA_DIR}/`, the parts under `{PARTS_DIR}/<split>/<part>/`; "
         f"`{DATA_DIR}/manifest.json` is the kbench dataset manifest; `{KBENCH_MANIFEST}` records the sha256 "
-        "of every file in this repository.",
-        "",
-    ])
+        "of every file in this repository.")
+    return "\n".join(lines + [""])
 
 
-def _hub_readme(ds, tables: list[str], data_dir: Path, repo_id: str | None) -> str:
+def _hub_readme(ds, tables: list[str], configs: list[dict], root: Path, repo_id: str | None) -> str:
     try:
         import yaml
     except ModuleNotFoundError as exc:  # comes with huggingface_hub
@@ -161,10 +247,10 @@ def _hub_readme(ds, tables: list[str], data_dir: Path, repo_id: str | None) -> s
     declared = [c["config_name"] for c in meta.get("configs", [])]
     if declared != tables:
         raise KbenchError(f"internal: card configs {declared} differ from the tables {tables}")
-    info = [_dataset_info_entry(t, data_dir / f"{t}.parquet") for t in tables]
-    front = front.rstrip("\n") + "\n" + yaml.safe_dump({"dataset_info": info}, sort_keys=False,
-                                                       default_flow_style=False)
-    section = _hub_section(repo_id, tables)
+    meta["configs"] = configs
+    meta["dataset_info"] = [_dataset_info_entry(c, root) for c in configs]
+    front = yaml.safe_dump(meta, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1000)
+    section = _hub_section(repo_id, configs)
     if "\n## Citation" in body:
         head, tail = body.split("\n## Citation", 1)
         body = head.rstrip("\n") + "\n\n" + section + "\n## Citation" + tail
@@ -219,13 +305,15 @@ def build_hub_folder(dataset, out_dir, repo_id: str | None = None) -> dict:
         (data / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
         view = Dataset(ds.name, {t: ds.tables[t] for t in tables}, manifest, data)
-        (tmp / "README.md").write_text(_hub_readme(view, tables, data, repo_id))
+        configs = write_split_parts(view, tables, data, tmp)
+        (tmp / "README.md").write_text(_hub_readme(view, tables, configs, tmp, repo_id))
 
+        parts = sorted({d["path"] for c in configs for d in c["data_files"] if d["path"].startswith(PARTS_DIR)})
         hub_files = {}
-        for rel in ["README.md", f"{DATA_DIR}/manifest.json"] + [f"{DATA_DIR}/{t}.parquet" for t in tables]:
+        for rel in ["README.md", f"{DATA_DIR}/manifest.json"] + [f"{DATA_DIR}/{t}.parquet" for t in tables] + parts:
             entry = {"sha256": sha256_file(tmp / rel), "bytes": (tmp / rel).stat().st_size}
             if rel.endswith(".parquet"):
-                entry["rows"] = files[Path(rel).name]["rows"]
+                entry["rows"] = pq.ParquetFile(tmp / rel).metadata.num_rows
             hub_files[rel] = entry
         kmanifest = {
             "kbench_hub_format": HUB_FORMAT,
@@ -235,6 +323,7 @@ def build_hub_folder(dataset, out_dir, repo_id: str | None = None) -> dict:
             "checksum": manifest["checksum"],
             "published_with_kbench": __version__,
             "tables": {t: f"{DATA_DIR}/{t}.parquet" for t in tables},
+            "hf_configs": {c["config_name"]: {d["split"]: d["path"] for d in c["data_files"]} for c in configs},
             "files": hub_files,
         }
         (tmp / KBENCH_MANIFEST).write_text(json.dumps(kmanifest, indent=2) + "\n")
@@ -280,13 +369,13 @@ def _print_plan(res: PublishResult, private: bool, endpoint: str | None, has_tok
 
 
 def publish(name, repo_id: str, private: bool = False, revision: str = "main", dry_run: bool = False,
-            token: str | None = None, endpoint: str | None = None) -> PublishResult:
+            token: str | None = None, endpoint: str | None = None, out_dir=None) -> PublishResult:
     """Publish dataset ``name`` (name, alias, folder or :class:`Dataset`) to the dataset repo ``repo_id``.
 
-    Creates the repo if needed and uploads README.md, kbench_manifest.json and data/ in one
-    commit on ``revision`` (a branch; created from main if missing). The folder is built in a
-    temporary directory that is removed afterwards, whatever happens. ``dry_run`` prints
-    exactly what would be uploaded and contacts nobody.
+    Creates the repo if needed and uploads README.md, kbench_manifest.json, data/ and parts/ in
+    one commit on ``revision`` (a branch; created from main if missing). The folder is built in a
+    temporary directory that is removed afterwards, whatever happens, or in ``out_dir`` (a new or
+    empty folder), which is kept. ``dry_run`` prints exactly what would be uploaded and contacts nobody.
     """
     repo_id = check_repo_id(repo_id)
     revision = str(revision or "main")
@@ -300,7 +389,7 @@ def publish(name, repo_id: str, private: bool = False, revision: str = "main", d
     if not dry_run and _offline():
         raise KbenchInputError("HF_HUB_OFFLINE is set: publishing needs the network. Unset it and retry.")
     with tempfile.TemporaryDirectory(prefix="kbench-publish-") as tmpdir:
-        folder = Path(tmpdir) / "hub"
+        folder = Path(out_dir) if out_dir is not None else Path(tmpdir) / "hub"
         kmanifest = build_hub_folder(ds, folder, repo_id=repo_id)
         files = {KBENCH_MANIFEST: {"sha256": sha256_file(folder / KBENCH_MANIFEST),
                                    "bytes": (folder / KBENCH_MANIFEST).stat().st_size},

@@ -1,4 +1,4 @@
-"""Downloading a kbench dataset from the Hugging Face Hub into the kbench cache, verified.
+"""Downloading a kbench dataset from the Hugging Face Hub into the Hugging Face cache, verified.
 
 The loading half of the Hub support, below :mod:`kbench.dataset` (whose ``load("hf://...")``
 uses it); publishing is in :mod:`kbench.hub`, which re-exports these names.
@@ -19,6 +19,8 @@ from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError
 HUB_FORMAT = 1
 KBENCH_MANIFEST = "kbench_manifest.json"
 DATA_DIR = "data"
+#: the per-split copies of the tables for ``datasets`` (``kbench.load`` reads ``data/`` alone)
+PARTS_DIR = "parts"
 REPO_TYPE = "dataset"
 LOGIN_HELP = ("log in with `hf auth login` (or `huggingface-cli login`), or set the HF_TOKEN "
               "environment variable to a token with write access (https://huggingface.co/settings/tokens)")
@@ -76,8 +78,24 @@ def kbench_cache_dir() -> Path:
 
 
 def hub_cache_dir() -> Path:
-    """Where Hub downloads are cached (a ``huggingface_hub`` cache layout)."""
-    return kbench_cache_dir() / "hub"
+    """Where Hub downloads are cached: the standard Hugging Face cache, which ``datasets`` shares.
+
+    ``$KBENCH_CACHE/hub`` when ``KBENCH_CACHE`` is set (an override), else ``HF_HUB_CACHE``, else
+    ``$HF_HOME/hub``, else ``huggingface_hub``'s default (``~/.cache/huggingface/hub``). The
+    variables are read at each call, not only when ``huggingface_hub`` was imported.
+    """
+    if os.environ.get("KBENCH_CACHE"):
+        return kbench_cache_dir() / "hub"
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    try:
+        from huggingface_hub import constants
+        return Path(constants.HF_HUB_CACHE).expanduser()
+    except ImportError:
+        return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "huggingface" / "hub"
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -144,7 +162,7 @@ def _drop_cached(path: Path) -> bool:
 
 def _check_file(folder: Path, rel: str, meta: dict, where: str) -> None:
     path = folder / rel
-    retry = ("The bad copy was removed from the kbench cache; load again to download it afresh. If this "
+    retry = ("The bad copy was removed from the Hub cache; load again to download it afresh. If this "
              "repeats, the repository's files were changed outside `kbench publish` (republish the dataset).")
     kept = ("The cached file is what the Hub sent (it matches its content address), so it was kept: the "
             f"repository's {KBENCH_MANIFEST} is wrong; republish the dataset with `kbench publish`.")
@@ -168,8 +186,9 @@ def download_from_hub(repo_id: str, revision: str | None = None, *, token: str |
     dataset's name; :func:`kbench.dataset.load` reads it.
 
     ``revision`` is a branch, tag or commit sha (default: main). Every file is checked against
-    the repo's ``kbench_manifest.json``. Cached under ``$KBENCH_CACHE/hub``; with
-    ``HF_HUB_OFFLINE=1`` (or no network) it loads from that cache.
+    the repo's ``kbench_manifest.json``. ``parts/`` (the split copies for ``datasets``) is not
+    downloaded. Cached in :func:`hub_cache_dir`; with ``HF_HUB_OFFLINE=1`` (or no network) it
+    loads from that cache.
     """
     repo_id = check_repo_id(repo_id)
     hf = _hf()
@@ -202,16 +221,16 @@ def download_from_hub(repo_id: str, revision: str | None = None, *, token: str |
             raise KbenchInputError(f"{where}: published with a newer kbench (hub format "
                                    f"{kmanifest['kbench_hub_format']}, this kbench reads {HUB_FORMAT}); "
                                    "upgrade kbench.")
-        wanted = sorted(kmanifest["files"])
+        wanted = sorted(p for p in kmanifest["files"] if not str(p).startswith(f"{PARTS_DIR}/"))
         if f"{DATA_DIR}/manifest.json" not in wanted or any(".." in p or p.startswith("/") for p in wanted):
             raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} does not list {DATA_DIR}/manifest.json "
                                      "(or lists unsafe paths); republish the dataset with `kbench publish`.")
         folder = Path(hf.snapshot_download(repo_id, revision=commit, allow_patterns=wanted, **common))
     except LocalEntryNotFoundError as exc:  # first: older huggingface_hub derive it from EntryNotFoundError
         if offline:
-            raise KbenchInputError(f"hf://{repo_id}@{rev} is not in the kbench cache ({cache}) and "
+            raise KbenchInputError(f"hf://{repo_id}@{rev} is not in the Hub cache ({cache}) and "
                                    "HF_HUB_OFFLINE is set: load it once with network access first.") from exc
-        raise HubError(f"hf://{repo_id}@{rev}: cannot reach the Hub and it is not in the kbench cache "
+        raise HubError(f"hf://{repo_id}@{rev}: cannot reach the Hub and it is not in the Hub cache "
                        f"({cache}): {exc}\nRetry with network access.") from exc
     except (remote_missing, RepositoryNotFoundError, RevisionNotFoundError) as exc:
         if isinstance(exc, RevisionNotFoundError):
@@ -224,9 +243,9 @@ def download_from_hub(repo_id: str, revision: str | None = None, *, token: str |
                                "dataset (publish one with `kbench publish`).") from exc
     except _network_errors() as exc:
         raise _hub_failure(exc, f"downloading hf://{repo_id}@{rev} failed",
-                           "Nothing was added to the kbench cache for the failed files; retry the load.",
+                           "Nothing was added to the Hub cache for the failed files; retry the load.",
                            READ_LOGIN_HELP) from exc
 
-    for rel, meta in kmanifest["files"].items():
-        _check_file(folder, rel, meta, where)
+    for rel in wanted:
+        _check_file(folder, rel, kmanifest["files"][rel], where)
     return folder / DATA_DIR, kmanifest.get("name")

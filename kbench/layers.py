@@ -28,8 +28,8 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
-     ("kbench.metrics", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files", "kbench.evaluate",
-      "kbench.tuning", "kbench.selection_metrics", "kbench.network_time")),
+     ("kbench.metrics", "kbench.environment", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files",
+      "kbench.evaluate", "kbench.tuning", "kbench.selection_metrics", "kbench.network_time")),
     ("baselines", "the reference methods, one module each, behind one interface",
      ("kbench_baselines",)),
     ("application", "what users run: the CLI, the leaderboard (runner, submit, site, rescore), publishing "

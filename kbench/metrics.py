@@ -101,6 +101,11 @@ def index_in(values, vocabulary) -> np.ndarray:
         arr = pa.array(x, type=pa.string()) if not isinstance(x, (pa.Array, pa.ChunkedArray)) else x
         return arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
 
+    if isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        # a categorical: match its few categories, then look the codes up (-1 codes are missing values)
+        cat = pd.Categorical(values)
+        by_category = np.append(index_in(pd.Series(cat.categories, dtype=object), vocabulary), -1)
+        return by_category[cat.codes]
     idx = pc.index_in(arrow(values), value_set=arrow(vocabulary))
     return pc.fill_null(idx, -1).to_numpy(zero_copy_only=False).astype(np.int64)
 

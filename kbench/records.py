@@ -12,10 +12,13 @@ from datetime import date
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-#: 2: kernel-selection metrics add best-of-K, ranking quality, ``references`` (the comparison with each
-#: reference heuristic) in every group and ``networks`` (network end-to-end time); version-1 records,
+from kbench.environment import Environment
+
+#: 3: records carry ``environment`` (Python, packages, code commit, OS, CPU) where the run recorded it. 2: kernel-selection
+#: metrics add best-of-K, ranking quality, ``references`` (the comparison with each reference
+#: heuristic) in every group and ``networks`` (network end-to-end time). Records of schema 1 and 2,
 #: without them, are still read
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 
 
 class DatasetRef(BaseModel):
@@ -65,6 +68,17 @@ class _ScoredRecord(BaseModel):
     date: str = Field(default_factory=lambda: date.today().isoformat())
     seeds: SeedSummary | None = None
     extra: dict = Field(default_factory=dict, description="method-specific figures (train time, latency)")
+    environment: Environment | None = Field(
+        None, description="the software that made the record: Python, package versions, git commit, OS, CPU "
+                          "(null or absent in records of schema_version 1, made before it was recorded)")
+
+    @model_serializer(mode="wrap")
+    def _omit_unrecorded_environment(self, handler):
+        # a record made before the field existed has no such key: written again, it stays the same file
+        data = handler(self)
+        if isinstance(data, dict) and data.get("environment", 0) is None:
+            data.pop("environment")
+        return data
 
 
 class TransferRef(BaseModel):

@@ -33,6 +33,16 @@ def rows() -> list[str]:
         out.append(f"| `kbench.load(\"{d['dataset']}\")`, fresh process, import excluded (median of "
                    f"{len(d['load_seconds'])}) | {d['load_median_s']:.3f} s | < 0.5 s | {mach(d)} |")
         out.append(f"| parsing the raw find-db instead (`convert_finddb`) | {d['parse_raw_finddb_s']:.1f} s | | {mach(d)} |")
+    if (res / "load_memory.json").exists():
+        d = json.loads((res / "load_memory.json").read_text())
+        for name, r in d["datasets"].items():
+            s, c = r["strings"], r["categoricals"]
+            out.append(f"| memory of `kbench.load(\"{name}\")`'s tables, categoricals (plain strings before) | "
+                       f"{c['total_bytes'] / 1e6:,.1f} MB ({s['total_bytes'] / 1e6:,.1f} MB, "
+                       f"{r['ratio_total_bytes']:.1f}x) | | {mach(d)} |")
+            out.append(f"| peak memory of loading {name} and scoring its test part, categoricals (strings) | "
+                       f"{c['peak_rss_after_evaluate_kib'] / 1024:,.0f} MiB "
+                       f"({s['peak_rss_after_evaluate_kib'] / 1024:,.0f} MiB) | | {mach(d)} |")
     if (res / "evaluate.json").exists():
         d = json.loads((res / "evaluate.json").read_text())
         out.append(f"| `Evaluator(...)(preds)` on {d['dataset']} {d['split']}/test ({d['problems']:,} problems, "

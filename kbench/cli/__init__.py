@@ -1,14 +1,18 @@
 """The ``kbench`` command line: one module per command group, wired together here.
 
-Every user error ends with one clear message on stderr and exit code 2;
-an internal error exits with 1; success with 0.
+Exit codes: 0 success; 2 invalid input (one clear message on stderr, no traceback);
+1 a failure that is not the input's fault: a baseline that raised (the message names it and
+the file holding its traceback), the Hub or the network, or an internal error (with its
+traceback: please report it).
+
+Every command with ``--json`` takes ``--json [PATH|-]``: the JSON goes to PATH, or to stdout
+with ``-`` or no PATH (stdout then holds it alone); :mod:`.console` holds that and the table
+output the commands share.
 
 Modules: :mod:`.datasets` (``datasets``, ``info``, ``build-data``), :mod:`.evaluate`
 (``evaluate``, ``validate``), :mod:`.collect` (``collect ...``), :mod:`.baseline`
 (``baseline ...``, ``run``), :mod:`.leaderboard` (``submit``, ``leaderboard ...``),
-:mod:`.hub` (``publish``); :mod:`.console` holds the output helpers they share.
-It is plain argparse: no dependency beyond the standard library, and the help texts,
-flags and exit codes stay exactly as they were before the commands moved here.
+:mod:`.hub` (``publish``). It is plain argparse: no dependency beyond the standard library.
 """
 
 from __future__ import annotations

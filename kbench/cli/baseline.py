@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchInputError, suggest
+from kbench.cli.console import add_json_option, check_json_target, emit_json, json_to_stdout, progress_disabled
+from kbench.errors import BaselineFailed, KbenchInputError, suggest
 
 SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP mean"), ("lop_at_5", "LoP@5"),
                    ("geomean_slowdown", "slowdown×"), ("speedup_geomean", "speed-up×"),
@@ -92,7 +93,7 @@ def cmd_list(args) -> int:
                      "in kbench run": "yes" if getattr(cls, "benchmark", True) else "no",
                      "description": (getattr(cls, "description", "") or "").strip().split("\n")[0]})
     if args.json:
-        print(json.dumps({"baselines": rows, "unavailable": unavailable}, indent=2))
+        emit_json(args.json, {"baselines": rows, "unavailable": unavailable})
         return 0
     from kbench.cli.console import _console, print_frame
     print_frame(pd.DataFrame(rows), title="kbench baselines (datasets: which registered datasets each supports)")
@@ -161,19 +162,18 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     folder = method_dir(out, ds.name, args.split, name)
     _check_params_marker(folder, params)
+    check_json_target(args.json)
     progress = not args.no_progress
     evaluators = {"test": Evaluator(ds, split=args.split, part="test", reference="default")}
     if len(ids["valid"]):
         evaluators["valid"] = Evaluator(ds, split=args.split, part="valid", reference="default")
     logs: list[str] = []
-    with tqdm(total=len(seeds), unit="seed", desc=f"{name} on {ds.name}/{args.split}", disable=not progress,
-              dynamic_ncols=True) as bar:
+    with tqdm(total=len(seeds), unit="seed", desc=f"{name} on {ds.name}/{args.split}",
+              disable=progress_disabled(progress), dynamic_ncols=True, file=sys.stderr) as bar:
         outcome = run_method(name, cls, ds, args.split, ids, evaluators, seeds, out,
-                             bar=bar if progress else None, log=logs.append)
+                             bar=None if bar.disable else bar, log=logs.append)
     if outcome.error:
-        for line in logs:
-            print(line, file=sys.stderr)
-        raise RuntimeError(f"baseline {name!r} failed: {outcome.error}")
+        raise BaselineFailed(outcome.failure(ds.name, args.split))
     record = outcome.record
     (folder / "params.json").write_text(json.dumps(params, sort_keys=True) + "\n")
     first = folder / f"seed-{seeds[0]}" / "preds.csv.gz"
@@ -183,6 +183,10 @@ def cmd_run(args) -> int:
             shutil.copyfileobj(src, dst)
     if args.leaderboard:
         _publish(record, folder, Path(args.leaderboard))
+    if args.json:
+        emit_json(args.json, record.model_dump(mode="json"))
+        if json_to_stdout(args):
+            return 0
 
     from kbench.cli.console import _console, print_frame
     console = _console()
@@ -232,7 +236,7 @@ def register_cli(sub) -> None:
     bp.set_defaults(func=lambda args: (bp.print_help(), 0)[1])
 
     p = bsub.add_parser("list", help="the baselines and the datasets each supports")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(p, "the list")
     p.set_defaults(func=cmd_list)
 
     p = bsub.add_parser("run", help="train on train, select on valid, score test; write records",
@@ -250,5 +254,7 @@ def register_cli(sub) -> None:
     p.add_argument("--no-csv", action="store_true", help="write only the compressed preds.csv.gz")
     p.add_argument("--leaderboard", nargs="?", const="leaderboard", default=None, metavar="ROOT",
                    help="also write the entry under ROOT/<dataset>/<split>/<method>/ (default leaderboard/)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_json_option(p, "the result record (all seeds)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is one on stderr only when it is a terminal)")
     p.set_defaults(func=cmd_run)

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from kbench.cli.console import _console, print_frame
+from kbench.cli.console import STDOUT, _console, add_json_option, emit_json, print_frame
 
 DEFAULT_RAW = Path("../shared/data")
 
 
 # -- commands -------------------------------------------------------------------
+COUNTS = ("problems", "kernels", "runtimes", "targets")
+
+
 def cmd_datasets(args) -> int:
     import pandas as pd
 
     from kbench.dataset import list_datasets
-    df = list_datasets()
+    df = list_datasets().astype({c: "Int64" for c in COUNTS})  # counts stay integers (absent: null)
     if args.json:
-        print(df.to_json(orient="records", indent=2))
+        emit_json(args.json, df.astype(object).where(df.notna(), None).to_dict(orient="records"))
     elif args.markdown:
         cols = ["name", "aliases", "device", "task", "problems", "kernels", "runtimes", "targets", "censoring",
                 "license"]
@@ -29,25 +31,44 @@ def cmd_datasets(args) -> int:
     else:
         cols = ["name", "aliases", "device", "task", "problems", "kernels", "runtimes", "targets", "censoring",
                 "license"]
-        shown = df[cols].astype({c: "Int64" for c in ("problems", "kernels", "runtimes", "targets")}).astype(str)
-        print_frame(shown.replace({"<NA>": "", "None": ""}), title="kbench datasets")
+        print_frame(df[cols].astype({"aliases": object}).replace({"": None}), title="kbench datasets")
     return 0
+
+
+def source_line(src: dict) -> str:
+    """Where a dataset comes from: a repository at a commit, or how it was measured."""
+    if not src:
+        return "not recorded"
+    if src.get("repository"):
+        line = src["repository"] + (f" @ {src['commit']}" if src.get("commit") else "")
+        rest = {k: v for k, v in src.items() if k not in ("repository", "commit")}
+    else:
+        line, rest = "", src
+    extra = ", ".join(f"{k} {v}" for k, v in rest.items() if v not in (None, ""))
+    return f"{line} ({extra})" if line and extra else (line or extra)
 
 
 def cmd_info(args) -> int:
     from kbench.dataset import load
+    if args.name is None and args.json not in (None, STDOUT):  # `info --json mi100`: the name, then stdout
+        args.name, args.json = args.json, STDOUT
+    if args.name is None:
+        from kbench.errors import KbenchInputError
+        raise KbenchInputError("give a dataset name or alias, e.g. `kbench info mi100` (`kbench datasets` lists them).")
     ds = load(args.name)
     info = {k: v for k, v in ds.info.items() if k != "citation"}
     if args.json:
-        print(json.dumps(ds.info, indent=2))
+        emit_json(args.json, ds.info)
         return 0
     console = _console()
     console.print(f"[bold]{ds.name}[/bold] — {info.get('device')}  (version {ds.version}, checksum {ds.checksum[:12]})")
     console.print(f"task: {info.get('task')}   library: {info.get('library')}   license: {info.get('license')}")
-    src = info.get("source", {})
-    console.print(f"source: {src.get('repository', '')} @ {src.get('commit', '')}")
+    console.print(f"source: {source_line(info.get('source') or {})}", highlight=False)
     console.print(f"censoring: {info.get('censoring', {}).get('text', '')}")
-    console.print(f"problems {len(ds.problems):,}   kernels {len(ds.kernels)}   runtimes {len(ds.runtimes):,}")
+    if ds.task == "tuning":
+        console.print(f"problems {len(ds.problems):,}   tuned optima {len(ds.targets):,}")
+    else:
+        console.print(f"problems {len(ds.problems):,}   kernels {len(ds.kernels):,}   runtimes {len(ds.runtimes):,}")
     for split, sizes in info.get("splits", {}).items():
         console.print(f"split {split}: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
     console.print("files:")
@@ -76,13 +97,13 @@ def cmd_build_data(args) -> int:
 
 def register_cli(sub) -> None:
     p = sub.add_parser("datasets", help="list the datasets")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_option(p, "the list (one object per dataset)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table (as in the README)")
     p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("info", help="describe one dataset")
-    p.add_argument("name", help="dataset name or alias, e.g. mi100 or gfx90878")
-    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    p.add_argument("name", nargs="?", help="dataset name or alias, e.g. mi100 or gfx90878")
+    add_json_option(p, "the whole manifest")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("build-data", help="convert raw find-db files into the packaged datasets")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kbench.cli.console import _console, print_frame
+from kbench.cli.console import _console, add_json_option, check_json_target, emit_json, json_to_stdout, print_frame
 from kbench.dataset import load
 from kbench.errors import KbenchInputError
 from kbench.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
 from kbench.metrics import BEST_OF
-from kbench.output_files import atomic_write_text, check_output, printable_path
+from kbench.output_files import printable_path
 
 TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
                  ("lop_mean", "LoP mean"), ("lop_median", "LoP med"), ("lop_p90", "LoP p90"),
@@ -92,16 +92,23 @@ def _evaluator(args, dataset=None):
                      reference=reference)
 
 
+def _inputs(args) -> list:
+    return [args.predictions, getattr(args, "against", None)]
+
+
 def _write_record(args, result) -> None:
-    """The --json record, written atomically; never over an input file (compared by inode, so links count)."""
-    if args.json:
-        atomic_write_text(args.json, result.model_dump_json(indent=2) + "\n")
+    """The --json record: to stdout, or written atomically, never over an input file (compared by inode,
+    so links count)."""
+    emit_json(args.json, result.model_dump_json(indent=2) + "\n", inputs=_inputs(args))
 
 
 def _check_json(args) -> None:
     """Refuse a --json path that is an input or cannot hold a file, before any work is done."""
-    if args.json:
-        check_output(args.json, [args.predictions, getattr(args, "against", None)], option="--json")
+    check_json_target(args.json, _inputs(args))
+
+
+def _quiet(args) -> bool:
+    return args.quiet or json_to_stdout(args)
 
 
 def cmd_evaluate(args) -> int:
@@ -117,11 +124,10 @@ def cmd_evaluate(args) -> int:
         return _evaluate_tuning(args, dataset)
     ev = _evaluator(args, dataset)
     result = ev(args.predictions, allow_partial=args.allow_partial, method=args.method)
-    _check_json(args)  # again: the output may have been linked to an input meanwhile
-    _write_record(args, result)
-    if not args.quiet:
+    _write_record(args, result)  # checked again: the output may have been linked to an input meanwhile
+    if not _quiet(args):
         print_report(result)
-    if args.json and not args.quiet:
+    if args.json and not _quiet(args):
         print(f"record written to {printable_path(args.json)}")
     return 0
 
@@ -129,9 +135,8 @@ def cmd_evaluate(args) -> int:
 def _evaluate_tuning(args, dataset) -> int:
     result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split,
                              part=args.part, allow_partial=args.allow_partial, method=args.method)
-    _check_json(args)
     _write_record(args, result)
-    if not args.quiet:
+    if not _quiet(args):
         m = result.metrics
         console = _console()
         console.print(f"[bold]{result.dataset.name}[/bold] {result.split}/{result.part} solver {result.solver}")
@@ -143,17 +148,25 @@ def _evaluate_tuning(args, dataset) -> int:
 
 
 def cmd_validate(args) -> int:
+    check_json_target(args.json, [args.predictions])
     dataset = load(args.dataset)
+    where = {"predictions": printable_path(args.predictions), "dataset": dataset.name, "split": args.split,
+             "part": args.part, "valid": True}
     if dataset.task == "tuning":  # tuples are checked by scoring them (nothing is printed but the verdict)
         result = evaluate_tuning(dataset, args.predictions, solver=args.solver, split=args.split, part=args.part,
                                  allow_partial=args.allow_partial)
         missing = int(result.metrics.get("n_missing") or 0)
+        if emit_json(args.json, {**where, "solver": args.solver, "rows": result.predictions.rows,
+                                 "problems_without_prediction": missing}) and json_to_stdout(args):
+            return 0
         print(f"{printable_path(args.predictions)}: valid for {dataset.name} {args.split}/{args.part} solver "
               f"{args.solver}: {result.predictions.rows:,} rows" + (f", {missing:,} problems without a prediction"
                                                                      if missing else "") + ".")
         return 0
     ev = Evaluator(dataset, split=args.split, part=args.part, reference=None)
     report = ev.validate(args.predictions, allow_partial=args.allow_partial)
+    if emit_json(args.json, {**where, **report}) and json_to_stdout(args):
+        return 0
     print(f"{printable_path(args.predictions)}: valid for {args.dataset} {args.split}/{args.part}: {report['rows']:,} rows, "
           f"{report['covered']:,} of {report['problems_in_part']:,} problems ({report['coverage']:.1%}).")
     return 0
@@ -171,17 +184,18 @@ def register_cli(sub) -> None:
                        "Run with --explain for the file format and the scoring rules.")
     p.add_argument("predictions", nargs="?", help="predictions CSV (problem_id + ranking or kernel)")
     _common(p)
-    p.add_argument("--json", metavar="OUT", help="write the typed result record to OUT")
+    add_json_option(p, "the typed result record (with '-': the record alone on stdout)")
     p.add_argument("--against", metavar="CSV", help="predictions file of the reference heuristic for speed-up")
     p.add_argument("--no-reference", action="store_true", help="skip the speed-up over the heuristic")
     p.add_argument("--method", help="method name stored in the record")
     p.add_argument("--solver", default="ConvAsm1x1U", help="tuning datasets: the solver whose tuples are scored")
     p.add_argument("--explain", action="store_true", help="print the expected predictions format and exit")
-    p.add_argument("--quiet", "-q", action="store_true", help="print nothing (with --json)")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing (with --json PATH)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("validate", help="check a predictions file without scoring it")
     p.add_argument("predictions", help="predictions CSV")
     _common(p)
     p.add_argument("--solver", default="ConvAsm1x1U", help="tuning datasets: the solver whose tuples are checked")
+    add_json_option(p, "the verdict (rows, problems covered)")
     p.set_defaults(func=cmd_validate)

@@ -6,7 +6,9 @@ from __future__ import annotations
 def cmd_publish(args) -> int:
     from kbench.hub import publish
     res = publish(args.name, args.repo_id, private=args.private, revision=args.revision,
-                  dry_run=args.dry_run, endpoint=args.endpoint)
+                  dry_run=args.dry_run, endpoint=args.endpoint, out_dir=args.out)
+    if args.out:
+        print(f"the repository folder is kept in {args.out}")
     if not res.dry_run:
         total = sum(f["bytes"] for f in res.files.values())
         print(f"published {args.name} to {res.repo_id} (revision {res.revision}): {len(res.files)} files, "
@@ -27,6 +29,9 @@ def register_cli(subparsers) -> None:
     p.add_argument("--private", action="store_true", help="create the repo private (ignored if it exists)")
     p.add_argument("--revision", default="main", help="branch to commit to (default: main; created if missing)")
     p.add_argument("--dry-run", action="store_true", help="print exactly what would be uploaded; upload nothing")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also keep the repository folder in DIR (new or empty), e.g. to try it with "
+                        "datasets.load_dataset(DIR, ...) before publishing")
     p.add_argument("--endpoint", default=None, metavar="URL",
                    help="Hub endpoint (default: HF_ENDPOINT or https://huggingface.co)")
     p.set_defaults(func=cmd_publish)

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from kbench.cli.console import add_json_option
 from kbench.errors import KbenchInputError
 
 
@@ -33,18 +34,30 @@ def _print_results(report) -> None:
 def cmd_run(args) -> int:
     import time
 
-    from kbench.leaderboard.runner import run_benchmark
+    from tqdm import tqdm
+
+    from kbench.cli.console import check_json_target, emit_json, json_to_stdout, say
+    from kbench.leaderboard.runner import report_records, results_frame, run_benchmark
+    check_json_target(args.json)
     t0 = time.perf_counter()
+    out = sys.stderr if json_to_stdout(args) else sys.stdout
     report = run_benchmark(dataset=args.dataset, split=args.split, baselines=args.baselines, seeds=args.seeds,
                            out=args.out, update_leaderboard=args.update_leaderboard,
-                           leaderboard_root=args.leaderboard, progress=not args.no_progress)
-    _print_results(report)
+                           leaderboard_root=args.leaderboard, progress=not args.no_progress,
+                           log=lambda msg: tqdm.write(msg, file=out))
+    if args.json:
+        rows = results_frame(report_records(report)).to_dict(orient="records")
+        emit_json(args.json, {"dataset": report.dataset, "split": report.split, "seeds": report.seeds,
+                              "results": rows, "failed": {o.method: o.error for o in report.failed}})
+    if not json_to_stdout(args):
+        _print_results(report)
     minutes = (time.perf_counter() - t0) / 60
-    print(f"records in {Path(args.out) / report.dataset / report.split}/; total time {minutes:.1f} min")
+    say(args, f"records in {Path(args.out) / report.dataset / report.split}/; total time {minutes:.1f} min")
     if report.leaderboard:
-        print(f"leaderboard updated: {report.leaderboard}/ (README.md and site/index.html rebuilt)")
+        say(args, f"leaderboard updated: {report.leaderboard}/ (README.md and site/index.html rebuilt)")
     if report.failed:
-        print("failed: " + "; ".join(f"{o.method} ({o.error})" for o in report.failed), file=sys.stderr)
+        for o in report.failed:
+            print(f"kbench: error: {o.failure(report.dataset, report.split)}", file=sys.stderr)
         return 1
     return 0
 
@@ -133,7 +146,9 @@ def register_cli(sub) -> None:
     p.add_argument("--update-leaderboard", action="store_true",
                    help="write the records into the leaderboard folder and rebuild its README and site")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_json_option(p, "the results table (one object per method) and the failures")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is one on stderr only when it is a terminal)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
@@ -161,7 +176,8 @@ def register_cli(sub) -> None:
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
     p.add_argument("--cards", help="data cards folder (default: data_cards/ beside the leaderboard folder)")
     p.add_argument("--check", action="store_true", help="only check that the generated files are up to date")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is one on stderr only when it is a terminal)")
     p.set_defaults(func=cmd_build)
 
     p = lsub.add_parser("validate", help="validate every file under the leaderboard folder and re-score every entry "

@@ -49,6 +49,21 @@ pre code { display: block; padding: 0.6rem; overflow-x: auto; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2rem 1rem; }
 dl.facts dt { font-weight: 600; }
 dl.facts dd { margin: 0; }
+.board-tools { display: flex; flex-wrap: wrap; gap: 0.5rem 1.2rem; align-items: center; margin: 0.4rem 0;
+               font-size: 0.9rem; }
+.board-tools input.lb-filter { padding: 0.25rem 0.5rem; border: 1px solid var(--line); border-radius: 4px;
+                               min-width: 16rem; font: inherit; }
+.board-tools .lb-count, .board-tools .downloads { color: var(--muted); }
+table.lb tr[hidden] { display: none; }
+.ext { font-size: 0.72rem; background: #fff1d6; color: #7a4b00; border-radius: 3px; padding: 0 0.25rem;
+       cursor: help; font-style: normal; }
+section.entries { margin-top: 1rem; }
+section.entries details.entry { border-bottom: 1px solid var(--line); padding: 0.3rem 0; }
+section.entries details.entry:target { background: #eef3fb; }
+section.entries summary { cursor: pointer; font-weight: 600; }
+dl.env { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 0.8rem; margin: 0; }
+dl.env dt { font-weight: 600; }
+dl.env dd { margin: 0; }
 """
 
 SORT_JS = """\
@@ -94,6 +109,49 @@ SORT_JS = """\
         button.addEventListener("click", function () { sortTable(table, col, th); });
       });
     });
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", init); }
+  else { init(); }
+})();
+"""
+
+FILTER_JS = """\
+// Filter boxes above the leaderboard tables: typing keeps the rows (ranked and reference) whose text,
+// method id or description holds every word typed. A link to an entry's details opens them.
+(function () {
+  "use strict";
+  function rowText(row) {
+    var cell = row.querySelector("td[data-col=method]");
+    return (row.textContent + " " + (row.getAttribute("data-method") || "") + " "
+            + (cell ? cell.getAttribute("title") || "" : "")).toLowerCase();
+  }
+  function apply(input) {
+    var table = document.getElementById(input.getAttribute("data-table"));
+    if (!table) { return; }
+    var words = input.value.toLowerCase().split(/\\s+/).filter(function (w) { return w.length > 0; });
+    var rows = table.querySelectorAll("tbody tr");
+    var shown = 0;
+    Array.prototype.forEach.call(rows, function (row) {
+      var text = rowText(row);
+      var keep = words.every(function (w) { return text.indexOf(w) >= 0; });
+      row.hidden = !keep;
+      if (keep) { shown += 1; }
+    });
+    var count = input.parentNode.querySelector(".lb-count");
+    if (count) { count.textContent = words.length ? shown + " of " + rows.length + " rows" : ""; }
+  }
+  function openTarget() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var target = id ? document.getElementById(id) : null;
+    if (target && target.tagName === "DETAILS") { target.open = true; target.scrollIntoView(); }
+  }
+  function init() {
+    Array.prototype.forEach.call(document.querySelectorAll("input.lb-filter"), function (input) {
+      input.addEventListener("input", function () { apply(input); });
+      if (input.value) { apply(input); }
+    });
+    window.addEventListener("hashchange", openTarget);
+    openTarget();
   }
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", init); }
   else { init(); }

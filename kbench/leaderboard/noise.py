@@ -58,7 +58,7 @@ def noise_ceiling_result(ds, split: str = "random", part: str = "test", run_a: i
     preds = order.groupby("problem_id", sort=True)["kernel"].agg(";".join).rename("ranking").reset_index()
     result = Evaluator(repeat_ds, split=split, part=part)(preds, method=NOISE_METHOD)
     # computed from the data alone: no date of its own, so a rebuilt site stays byte-identical
-    return result.model_copy(update={"date": "—"}), preds
+    return result.model_copy(update={"date": "—", "environment": None}), preds
 
 
 def noise_entry(ds, split: str = "random"):

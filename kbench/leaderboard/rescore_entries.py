@@ -152,7 +152,7 @@ def check(roots: list[Path], dump: Path | None) -> int:
             worst = max([worst] + diffs)
             checked += 1
             dumped[str(result.relative_to(root.parent))] = new.model_dump(
-                mode="json", exclude={"dataset", "predictions", "date", "kbench_version"})
+                mode="json", exclude={"dataset", "predictions", "date", "kbench_version", "environment"})
     print(f"{checked} entries re-scored from their predictions files; largest absolute difference "
           f"from the records' figures: {worst:.3g}")
     if dump:

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import traceback
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.environment import cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
 from kbench.leaderboard.store import (atomic_write_text, lean_predictions, load_dataset, predictions_csv_gz,
@@ -105,17 +107,7 @@ def select_baselines(dataset, names: list[str] | None) -> tuple[list[str], dict[
 # ----------------------------------------------------------------------------- measurements
 def machine_description() -> str:
     """The CPU this process runs on, as the OS reports it."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    model = model or platform.processor() or platform.machine()
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"CPU: {model}, {n} cores available"
+    return cpu_description()
 
 
 def count_parameters(model) -> int | None:
@@ -177,7 +169,13 @@ class MethodOutcome:
     ran: list[int] = field(default_factory=list)       # seeds computed in this run
     resumed: list[int] = field(default_factory=list)   # seeds found finished
     record: EvaluationResult | None = None            # aggregated
-    error: str | None = None
+    error: str | None = None                          # "seed 3: ValueError: ..." when the method raised
+    traceback: Path | None = None                     # where the traceback was written
+
+    def failure(self, dataset: str, split: str) -> str:
+        """One line naming the method, what it failed on and where the traceback is."""
+        where = f"; traceback in {self.traceback}" if self.traceback else ""
+        return f"baseline {self.method!r} failed on {dataset}/{split}, {self.error}{where}"
 
 
 @dataclass
@@ -282,6 +280,7 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 bar.update(1)
     stochastic = getattr(cls, "stochastic", True)
     measured = False  # batch-1 latency is timed once per method and run (it does not depend on the seed)
+    seed = None
     try:
         for seed in seeds:
             if seed in records:
@@ -302,6 +301,7 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 fit_time = time.perf_counter() - t0
                 rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
                                       latency=not measured)
+                rec.environment = environment(method_modules(cls))
                 measured = True
             _write_seed(seed_dir, rec, gz)
             records[seed] = rec
@@ -311,12 +311,19 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        outcome.error = f"{type(exc).__name__}: {exc}"
-        log(f"kbench run: {name} failed: {outcome.error}\n{traceback.format_exc(limit=4)}")
+        outcome.error = f"seed {seed}: {type(exc).__name__}: {exc}"
+        log_path = folder / "error.log"
+        try:
+            atomic_write_text(log_path, f"{name} on {dataset.name}/{split}, seed {seed}\n{traceback.format_exc()}")
+            outcome.traceback = log_path
+        except KbenchInputError:  # an unwritable results folder: the one-line message still names the error
+            pass
+        log(f"kbench run: {outcome.failure(dataset.name, split)}")
         if bar is not None:
             bar.update(len(seeds) - len(records))
         return outcome
     outcome.record = aggregate_method(folder, name, cls, [records[s] for s in seeds], seeds, dataset, split)
+    (folder / "error.log").unlink(missing_ok=True)  # an earlier failure's traceback: every seed is done now
     return outcome
 
 
@@ -389,7 +396,7 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
     if update_leaderboard and len(seeds) < MIN_SEEDS:
         raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds (the leaderboard rules); "
                                f"got {len(seeds)}: {seeds}.")
-    log = log or (lambda msg: tqdm.write(msg))
+    log = log or (lambda msg: tqdm.write(msg))  # above the progress bar (stderr, on a terminal only)
     t_start = time.perf_counter()
     ds = load_dataset(dataset)
     ids = ds.split(split)  # raises a clear error for an unknown split
@@ -406,10 +413,10 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
         evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference="default")
     reg = registry()
     with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
-              disable=not progress, dynamic_ncols=True) as bar:
+              disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:
         for name in chosen:
             report.outcomes.append(run_method(name, reg[name], ds, split, ids, evaluators, seeds, Path(out),
-                                              bar=bar if progress else None, log=log))
+                                              bar=None if bar.disable else bar, log=log))
     if update_leaderboard:
         report.leaderboard = publish(report, Path(leaderboard_root))
     report.seconds = time.perf_counter() - t_start

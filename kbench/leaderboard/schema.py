@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from kbench.errors import KbenchInputError, read_json_object
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.prediction_files import sha256_bytes
-from kbench.records import DatasetRef, EvaluationResult, TuningResult
+from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
@@ -124,6 +124,10 @@ def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | Tuni
         raise KbenchInputError(f"{path}: not a kbench result record (record_type {record_type!r}; expected one of "
                                f"{sorted(RECORD_TYPES)}){hint}.")
     key, model = RECORD_TYPES[record_type]
+    version = doc.get("schema_version", 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_SCHEMA_VERSION:
+        raise KbenchInputError(f"{path}: schema_version {version} was written by a newer kbench (this one reads "
+                               f"result records up to schema_version {RECORD_SCHEMA_VERSION}); upgrade kbench.")
     errors = _schema_errors(doc, key)
     try:
         record = model.model_validate(doc)

@@ -9,7 +9,8 @@ Site layout (works from the file system and any static host; no CDN)::
 
     site/index.html             every dataset and split: tables and plots
     site/<dataset>.html         one page per dataset: facts, tables, plots, its data card
-    site/assets/style.css, site/assets/sort.js
+    site/assets/style.css, site/assets/sort.js, site/assets/filter.js
+    site/boards/<dataset>-<split>.{csv,json}   each table's rows with the stored figures (board_extras)
     site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency,best-of-k}.svg
     site/data_cards/<dataset>.md
 """
@@ -18,19 +19,40 @@ from __future__ import annotations
 
 import html
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from kbench.errors import KbenchError, KbenchInputError
-from kbench.leaderboard.policy import (PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT,
-                                       RULES_MD)
-from kbench.leaderboard import mdlite, plots, selection
-from kbench.leaderboard.assets import SORT_JS, STYLE_CSS
-from kbench.leaderboard.board import (Board, Row, _num, _value, fmt_count, fmt_mean_std, fmt_ms, fmt_pct,
-                                    fmt_pct_mean_std, fmt_x, md_text)
+from kbench.leaderboard import markdown, plots, selection
+from kbench.leaderboard.assets import FILTER_JS, SORT_JS, STYLE_CSS
+from kbench.leaderboard.board import (
+    Board,
+    Row,
+    _num,
+    _value,
+    fmt_count,
+    fmt_mean_std,
+    fmt_ms,
+    fmt_pct,
+    fmt_pct_mean_std,
+    fmt_x,
+    md_text,
+)
+from kbench.leaderboard.board_extras import (
+    board_files,
+    code_href,
+    code_html,
+    code_url_prefix,
+    details_href,
+    details_html,
+    external_badge,
+    tools_html,
+)
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
+from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, load_dataset, read_entries
 from kbench.records import TuningResult
@@ -181,14 +203,13 @@ def md_url(url: str) -> str:
     return quote(url, safe="/:?&=#%+,;@~.-_!$*")
 
 
-def _link(target: str | None, depth: str) -> str | None:
-    if not target:
-        return None
-    return target if target.startswith(("http://", "https://")) else depth + target
+def _link(target: str | None, depth: str | None) -> str | None:
+    """A code URL as it is, a repository path under ``depth`` (a relative prefix or the configured URL)."""
+    return code_href(target, depth)
 
 
-def cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
-    """Per column: (display text as HTML, sort value, title)."""
+def cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
+    """Per column: (display text as HTML, sort value, title); ``repo_prefix``: where repository paths link."""
     rec, meta, o = row.record, row.entry.meta, row.overall
     out = {}
     if row.rank is None:
@@ -245,13 +266,14 @@ def gpu_note(board: Board) -> str | None:
             "the oracle's plan on the GPU, interleaved (kbench verify-on-gpu). " + "; ".join(parts) + ".")
 
 
-def _entry_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
-    """The method, date and links cells, the same in every kind of table."""
+def _entry_cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
+    """The method (linked to its details on the dataset's page), date and links cells, in every kind of table."""
     meta, code = row.entry.meta, _link(row.entry.meta.code, repo_prefix)
     name = html.escape(row.entry.name)
+    details = html.escape(details_href(row))
     links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
-    links += [f'<a href="{html.escape(code)}">code</a>'] if code else []
-    return {"method": ((f'<a href="{html.escape(code)}">{name}</a>' if code else name), row.entry.name.lower(),
+    links += ([f'<a href="{html.escape(code)}">code</a>'] if code else [code_html(meta.code, None)]) if meta.code else []
+    return {"method": (f'<a href="{details}">{name}</a>' + external_badge(row), row.entry.name.lower(),
                        meta.description or ""),
             "date": (html.escape(row.record.date), row.record.date, ""),
             "links": (" · ".join(links) or "—", "", "")}
@@ -302,15 +324,16 @@ def plots_html(board: Board, prefix: str = "") -> str:
     return f'<div class="plots">\n{figs}\n</div>'
 
 
-def board_html(board: Board, repo_prefix: str, heading: str = "h3") -> str:
+def board_html(board: Board, repo_prefix: str | None, heading: str = "h3", details: bool = False) -> str:
     n = f"{board.n_problems:,} test problems" if board.n_problems else ""
     parts = [f'<{heading} id="{board.slug}">{html.escape(board.dataset)} · split {html.escape(board.split)}</{heading}>',
              f'<p class="note">{len(board.rows)} ranked entr{"y" if len(board.rows) == 1 else "ies"}, '
              f"{len(board.refs)} reference row(s); {n}.</p>",
-             table_html(board, repo_prefix)]
+             tools_html(board), table_html(board, repo_prefix)]
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
     parts.append(selection.section_html(board))
     parts.append(plots_html(board))
+    parts.append(details_html(board, repo_prefix) if details else "")
     return "\n".join(p for p in parts if p)
 
 
@@ -395,6 +418,7 @@ def page(title: str, body: str, nav: list[tuple[str, str]]) -> str:
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="assets/style.css">
 <script src="assets/sort.js" defer></script>
+<script src="assets/filter.js" defer></script>
 </head>
 <body>
 <header class="top"><h1>{html.escape(title)}</h1><nav>{links}</nav></header>
@@ -410,7 +434,9 @@ def legend_html() -> str:
     return (f'<p>Entries are ranked by the <strong>test {html.escape(PRIMARY_LABEL)}</strong>: '
             f"{html.escape(PRIMARY_TEXT)}. ± is the unbiased standard deviation over seeds (at least 5). "
             "Other metric columns are means over seeds. Reference rows (the oracle ceiling and the random and "
-            "single-best floors) are not ranked. Click a column header to sort.</p>"
+            "single-best floors) are not ranked. Click a column header to sort, type in the box above a table "
+            "to filter it; each table downloads as CSV or JSON, and a method's name leads to its details "
+            "(reproduction, environment).</p>"
             f'<p class="note"><span class="tie">≈</span> statistically tied with the entry ranked above: '
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
             f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
@@ -451,7 +477,8 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
             elif cid == "method":
                 code = _link(row.entry.meta.code, repo_prefix)
                 name = md_text(row.entry.name)
-                text = f"[{name}]({md_url(code)})" if code else name
+                text = (f"[{name}]({md_url(code)})" if code else name) + \
+                    (" (external data)" if row.entry.meta.external_data else "")
             elif cid == "speedup" and not tuning:
                 gpu = gpu_speedup(row)
                 text = fmt_x(row.overall.get("speedup_geomean")) + (f" (GPU {fmt_x(gpu)})" if gpu else "")
@@ -516,8 +543,9 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     items = list(groups.items())
     if progress:
         from tqdm import tqdm
-        items = tqdm(items, desc="leaderboard tables", unit="table")
+        items = tqdm(items, desc="leaderboard tables", unit="table", disable=None, file=sys.stderr)
     files: dict[str, bytes] = {}
+    code_prefix = code_url_prefix(root)  # where repository paths link from the site (None: shown as text)
     for (dataset, split), entries in items:
         if all(isinstance(e.record, TuningResult) for e in entries):
             board = make_tuning_board(dataset, split, entries)
@@ -526,6 +554,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             board = make_board(dataset, split, entries)
             svgs = draw_plots(board, root / "site" / "plots")
         files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
+        files.update(board_files(board))
         boards.append(board)
     datasets = sorted({b.dataset for b in boards})
     card_paths = _cards(root, datasets, cards_dir)
@@ -544,9 +573,9 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
                     "<code>kbench submit</code>.</p>")
     for d in datasets:
         body.append(f'<h2 id="{html.escape(d)}"><a href="{html.escape(d)}.html">{html.escape(d)}</a></h2>')
-        body += [board_html(b, "../../") for b in boards if b.dataset == d]
+        body += [board_html(b, code_prefix) for b in boards if b.dataset == d]
     body.append(transfer_html(root))
-    body.append('<h2 id="rules">Rules</h2>' + mdlite.to_html(RULES_MD))
+    body.append('<h2 id="rules">Rules</h2>' + markdown.to_html(RULES_MD))
     files["site/index.html"] = page("kbench leaderboard", "\n".join(body), nav).encode("utf-8")
     # one page per dataset
     for d in datasets:
@@ -559,15 +588,16 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         mine = [b for b in boards if b.dataset == d]
         if not all(b.tuning for b in mine):  # the tuning tables carry their own note
             body.append(legend_html())
-        body += [board_html(b, "../../", heading="h2") for b in mine]
+        body += [board_html(b, code_prefix, heading="h2", details=True) for b in mine]
         if d in card_paths:
             text = card_paths[d].read_text(encoding="utf-8")
             files[f"site/data_cards/{d}.md"] = text.encode("utf-8")
-            body.append('<section class="card" id="card"><h2>Data card</h2>' + mdlite.to_html(text, 1)
+            body.append('<section class="card" id="card"><h2>Data card</h2>' + markdown.to_html(text, 1)
                         + "</section>")
         files[f"site/{d}.html"] = page(f"kbench leaderboard: {d}", "\n".join(body), nav).encode("utf-8")
     files["site/assets/style.css"] = STYLE_CSS.encode("utf-8")
     files["site/assets/sort.js"] = SORT_JS.encode("utf-8")
+    files["site/assets/filter.js"] = FILTER_JS.encode("utf-8")
     files[f"site/{SITE_MARKER}"] = b"generated by `kbench leaderboard build`; the folder is replaced on each build\n"
     return files
 

@@ -180,7 +180,7 @@ def test_a_bad_download_is_refused_and_not_cached(hub, damage):
 def test_offline_with_an_empty_cache(hub_env, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
-    refused(capsys, ["info", "hf://org/nothing-here"], ["hf://org/nothing-here", "not in the kbench cache"],
+    refused(capsys, ["info", "hf://org/nothing-here"], ["hf://org/nothing-here", "not in the Hub cache"],
             [hub_env / "tmp"])
 
 

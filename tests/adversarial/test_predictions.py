@@ -37,10 +37,12 @@ def ev():
 
 @pytest.fixture(scope="module")
 def good(ev) -> pd.DataFrame:
-    """A valid, non-trivial predictions frame: every measured kernel, slowest first."""
+    """A valid, non-trivial predictions frame: every measured kernel, slowest first (ids as plain strings,
+    as a CSV gives them; the dataset's ``problem_id`` is categorical)."""
     rt = ev.dataset.runtimes
     rt = rt[rt["problem_id"].isin(set(ev.ids))].sort_values(["problem_id", "time_ms"], ascending=[True, False])
-    return rt.groupby("problem_id", sort=True)["kernel"].agg(";".join).rename("ranking").reset_index()
+    preds = rt.groupby("problem_id", sort=True)["kernel"].agg(";".join).rename("ranking").reset_index()
+    return preds.astype({"problem_id": str})
 
 
 @pytest.fixture(scope="module")

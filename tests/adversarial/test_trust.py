@@ -471,7 +471,7 @@ def test_hub_cleanup_keeps_a_file_that_verifies(tmp_path, monkeypatch):
     # the neighbour: a blob whose bytes changed after download is removed (link and blob), inside the cache
     blob = link.resolve()
     blob.write_bytes(b"tampered bytes....")
-    with pytest.raises(DataIntegrityError, match="removed from the kbench cache"):
+    with pytest.raises(DataIntegrityError, match="removed from the Hub cache"):
         _check_file(link.parent, "data.parquet", {"bytes": len(data), "sha256": "0" * 64}, "hf://o/r")
     assert not link.exists() and not link.is_symlink() and not blob.exists()
 

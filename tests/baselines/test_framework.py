@@ -113,7 +113,8 @@ def test_nearest_neighbour_of_a_training_problem_is_itself(small, parts, fitted)
 def test_single_best_is_constant_per_group(small, parts, fitted):
     preds = fitted["single-best"].predict(small, parts["test"])
     p = small.problems.set_index("problem_id").loc[parts["test"]]
-    g = pd.DataFrame({"key": (p["direction"] + p["dtype"] + p["layout"]).to_numpy(), "r": preds["ranking"].to_numpy()})
+    key = p["direction"].astype(str) + p["dtype"].astype(str) + p["layout"].astype(str)  # categoricals: as text
+    g = pd.DataFrame({"key": key.to_numpy(), "r": preds["ranking"].to_numpy()})
     assert (g.groupby("key")["r"].nunique() == 1).all()
 
 

@@ -25,7 +25,7 @@ import kbench  # noqa: E402
 from kbench.build import sha256_file, split_sizes, write_dataset  # noqa: E402
 from kbench.cli import main as cli_main  # noqa: E402
 from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError  # noqa: E402
-from kbench.hub import HubError, build_hub_folder, load_from_hub, publish  # noqa: E402
+from kbench.hub import HubError, build_hub_folder, hub_cache_dir, load_from_hub, publish  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hubserver import HubServer  # noqa: E402
@@ -97,9 +97,12 @@ def test_publish_load_round_trip_mi300x(hub, monkeypatch, hub_env):
     assert f"kbench {kbench.__version__}" in repo.commits[res.commit]["message"]
     files = hub_files(hub, "org/kbench-mi300x")
     assert sorted(files) == sorted([".gitattributes", *res.files])
+    tables = ["problems", "runtimes", "splits", "heuristics"]  # the problem-keyed ones (not kernels)
+    parts = {f"parts/{s}/{p}/{t}.parquet" for s in ("random", "networks") for p in ("train", "validation", "test")
+             for t in tables}
     assert {p for p in res.files} == {"README.md", "kbench_manifest.json", "data/manifest.json",
                                       "data/problems.parquet", "data/runtimes.parquet",
-                                      "data/kernels.parquet", "data/splits.parquet", "data/heuristics.parquet"}
+                                      "data/kernels.parquet", "data/splits.parquet", "data/heuristics.parquet"} | parts
     # the parquet files and dataset manifest are the embedded ones, byte for byte
     embedded = Path(kbench.__file__).parent / "datasets" / "mi300x"
     for name in ("problems.parquet", "runtimes.parquet", "kernels.parquet", "splits.parquet", "heuristics.parquet",
@@ -117,30 +120,94 @@ def test_publish_load_round_trip_mi300x(hub, monkeypatch, hub_env):
     assert_same_dataset(ds, kbench.load("mi300x"))
     assert Path(ds.path).is_relative_to(hub_env / "kbench-cache" / "hub")
     assert res.commit in str(ds.path)
+    # kbench.load fetches data/ alone: the split copies for `datasets` stay on the Hub
+    fetched = {path for _, path in hub.requests if "/resolve/" in path}
+    assert fetched and not [p for p in fetched if "/parts/" in p]
+
+
+def test_hf_cache_is_the_standard_one(hub, mini, monkeypatch, tmp_path):
+    """Without KBENCH_CACHE, downloads go to HF_HUB_CACHE (else $HF_HOME/hub), where `datasets` looks too."""
+    publish(mini, "org/std", token=TOKEN, endpoint=hub.endpoint)
+    monkeypatch.delenv("KBENCH_CACHE")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HUGGINGFACE_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    assert hub_cache_dir() == tmp_path / "hf-home" / "hub"
+    ds = load_from_hub("org/std", endpoint=hub.endpoint)
+    assert Path(ds.path).is_relative_to(tmp_path / "hf-home" / "hub" / "datasets--org--std" / "snapshots")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    ds = load_from_hub("org/std", endpoint=hub.endpoint)
+    assert Path(ds.path).is_relative_to(tmp_path / "hub-cache" / "datasets--org--std")
+    assert_same_dataset(ds, kbench.load(str(mini)))
+    monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "mine"))  # the override still wins
+    assert hub_cache_dir() == tmp_path / "mine" / "hub"
 
 
 def test_published_folder_loads_with_datasets(hub, mini, tmp_path):
     datasets = pytest.importorskip("datasets")
     publish(mini, "org/mini", token=TOKEN, endpoint=hub.endpoint)
-    ds = load_from_hub("org/mini", endpoint=hub.endpoint)
-    folder = Path(ds.path).parent  # the downloaded snapshot of the repo
+    folder = tmp_path / "repo"  # the whole repository as the Hub holds it
+    for path, data in hub_files(hub, "org/mini").items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_bytes(data)
     readme = (folder / "README.md").read_text()
     meta = yaml.safe_load(readme.split("---\n")[1])
     assert meta["license"] == "mit"
     assert "## Citation" in readme and "khan2019miopen" in readme
     configs = [c["config_name"] for c in meta["configs"]]
-    assert configs == ["problems", "runtimes", "kernels", "splits", "heuristics"]
+    assert configs == ["problems", "problems-networks", "runtimes", "runtimes-networks", "kernels", "splits",
+                       "splits-networks", "heuristics", "heuristics-networks"]
     assert [i["config_name"] for i in meta["dataset_info"]] == configs
     want = kbench.load(str(mini))
     for cfg, info in zip(meta["configs"], meta["dataset_info"]):
         name = cfg["config_name"]
-        assert cfg["data_files"] == [{"split": "train", "path": f"data/{name}.parquet"}]
-        loaded = datasets.load_dataset(str(folder), name=name, split="train", cache_dir=str(tmp_path / "hf-ds"))
-        table = want.tables[name]
-        assert loaded.num_rows == len(table) == info["splits"][0]["num_examples"]
-        got = loaded.to_pandas()
-        expect = table.astype({c: str for c in table.columns if isinstance(table[c].dtype, pd.CategoricalDtype)})
-        pd.testing.assert_frame_equal(got, expect, check_dtype=False)
+        table_name, _, split = name.partition("-")
+        table = want.tables[table_name]
+        loaded = datasets.load_dataset(str(folder), name=name, cache_dir=str(tmp_path / "hf-ds"))
+        assert list(loaded) == [s["name"] for s in info["splits"]]
+        for hf_split, sizes in zip(loaded, info["splits"]):
+            assert loaded[hf_split].num_rows == sizes["num_examples"]
+        if "whole_table" in loaded:  # the whole table, as kbench holds it
+            got = loaded["whole_table"].to_pandas()
+            expect = table.astype({c: str for c in table.columns if isinstance(table[c].dtype, pd.CategoricalDtype)})
+            pd.testing.assert_frame_equal(got, expect, check_dtype=False)
+        if "problem_id" in table:
+            parts = want.split(split or "random")
+            assert list(loaded)[:3] == ["train", "validation", "test"]
+            for hf_split, part in (("train", "train"), ("validation", "valid"), ("test", "test")):
+                got = loaded[hf_split].to_pandas()
+                expect = table[table["problem_id"].isin(parts[part])]
+                assert len(got) == len(expect)
+                assert set(got["problem_id"]) == set(expect["problem_id"].astype(str))
+            if table_name in ("problems", "splits"):  # one row per problem: the sizes of ds.split(...)
+                assert [loaded[p].num_rows for p in ("train", "validation", "test")] == \
+                    [len(parts[p]) for p in ("train", "valid", "test")]
+        else:
+            assert list(loaded) == ["whole_table"]
+
+
+def test_dry_run_folder_has_no_test_problem_in_train(tmp_path):
+    """`kbench publish --dry-run --out DIR` on a whole shipped dataset, read by the real `datasets`: no
+    test or validation problem of a split is reachable through its `train`, and the sizes are ds.split's."""
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "hub-folder"
+    assert cli_main(["publish", "mi300x", "--repo-id", "org/mi300x", "--dry-run", "--out", str(out)]) == 0
+    ds = kbench.load("mi300x")
+    for config, split in (("problems", "random"), ("problems-networks", "networks"), ("runtimes", "random"),
+                          ("runtimes-networks", "networks"), ("heuristics", "random")):
+        loaded = datasets.load_dataset(str(out), config, cache_dir=str(tmp_path / "hf-ds"))
+        parts = ds.split(split)
+        train = set(loaded["train"]["problem_id"])
+        assert train <= set(parts["train"])
+        assert not train & (set(parts["test"]) | set(parts["valid"]))
+        assert set(loaded["test"]["problem_id"]) <= set(parts["test"])
+        if config.startswith("problems"):
+            assert {p: loaded[h].num_rows for p, h in (("train", "train"), ("valid", "validation"),
+                                                       ("test", "test"))} == {p: len(v) for p, v in parts.items()}
+        else:
+            table = ds.tables[config.split("-")[0]]
+            assert loaded["train"].num_rows == int(table["problem_id"].isin(parts["train"]).sum())
+    assert kbench.load(str(out / "data")).checksum == ds.checksum  # kbench's own files are the shipped ones
 
 
 def test_build_hub_folder_never_overwrites(mini, tmp_path):
@@ -198,7 +265,7 @@ def test_offline_load_from_cache(mini, monkeypatch):
     want = kbench.load(str(mini))
     with HubServer(tokens=[TOKEN]) as server:
         sha = publish(mini, "org/offline", token=TOKEN, endpoint=server.endpoint).commit
-        load_from_hub("org/offline", endpoint=server.endpoint)  # fills the kbench cache
+        load_from_hub("org/offline", endpoint=server.endpoint)  # fills the Hub cache
         n_requests = len(server.requests)
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         assert_same_dataset(load_from_hub("org/offline", endpoint=server.endpoint), want)
@@ -212,7 +279,7 @@ def test_offline_load_from_cache(mini, monkeypatch):
     assert_same_dataset(kbench.load("hf://org/offline"), want)
     assert_same_dataset(kbench.load("hf://org/offline", revision=sha), want)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(KbenchInputError, match="not in the kbench cache.*HF_HUB_OFFLINE"):
+    with pytest.raises(KbenchInputError, match="not in the Hub cache.*HF_HUB_OFFLINE"):
         kbench.load("hf://org/never-downloaded")
 
 

@@ -151,7 +151,7 @@ def test_site_in_headless_chromium(browser, toy_board, toy, tmp_path):
     shutil.copytree(toy_board, root)
     cards = tmp_path / "cards"
     cards.mkdir()
-    (cards / "toy.md").write_text("# Toy card\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    (cards / "toy.md").write_text(CARD)
     build(root, cards)
     for page in ("index.html", "toy.html"):
         errors = open_page(browser, root / "site" / page)
@@ -182,6 +182,62 @@ def test_site_in_headless_chromium(browser, toy_board, toy, tmp_path):
     assert (root / "site" / link.get_attribute("href").split("/site/", 1)[1]).exists()
     shot = screenshot(browser, "toy-leaderboard.png", tmp_path)
     assert shot.stat().st_size > 10_000
+    check_card(browser)
+    check_filter_downloads_and_details(browser, root)
+
+
+CARD = ("# Toy card\n\n| a | b |\n|---|---|\n| x \\| y | 2 |\n\n- outer\n  - inner\n\n> measured on a toy GPU\n\n"
+        "3. third\n4. fourth\n\nSee [the roofline](https://en.wikipedia.org/wiki/Roofline_(model)).\n\n"
+        "<script>window.__card = 1</script>\n")
+
+
+def check_card(driver):
+    """The data card as markdown-it-py renders it: what the hand-written converter broke, in the DOM."""
+    got = driver.execute_script("""
+        const c = document.querySelector('section.card');
+        return {cell: c.querySelector('table.card td').textContent,
+                nested: c.querySelector('ul > li > ul > li').textContent,
+                quote: c.querySelector('blockquote').textContent.trim(),
+                start: c.querySelector('ol').getAttribute('start'),
+                href: c.querySelector('a[href*="Roofline"]').getAttribute('href'),
+                script: window.__card === undefined, heading: c.querySelector('h2:not(:first-child)') !== null};""")
+    assert got == {"cell": "x | y", "nested": "inner", "quote": "measured on a toy GPU", "start": "3",
+                   "href": "https://en.wikipedia.org/wiki/Roofline_(model)", "script": True, "heading": True}
+
+
+def check_filter_downloads_and_details(driver, root: Path):
+    """Typing in a table's filter box hides the other rows; the downloads exist and hold the records;
+    a method's link opens its details with the environment of its record."""
+    import csv
+    import platform
+    box = driver.find_element(By.CSS_SELECTOR, 'input.lb-filter[data-table="lb-toy-random"]')
+    box.send_keys("learned")  # toy-model's description
+    visible = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#lb-toy-random tbody tr')).filter(r => !r.hidden)"
+        ".map(r => r.dataset.method)")
+    assert visible == ["toy-model"]
+    assert driver.find_element(By.CSS_SELECTOR, ".board-tools .lb-count").text == "1 of 4 rows"
+    box.clear()
+    box.send_keys("ceiling")  # the role shown in a reference row
+    assert driver.execute_script("return Array.from(document.querySelectorAll('#lb-toy-random tbody tr'))"
+                                 ".filter(r => !r.hidden).map(r => r.dataset.method)") == ["toy-oracle"]
+    for ext in ("csv", "json"):
+        link = driver.find_element(By.CSS_SELECTOR, f'.board-tools a[href="boards/toy-random.{ext}"]')
+        assert link.get_attribute("download") is not None
+        assert (root / "site" / "boards" / f"toy-random.{ext}").exists()
+    with open(root / "site" / "boards" / "toy-random.csv", newline="") as fh:
+        top1 = {r["method"]: float(r["top1"]) for r in csv.DictReader(fh)}
+    for method, value in top1.items():
+        rec = json.loads((root / "toy" / "random" / method / "result.json").read_text())
+        assert value == rec["metrics"]["overall"]["top1"]
+    # from the index, the method link leads to its details on the dataset's page, opened
+    open_page(driver, root / "site" / "index.html")
+    driver.find_element(By.CSS_SELECTOR, '#lb-toy-random tr[data-method="toy-model"] td[data-col=method] a').click()
+    time.sleep(0.3)
+    assert driver.current_url.endswith("/site/toy.html#entry-toy-random-toy-model")
+    details = driver.find_element(By.ID, "entry-toy-random-toy-model")
+    assert details.get_attribute("open") is not None
+    assert f"{platform.python_version()} (" in details.text and "numpy" in details.text
 
 
 def test_committed_site_in_headless_chromium(browser, tmp_path):

@@ -1,5 +1,6 @@
 """`kbench leaderboard build`: deterministic README and site; ties; plots; the Markdown renderer."""
 
+import csv
 import json
 import re
 import shutil
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 
 from kbench.cli import main
-from kbench.leaderboard import mdlite
+from kbench.errors import KbenchInputError
+from kbench.leaderboard import markdown
 from kbench.leaderboard.site import build, check
 from kbench.leaderboard.stats import paired_bootstrap_ci, tied
 
@@ -41,7 +43,8 @@ def test_build_is_byte_identical(board, toy, tmp_path):
     assert _snapshot(other) == first
     assert check(board, cards) == []
     assert sorted(first) == sorted([
-        "README.md", "site/.kbench-site", "site/assets/sort.js", "site/assets/style.css", "site/data_cards/toy.md",
+        "README.md", "site/.kbench-site", "site/assets/filter.js", "site/assets/sort.js", "site/assets/style.css",
+        "site/boards/toy-random.csv", "site/boards/toy-random.json", "site/data_cards/toy.md",
         "site/index.html", "site/plots/toy-random-accuracy-latency.svg", "site/plots/toy-random-best-of-k.svg",
         "site/plots/toy-random-lop-cdf.svg",
         "site/plots/toy-random-speedup-direction.svg", "site/toy.html"])
@@ -93,6 +96,61 @@ def test_tables_rank_and_mark_ties(board, toy):
         assert f"{mean:.4f}" in html and f'data-method="{rec["method"]}"' in html
 
 
+def test_board_downloads_hold_the_stored_figures(board, toy):
+    build(board)
+    doc = json.loads((board / "site/boards/toy-random.json").read_text())
+    assert (doc["dataset"], doc["split"], doc["ranked_by"], doc["lower_is_better"]) == \
+        ("toy", "random", "geomean_slowdown", True)
+    by_method = {e["method"]: e for e in doc["entries"]}
+    assert [e["rank"] for e in doc["entries"]] == [1, 2, None, None]
+    with open(board / "site/boards/toy-random.csv", newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    assert sorted(rows) == sorted(by_method) == ["toy-model", "toy-oracle", "toy-random", "toy-rules"]
+    for folder in sorted(board.glob("toy/random/*")):
+        rec = json.loads((folder / "result.json").read_text())
+        meta = json.loads((folder / "meta.json").read_text())
+        entry, row = by_method[rec["method"]], rows[rec["method"]]
+        assert entry["metrics"] == {k: v for k, v in rec["metrics"]["overall"].items()}  # as stored, unrounded
+        assert entry["std"] == rec["seeds"]["std"] and entry["seeds"] == rec["seeds"]["seeds"]
+        assert float(row["top1"]) == rec["metrics"]["overall"]["top1"]
+        assert float(row["geomean_slowdown_std"]) == rec["seeds"]["std"]["geomean_slowdown"]
+        assert entry["external_data"] is meta["external_data"] is False and row["external_data"] == "false"
+        assert entry["environment"] == rec["environment"]  # recorded by kbench run
+        assert row["python"] == rec["environment"]["python"]
+        assert row["packages"] == ";".join(f"{k}=={v}" for k, v in rec["environment"]["packages"].items())
+
+
+def test_code_links_work_when_the_site_is_served_alone(board, toy):
+    build(board)
+    page = (board / "site/toy.html").read_text()
+    assert 'href="../../' not in page and "<code>lbtoy.py</code>" in page  # a repository path: text
+    assert "lbtoy.py" in (board / "README.md").read_text()  # the README links inside the repository
+    assert 'href="toy.html#entry-toy-random-toy-model"' in (board / "site/index.html").read_text()
+    assert '<details class="entry" id="entry-toy-random-toy-model">' in page
+    (board / "site.json").write_text(json.dumps({"code_url_prefix": "https://example.org/kbench/blob/main"}))
+    build(board)
+    page = (board / "site/toy.html").read_text()
+    assert '<a href="https://example.org/kbench/blob/main/lbtoy.py">' in page
+    (board / "site.json").write_text(json.dumps({"code_url_prefix": "javascript:alert(1)//"}))
+    with pytest.raises(KbenchInputError, match="site.json: expected"):
+        build(board)
+
+
+def test_external_data_is_shown(board, toy):
+    path = board / "toy/random/toy-model/meta.json"
+    doc = json.loads(path.read_text())
+    doc["external_data"] = True
+    path.write_text(json.dumps(doc))
+    build(board)
+    html = (board / "site/toy.html").read_text()
+    row = re.search(r'<tr data-method="toy-model">.*?</tr>', html).group(0)
+    assert 'class="ext"' in row and 'class="ext"' not in re.search(r'<tr data-method="toy-rules">.*?</tr>',
+                                                                   html).group(0)
+    assert "external data</dt><dd>yes" in html
+    assert "toy-model](../lbtoy.py) (external data)" in (board / "README.md").read_text()
+    assert json.loads((board / "site/boards/toy-random.json").read_text())["entries"][1]["external_data"] is True
+
+
 def test_paired_bootstrap():
     rng = np.random.default_rng(0)
     a = rng.normal(0.1, 0.05, 500)
@@ -105,14 +163,26 @@ def test_paired_bootstrap():
     assert low < mean < high and mean == pytest.approx(np.mean(b - a))
 
 
-def test_mdlite():
-    out = mdlite.to_html("---\nx: 1\n---\n# Title\n\nSome `a<b` **bold** [link](https://x.org).\n\n"
-                         "| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n1. first\n2. second\n"
-                         "```\ncode <here>\n```\n")
+def test_markdown():
+    out = markdown.to_html("---\nx: 1\n---\n# Title\n\nSome `a<b` **bold** [link](https://x.org).\n\n"
+                           "| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n1. first\n2. second\n\n"
+                           "```\ncode <here>\n```\n")
     assert "<h1>Title</h1>" in out and "<code>a&lt;b</code>" in out and "<strong>bold</strong>" in out
     assert '<a href="https://x.org">link</a>' in out and "<td>2</td>" in out
-    assert "<ul><li>one</li><li>two</li></ul>" in out and "<ol><li>first</li>" in out
+    assert "<ul>\n<li>one</li>\n<li>two</li>\n</ul>" in out and "<ol>\n<li>first</li>" in out
     assert "code &lt;here&gt;" in out and "x: 1" not in out
+
+
+def test_markdown_constructs_the_hand_written_converter_broke():
+    out = markdown.to_html("| a | b |\n|---|---|\n| x \\| y | 2 |\n\n- outer\n  - inner\n\n"
+                           "See [the page](https://en.wikipedia.org/wiki/Roofline_(model)).\n\n> a quote\n\n"
+                           "3. third\n4. fourth\n\n<script>alert(1)</script> [x](javascript:alert(1))\n", 1)
+    assert "<td>x | y</td>" in out  # an escaped pipe stays in its cell
+    assert "<li>outer\n<ul>\n<li>inner</li>" in out
+    assert '<a href="https://en.wikipedia.org/wiki/Roofline_(model)">the page</a>' in out
+    assert "<blockquote>\n<p>a quote</p>\n</blockquote>" in out and '<ol start="3">' in out
+    assert "<script>" not in out and 'href="javascript' not in out  # raw HTML and script links are text
+    assert '<table class="card">' in out
 
 
 def test_empty_leaderboard_builds(tmp_path):

@@ -120,7 +120,7 @@ def _measure_pending(pending, writer, summary, deadline, options, progress, shar
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(pending), unit="pd", mininterval=5, dynamic_ncols=False, file=sys.stderr,
-                   desc="collect cudnn")
+                   desc="collect cudnn", disable=None)  # a terminal only: no \r bars in log files
     fatal = None
     try:
         for _, row in pending.iterrows():

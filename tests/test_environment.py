@@ -1,0 +1,114 @@
+"""The software environment every result record carries (kbench.environment)."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kbench.environment import (
+    NOT_A_CHECKOUT,
+    Environment,
+    _imports,
+    environment,
+    git_state,
+    imported_top_level,
+    method_modules,
+    package_versions,
+)
+from kbench.errors import KbenchInputError
+from kbench.leaderboard.schema import parse_record
+from kbench.records import RECORD_SCHEMA_VERSION, EvaluationResult
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_imports_resolve_relative_and_function_level(tmp_path):
+    src = tmp_path / "mod.py"
+    src.write_text(textwrap.dedent("""
+        import numpy as np, os.path
+        from . import features
+        from .base import Baseline
+        from ..kbench import dataset
+        def fit():
+            import xgboost
+            from sklearn.ensemble import RandomForestClassifier
+    """))
+    assert _imports(src, "pkg.sub.mod") == {
+        "numpy", "os.path", "pkg.sub", "pkg.sub.features", "pkg.sub.base", "pkg.sub.base.Baseline",
+        "pkg.kbench", "pkg.kbench.dataset", "xgboost", "sklearn.ensemble",
+        "sklearn.ensemble.RandomForestClassifier"}
+
+
+def test_method_packages_follow_the_baselines_code():
+    from kbench_baselines import base
+    base.discover()
+    rf = base.BASELINES["hybrid-rf"]
+    assert method_modules(rf)[0] == "kbench_baselines.hybrid_rf"
+    top = imported_top_level(method_modules(rf))
+    assert "sklearn" in top and "torch" not in top and "kbench" not in top and "json" not in top
+    packages = environment(method_modules(rf)).packages
+    assert packages["scikit-learn"] == md.version("scikit-learn")
+    assert {"kbench", "numpy", "pandas", "pyarrow"} <= set(packages)
+    # the random floor imports no learning library
+    assert "scikit-learn" not in environment(method_modules(base.BASELINES["random"])).packages
+
+
+def test_package_versions_skip_what_is_not_installed():
+    got = package_versions({"numpy", "a_module_that_is_not_installed"})
+    assert got["numpy"] == md.version("numpy")
+    assert "a_module_that_is_not_installed" not in got and "a-module-that-is-not-installed" not in got
+    assert list(got) == sorted(got)
+
+
+def _git(root, *args):
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_git_state_commit_dirty_and_not_a_checkout(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_state(plain).model_dump() == {"commit": None, "dirty": None, "note": NOT_A_CHECKOUT}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("x = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    sha = _git(repo, "rev-parse", "HEAD")
+    git_state.cache_clear()
+    assert git_state(repo).model_dump() == {"commit": sha, "dirty": False, "note": None}
+    (repo / "untracked.txt").write_text("not part of the code\n")
+    git_state.cache_clear()
+    assert git_state(repo).dirty is False  # untracked files do not make the code dirty
+    (repo / "a.py").write_text("x = 2\n")
+    git_state.cache_clear()
+    state = git_state(repo)
+    assert state.dirty is True and state.describe() == f"{sha[:12]} (dirty: uncommitted changes)"
+    git_state.cache_clear()
+
+
+def test_records_carry_the_environment_and_old_records_stay_valid(tmp_path):
+    old = next(iter(sorted((REPO / "leaderboard").glob("mi300x/random/*/result.json"))))
+    doc = json.loads(old.read_text())
+    assert doc["schema_version"] == 1 and "environment" not in doc
+    record = parse_record(old, doc)
+    assert record.environment is None
+    assert "environment" not in json.loads(record.model_dump_json())  # written again: the same keys
+    from kbench.evaluate import Evaluator
+    ev = Evaluator("mi300x", reference=None)
+    best = ev.dataset.best[ev.dataset.best["problem_id"].isin(ev.ids)]
+    new = ev(best.rename(columns={"kernel": "ranking"})[["problem_id", "ranking"]], method="oracle")
+    assert new.overall["top1"] == 1.0
+    assert new.schema_version == RECORD_SCHEMA_VERSION == 2
+    assert isinstance(new.environment, Environment)
+    assert new.environment.packages["pandas"] == md.version("pandas")
+    again = EvaluationResult.model_validate_json(new.model_dump_json())
+    assert again.environment == new.environment
+    newer = {**doc, "schema_version": RECORD_SCHEMA_VERSION + 1}
+    with pytest.raises(KbenchInputError, match="schema_version 3 was written by a newer kbench"):
+        parse_record(tmp_path / "result.json", newer)
