@@ -279,7 +279,7 @@ def markdown(board: Board) -> str:
             when = break_even(figures, best.entry.meta.inference_latency_ms)
             if when:
                 out += " " + md_text(f"Against {name} (first call {figures['first_call_ms']:,.0f} ms of timings over "
-                                     f"{figures['n']:.0f} shapes; the selector's latency "
+                                     f"{figures['n']:,.0f} shapes; the selector's latency "
                                      f"{best.entry.meta.inference_latency_ms:.3g} ms per shape): {when}.")
     if net:
         out += "\n\n_" + md_text(network_note(net)) + "_"
