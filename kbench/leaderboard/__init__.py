@@ -26,6 +26,14 @@ metric, seed rule, roles), :mod:`.datasets` (the datasets entries are scored on)
 from __future__ import annotations
 
 from kbench.leaderboard.policy import (  # noqa: F401
-    DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, ROLES, RULES_MD)
+    DEFAULT_ROLES,
+    MIN_SEEDS,
+    PRIMARY_LABEL,
+    PRIMARY_LOWER_IS_BETTER,
+    PRIMARY_METRIC,
+    PRIMARY_TEXT,
+    ROLES,
+    RULES_MD,
+)
 
 __all__ = ["PRIMARY_METRIC", "PRIMARY_LOWER_IS_BETTER", "MIN_SEEDS", "ROLES", "DEFAULT_ROLES", "RULES_MD"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from kbench.leaderboard.policy import PRIMARY_METRIC
 

@@ -37,7 +37,7 @@ def method_styles(rows: list[tuple[str, str]]) -> dict[str, tuple[str, object]]:
     floors = sorted(n for n, r in rows if r == "floor")
     for i, name in enumerate(floors):
         styles[name] = FLOOR_STYLES[i % len(FLOOR_STYLES)]
-    for name, role in rows:
+    for name, _role in rows:
         styles.setdefault(name, CEILING_STYLE)
     return styles
 

@@ -17,8 +17,6 @@ without any change here.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,8 +31,14 @@ import pandas as pd
 from kbench.environment import cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
-from kbench.leaderboard.store import (atomic_write_text, lean_predictions, load_dataset, predictions_csv_gz,
-                                      record_json, seed_predictions_parquet)
+from kbench.leaderboard.store import (
+    atomic_write_text,
+    lean_predictions,
+    load_dataset,
+    predictions_csv_gz,
+    record_json,
+    seed_predictions_parquet,
+)
 from kbench.prediction_files import read_predictions
 from kbench.records import EvaluationResult, aggregate_seeds
 
@@ -335,9 +339,9 @@ def _mean(values):
 def aggregate_method(folder: Path, name: str, cls: type, records: list[EvaluationResult], seeds: list[int],
                      dataset, split: str) -> EvaluationResult:
     """Write the all-seeds record and the metadata of one method; returns the record."""
-    from kbench.version import __version__
     from kbench.leaderboard.schema import SubmissionMeta
     from kbench.records import SeedSummary, _mean_std
+    from kbench.version import __version__
     agg = aggregate_seeds(records, seeds)
     agg.predictions.path = f"{SEED_DIR.format(seed=seeds[0])}/preds.csv.gz"
     valid = [r.extra.get("valid") for r in records]

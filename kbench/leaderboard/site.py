@@ -68,9 +68,9 @@ ONE_SEED_TEXT = ("‡ one-seed entry: only its first seed's predictions are stor
 
 
 def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
-    key = (lambda e: (e.record.metrics["overall"].get(PRIMARY_METRIC) is None,
-                      (1 if PRIMARY_LOWER_IS_BETTER else -1) * (e.record.metrics["overall"].get(PRIMARY_METRIC) or 0),
-                      e.method))
+    def key(e):
+        primary = e.record.metrics["overall"].get(PRIMARY_METRIC)
+        return primary is None, (1 if PRIMARY_LOWER_IS_BETTER else -1) * (primary or 0), e.method
     ranked = sorted((e for e in entries if e.role == "entry"), key=key)
     refs = sorted((e for e in entries if e.role != "entry"), key=lambda e: (ROLE_ORDER.get(e.role, 9),) + key(e))
     rows = [Row(e, i + 1) for i, e in enumerate(ranked)]
@@ -356,8 +356,9 @@ TUNING_COLUMNS = [
 
 
 def make_tuning_board(dataset: str, split: str, entries: list[Entry]) -> Board:
-    key = (lambda e: (e.record.overall.get(TUNING_PRIMARY) is None, -(e.record.overall.get(TUNING_PRIMARY) or 0),
-                      e.method))
+    def key(e):
+        primary = e.record.overall.get(TUNING_PRIMARY)
+        return primary is None, -(primary or 0), e.method
     ranked = sorted((e for e in entries if e.role == "entry"), key=key)
     refs = sorted((e for e in entries if e.role != "entry"), key=lambda e: (ROLE_ORDER.get(e.role, 9),) + key(e))
     n = entries[0].record.metrics.get("n") if entries else None

@@ -13,7 +13,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,7 @@ import pyarrow.parquet as pq
 
 from kbench.errors import KbenchInputError
 from kbench.evaluate import Evaluator
-from kbench.leaderboard.datasets import (  # noqa: F401  (re-exported: the store's public names)
-    _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset)
+from kbench.leaderboard.datasets import _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset  # noqa: F401  (re-exported: the store's public names)
 from kbench.leaderboard.schema import GENERATED, PREDS_FILE, parse_meta, parse_record, parse_verification
 from kbench.metrics import DEEPEST, lean_rows
 from kbench.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)

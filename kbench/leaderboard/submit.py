@@ -19,8 +19,16 @@ from kbench.errors import KbenchInputError
 from kbench.evaluate import Evaluator
 from kbench.leaderboard.rescore import Rescorer
 from kbench.leaderboard.schema import dataset_problems, parse_meta, parse_record, record_problems
-from kbench.leaderboard.store import (DEFAULT_ROOT, entry_dir, entry_lock, lean_predictions, load_dataset,
-                                      read_seed_predictions, seed_predictions_parquet, write_entry)
+from kbench.leaderboard.store import (
+    DEFAULT_ROOT,
+    entry_dir,
+    entry_lock,
+    lean_predictions,
+    load_dataset,
+    read_seed_predictions,
+    seed_predictions_parquet,
+    write_entry,
+)
 from kbench.prediction_files import read_predictions
 from kbench.records import TuningResult
 from kbench.version import __version__

@@ -20,8 +20,13 @@ from pathlib import Path
 
 from kbench.errors import KbenchInputError
 from kbench.leaderboard.policy import MIN_SEEDS
-from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text, load_dataset, predictions_csv_gz, \
-    record_json
+from kbench.leaderboard.store import (
+    atomic_write_bytes,
+    atomic_write_text,
+    load_dataset,
+    predictions_csv_gz,
+    record_json,
+)
 from kbench.records import DatasetRef, EvaluationResult, TransferRef, aggregate_seeds
 
 TRANSFER_FOLDER = "transfer"

@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # ``baselines`` is a top-level folder
     sys.path.insert(0, str(ROOT))
 
-from kbench_baselines import base  # noqa: E402
 from kbench.dataset import Dataset  # noqa: E402
 from kbench.leaderboard import store  # noqa: E402
+from kbench_baselines import base  # noqa: E402
 
 KERNELS = ["kA", "kB", "kC", "kD", "kE", "kF"]
 

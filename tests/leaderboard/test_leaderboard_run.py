@@ -3,13 +3,12 @@
 import json
 
 import pytest
+from lbtoy import FakeBaseline, run_fakes
 
 from kbench.cli import main
 from kbench.errors import KbenchInputError
 from kbench.leaderboard.runner import run_benchmark
 from kbench.leaderboard.schema import validate_tree
-
-from lbtoy import FakeBaseline, run_fakes
 
 
 def _run(tmp_path, **kw):

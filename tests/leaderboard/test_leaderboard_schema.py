@@ -8,8 +8,15 @@ import pytest
 
 from kbench.cli import main
 from kbench.errors import KbenchInputError
-from kbench.leaderboard.schema import (SCHEMA_DIR, SCHEMA_FILES, generated_schemas, parse_meta, parse_record,
-                                       schema_text, validate_tree)
+from kbench.leaderboard.schema import (
+    SCHEMA_DIR,
+    SCHEMA_FILES,
+    generated_schemas,
+    parse_meta,
+    parse_record,
+    schema_text,
+    validate_tree,
+)
 
 ENTRY = "toy/random/toy-model"
 

@@ -8,8 +8,8 @@ from kbench import __version__
 from kbench.errors import KbenchInputError
 from kbench.evaluate import evaluate_tuning
 from kbench.leaderboard import site
-from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems, validate_tree
 from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems, validate_tree
 from kbench.leaderboard.store import gzip_bytes, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit
 from kbench.records import DatasetRef, TuningResult, aggregate_seeds

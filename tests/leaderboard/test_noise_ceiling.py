@@ -1,5 +1,4 @@
 """The noise-ceiling reference row, from a hand-worked 3-problem example."""
-import math
 from pathlib import Path
 
 import pandas as pd
