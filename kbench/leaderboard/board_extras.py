@@ -95,6 +95,9 @@ def export_rows(board: Board) -> list[dict]:
             "rank": row.rank, "role": row.role, "method": row.entry.method, "name": row.entry.name,
             "tied_with_above": row.tie_with or None,
             "metrics": {k: _clean(v) for k, v in rec.overall.items() if isinstance(v, (int, float)) or v is None},
+            # the comparison with each reference heuristic, as stored (JSON only: nested)
+            "references": {name: {k: _clean(v) for k, v in figs.items()}
+                           for name, figs in (rec.overall.get("references") or {}).items()} or None,
             "std": {k: _clean(v) for k, v in _std(row).items()},
             **({f"valid_{PRIMARY_METRIC}": _clean(vm), f"valid_{PRIMARY_METRIC}_std": _clean(vs)}
                if not board.tuning else {}),
@@ -137,7 +140,7 @@ def board_csv(board: Board) -> bytes:
     metric_keys = sorted({k for r in rows for k in r["metrics"]})
     std_keys = sorted({k for r in rows for k in r["std"]})
     head = ["rank", "role", "method", "name", "tied_with_above"]
-    tail = [k for k in rows[0] if k not in head + ["metrics", "std", "environment"]] if rows else []
+    tail = [k for k in rows[0] if k not in head + ["metrics", "references", "std", "environment"]] if rows else []
     env_cols = ["python", "packages", "git_commit", "git_dirty", "os", "cpu"]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
