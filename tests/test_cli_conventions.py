@@ -187,6 +187,6 @@ def test_baseline_run_json_is_the_record(capsys, tmp_path, toy_folder, boom_regi
     record, err = _stdout_json(capsys, ["baseline", "run", "toy-model", "--dataset", str(toy_folder), "--seeds", "0",
                                         "1", "--out", str(tmp_path), "--json"])
     assert record["method"] == "toy-model" and record["seeds"]["seeds"] == [0, 1]
-    assert record["environment"]["packages"]["numpy"] and record["schema_version"] == 2
+    assert record["environment"]["packages"]["numpy"] and record["schema_version"] == 3
     assert "\r" not in err
     assert not (tmp_path / "toy" / "random" / "toy-model" / "error.log").exists()

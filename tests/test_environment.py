@@ -93,9 +93,13 @@ def test_git_state_commit_dirty_and_not_a_checkout(tmp_path):
 
 
 def test_records_carry_the_environment_and_old_records_stay_valid(tmp_path):
-    old = next(iter(sorted((REPO / "leaderboard").glob("mi300x/random/*/result.json"))))
-    doc = json.loads(old.read_text())
-    assert doc["schema_version"] == 1 and "environment" not in doc
+    shipped = next(iter(sorted((REPO / "leaderboard").glob("mi300x/random/*/result.json"))))
+    # a record as kbench wrote it before records carried their environment: schema 1, no such field
+    doc = {k: v for k, v in json.loads(shipped.read_text()).items() if k != "environment"}
+    doc["schema_version"] = 1
+    old = tmp_path / "old" / "result.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps(doc))
     record = parse_record(old, doc)
     assert record.environment is None
     assert "environment" not in json.loads(record.model_dump_json())  # written again: the same keys
@@ -104,11 +108,11 @@ def test_records_carry_the_environment_and_old_records_stay_valid(tmp_path):
     best = ev.dataset.best[ev.dataset.best["problem_id"].isin(ev.ids)]
     new = ev(best.rename(columns={"kernel": "ranking"})[["problem_id", "ranking"]], method="oracle")
     assert new.overall["top1"] == 1.0
-    assert new.schema_version == RECORD_SCHEMA_VERSION == 2
+    assert new.schema_version == RECORD_SCHEMA_VERSION == 3
     assert isinstance(new.environment, Environment)
     assert new.environment.packages["pandas"] == md.version("pandas")
     again = EvaluationResult.model_validate_json(new.model_dump_json())
     assert again.environment == new.environment
     newer = {**doc, "schema_version": RECORD_SCHEMA_VERSION + 1}
-    with pytest.raises(KbenchInputError, match="schema_version 3 was written by a newer kbench"):
+    with pytest.raises(KbenchInputError, match="schema_version 4 was written by a newer kbench"):
         parse_record(tmp_path / "result.json", newer)

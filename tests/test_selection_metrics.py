@@ -266,7 +266,7 @@ def test_cli_json_carries_every_new_field(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "network end-to-end time over 3 network(s)" in r.stdout and "headroom closed" in r.stdout
     rec = json.loads(out.read_text())
-    assert rec["schema_version"] == 2
+    assert rec["schema_version"] == 3
     for group in [rec["metrics"]["overall"], *rec["metrics"]["by_direction"].values()]:
         for k in BEST_OF:
             assert {f"best_of_{k}", f"best_of_{k}_oracle", f"best_of_{k}_censored"} <= set(group)

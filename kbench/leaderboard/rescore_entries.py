@@ -92,7 +92,9 @@ def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
                                for seed in seeds], seeds)
         before = old.overall
         new.predictions, new.date = old.predictions, old.date
-        new.extra = {**(old.extra or {}), "relabel": {
+        # the valid-part figures were scored on the earlier labels and their predictions are not stored:
+        # they leave the record rather than stand beside test figures of other labels
+        new.extra = {**{k: v for k, v in (old.extra or {}).items() if k != "valid"}, "relabel": {
             "from_dataset": old.dataset.model_dump(mode="json"), "seeds_before": old.seeds.seeds if old.seeds else [0],
             "before": {k: before.get(k) for k in ("top1", "speedup_geomean", "geomean_slowdown", "lop_mean")},
             "note": f"re-scored from the committed predictions of seeds {', '.join(map(str, seeds))} (models "

@@ -52,7 +52,7 @@ def test_rescore_stored_brings_old_records_up_to_date(board, toy):
     assert summary["rescored"] == len(before) and summary["partial"] == ["toy/random/toy-model"]
     for name, doc in before.items():
         new = json.loads((board / "toy/random" / name / "result.json").read_text())
-        assert new["schema_version"] == 2
+        assert new["schema_version"] == 3
         o = new["metrics"]["overall"]
         assert o["geomean_slowdown"] == doc["metrics"]["overall"]["geomean_slowdown"]
         assert "best_of_3" in o and "toy_heuristic" in o["references"]
