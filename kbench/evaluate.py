@@ -203,9 +203,10 @@ class Evaluator:
                 name = self.dataset.info.get("reference_heuristic") or next(
                     (n for n in REFERENCE_PRIORITY if n in names), names[0])
                 order = [name] + [n for n in names if n != name]
-                runs = [self._heuristic_run(heur, n) for n in order]
-                if AUTOTUNE_FROM in names:  # PyTorch's benchmark = True over mode A's order
-                    runs.append(autotune_run(self.table.times, *self._heuristic_rows(heur, AUTOTUNE_FROM)))
+                rows = {n: self._heuristic_rows(heur, n) for n in order}
+                runs = [self._run(n, *rows[n]) for n in order]
+                if AUTOTUNE_FROM in rows:  # PyTorch's benchmark = True over mode A's order
+                    runs.append(autotune_run(self.table.times, *rows[AUTOTUNE_FROM]))
                 return name, runs
             refs = self.dataset.tables.get("references")
             if refs is not None and len(refs):
@@ -221,10 +222,6 @@ class Evaluator:
             frame, _ = read_predictions(reference)
             return str(reference), [self._reference_run(str(reference), frame)]
         return "custom", [self._reference_run("custom", reference)]
-
-    def _heuristic_run(self, heur: pd.DataFrame, name: str) -> ReferenceRun:
-        """A recorded heuristic's rankings on this part, scored as a ranking is."""
-        return self._run(name, *self._heuristic_rows(heur, name))
 
     def _heuristic_rows(self, heur: pd.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(problem, kernel) indices of a recorded heuristic's rows on this part, in preference order."""

@@ -32,7 +32,7 @@ import pandas as pd
 from kbench.collect.cudnn import default_set, pytorch_default_mask
 from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.shard import shard_folders
-from kbench.collect.strides import UNRECORDED_CONVENTION, strides_differ
+from kbench.collect.strides import UNRECORDED_CONVENTION, run_conventions, strides_differ
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
@@ -333,13 +333,6 @@ def overlay_retimed(problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFra
             "runs": sorted(new_problems["run_id"].astype(str).unique()),
             "tensor_strides": sorted(run_conventions(new_env).unique())}
     return problems, plans, env, info, replaced
-
-
-def run_conventions(env: pd.DataFrame) -> pd.Series:
-    """Each run's tensor-stride convention (its start record; a run without the key is ``legacy``)."""
-    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
-    conv = start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object)
-    return pd.Series(conv.fillna(UNRECORDED_CONVENTION).astype(str).to_numpy(), index=start["run_id"].astype(str))
 
 
 def require_one_stride_form(problems: pd.DataFrame, env: pd.DataFrame) -> None:

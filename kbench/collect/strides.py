@@ -111,13 +111,18 @@ def size_one_class(problems: pd.DataFrame) -> pd.Series:
                      index=problems.index, name="size_one_class")
 
 
+def run_conventions(env: pd.DataFrame) -> pd.Series:
+    """Each run's tensor-stride convention (its start record; a run without the key is ``legacy``)."""
+    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env.iloc[:0]
+    conv = start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object)
+    return pd.Series(conv.fillna(UNRECORDED_CONVENTION).astype(str).to_numpy(), index=start["run_id"].astype(str))
+
+
 def strides_row(env: pd.DataFrame, retimed: dict | None = None) -> str:
     """A machine-table row of the tensor-stride conventions of the runs (each run's start record; one
     without the ``tensor_strides`` key is ``legacy``, docs/tensor_strides.md). Empty when the runs differ
     and no re-timing explains it, as :func:`settings_rows` then lists each run's."""
-    start = env[env["phase"] == "start"].drop_duplicates("run_id", keep="last") if "phase" in env else env
-    conv = (start["tensor_strides"] if "tensor_strides" in start else pd.Series(index=start.index, dtype=object))
-    counts = conv.fillna(UNRECORDED_CONVENTION).value_counts().sort_index()
+    counts = run_conventions(env).value_counts().sort_index()
     if len(counts) != 1 and not retimed:
         return ""
     parts = [f"`{name}` ({n} run{'s' if n != 1 else ''})" for name, n in counts.items()]
