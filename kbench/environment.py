@@ -170,7 +170,9 @@ def _version(dist: str) -> str | None:
 def package_versions(top_level: set[str]) -> dict[str, str]:
     """Distribution -> version of kbench, the core packages and the importable ``top_level`` modules."""
     dists = {d: None for d in CORE_PACKAGES}
-    by_module = _distributions()
+    # packages_distributions() reads every installed distribution's file list (~0.4 s): only a
+    # method's modules need it, the scorer's own record (no modules) names its core packages directly
+    by_module = _distributions() if top_level else {}
     for name in sorted(top_level):
         if importlib.util.find_spec(name) is None:  # an optional import that is not installed here
             continue

@@ -120,16 +120,19 @@ def build_scoring_table(problems: pd.DataFrame, runtimes: pd.DataFrame, kernels:
     """
     pids = problems["problem_id"].to_numpy(dtype=object)
     vocab = kernels["kernel"].to_numpy(dtype=object)
-    pi_all = index_in(runtimes["problem_id"], problems["problem_id"])
+    all_problems = problems if all_problems is None else all_problems
+    # each runtime row's problem and kernel, looked up once (the longest lookups of an Evaluator's build):
+    # its row among all problems, then among the part's through the all-problems -> part map
+    pi_every = index_in(runtimes["problem_id"], all_problems["problem_id"])
+    ki_every = index_in(runtimes["kernel"], kernels["kernel"])
+    part_row = np.append(index_in(all_problems["problem_id"], problems["problem_id"]), -1)
+    pi_all = part_row[pi_every]
     keep = pi_all >= 0
-    rt = runtimes[keep]
-    pi = pi_all[keep]
-    ki = index_in(rt["kernel"], kernels["kernel"])
     times = np.full((len(pids), len(vocab)), np.nan)
-    times[pi, ki] = rt["time_ms"].to_numpy(dtype=np.float64)
+    times[pi_all[keep], ki_every[keep]] = runtimes["time_ms"].to_numpy(dtype=np.float64)[keep]
     # the kernels table's ``directions`` column is derived from the same runtimes, so the class
     # rule (direction and dimensionality) already implies it
-    runs = _runs_in_class(problems, problems if all_problems is None else all_problems, runtimes, kernels)
+    runs = _runs_in_class(problems, all_problems, pi_every, ki_every, len(kernels))
     return ScoringTable(pids, vocab, times, problems["censored"].to_numpy(dtype=bool), runs,
                         problems["direction"].to_numpy(dtype=object), problems["dtype"].to_numpy(dtype=object))
 
@@ -140,14 +143,13 @@ def problem_class(problems: pd.DataFrame) -> np.ndarray:
     return (problems["direction"].astype(str) + dims).to_numpy(dtype=object)
 
 
-def _runs_in_class(problems, all_problems, runtimes, kernels) -> np.ndarray:
-    """bool [problems, kernels]: the kernel was measured on a problem of the same class anywhere."""
+def _runs_in_class(problems, all_problems, pi, ki, n_kernels: int) -> np.ndarray:
+    """bool [problems, kernels]: the kernel was measured on a problem of the same class anywhere
+    (``pi``/``ki``: each runtime row's index among ``all_problems`` and the kernels, -1 if absent)."""
     classes, all_codes = np.unique(problem_class(all_problems), return_inverse=True)
-    pi = index_in(runtimes["problem_id"], all_problems["problem_id"])
-    ki = index_in(runtimes["kernel"], kernels["kernel"])
     ok = (pi >= 0) & (ki >= 0)
     # one extra all-False row for classes the dataset never measured (index -1 below)
-    seen = np.zeros((len(classes) + 1, len(kernels)), dtype=bool)
+    seen = np.zeros((len(classes) + 1, n_kernels), dtype=bool)
     seen[all_codes[pi[ok]], ki[ok]] = True
     return seen[pd.Index(classes).get_indexer(problem_class(problems))]
 
