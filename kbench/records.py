@@ -158,7 +158,9 @@ class TuningResult(_ScoredRecord):
         return {k: v for k, v in self.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-VERIFICATION_SCHEMA_VERSION = 1
+#: 2: ``live`` (references decided on the GPU, with bootstrap intervals, and timing agreement); a
+#: record without it is written as schema 1, as before
+VERIFICATION_SCHEMA_VERSION = 2
 
 
 class SpeedupFigures(BaseModel):
@@ -178,6 +180,47 @@ class VerificationFigures(BaseModel):
     overall: SpeedupFigures
     by_direction: dict[str, SpeedupFigures]
     by_dtype: dict[str, SpeedupFigures]
+
+
+class LiveReference(BaseModel):
+    """The choice's measured speed-up over one reference, every plan timed in the same run."""
+
+    model_config = ConfigDict(extra="forbid")
+    problems: int
+    speedup_geomean: float = Field(description="geomean over problems of t_reference / t_choice")
+    speedup_ci95: tuple[float, float] = Field(description="bootstrap percentile interval over problems")
+    oracle_speedup_geomean: float = Field(description="geomean of t_reference / t_oracle: the headroom")
+    headroom_closed: float | None = Field(description="log(speed-up) / log(oracle speed-up); None without headroom")
+    choice_faster_share: float = Field(description="share of problems where the choice is > 5% faster")
+    choice_slower_share: float = Field(description="share of problems where the choice is > 5% slower")
+    same_plan_as_table_mode_a: float | None = Field(
+        None, description="live cuDNN modes: share of problems whose pick is the table's mode-A plan")
+
+
+class TimingAgreement(BaseModel):
+    """How the run's times of the table's plans agree with the table (plans of at least ``min_ms``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    timing: str = Field(description="graph (the run's protocol) or eager (launches from Python, no graph)")
+    min_ms: float
+    plans: int = Field(description="(problem, plan) pairs compared")
+    median_abs_log_ratio: float | None
+    over_1_5x: int = Field(description="pairs more than 1.5x apart")
+
+
+class LiveFigures(BaseModel):
+    """The choice against references decided on the GPU (``kbench verify-on-gpu --live-references``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    variant: str = Field(description="candidate set whose filter the live references used (docs/variants.md)")
+    resamples: int = Field(description="bootstrap resamples over problems (seed 0)")
+    problems: int = Field(description="problems with every unit timed")
+    references: dict[str, LiveReference] = Field(
+        description="table_mode_a (the table's mode-A plan, timed here), live_mode_a, live_mode_b, pytorch_op")
+    strongest_reference: str = Field(description="the reference the choice gains least over")
+    by_direction: dict[str, dict[str, float]] = Field(
+        description="direction -> reference -> speed-up geomean")
+    agreement: list[TimingAgreement]
 
 
 class VerificationRecord(BaseModel):
@@ -206,12 +249,17 @@ class VerificationRecord(BaseModel):
     device_time_s: float | None = Field(None, description="GPU wall time of the timing run(s)")
     measured: VerificationFigures = Field(description="from the GPU re-timing")
     table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")
+    live: LiveFigures | None = Field(None, description="references decided on the GPU (schema 2)")
 
     @model_serializer(mode="wrap")
     def _omit_empty_left_out(self, handler):
-        # records written before the field existed have no such key: an empty list is left out so that
-        # scoring them again from their committed timings gives the same file
+        # records written before these fields existed have no such keys: empty ones are left out (and
+        # make_record writes a record without live references as schema 1), so that scoring them again
+        # from their committed timings gives the same file
         data = handler(self)
-        if isinstance(data, dict) and not data.get("problems_without_reference"):
-            data.pop("problems_without_reference", None)
+        if isinstance(data, dict):
+            if not data.get("problems_without_reference"):
+                data.pop("problems_without_reference", None)
+            if data.get("live") is None:
+                data.pop("live", None)
         return data

@@ -12,6 +12,11 @@ goes), and the score (:mod:`kbench.gpu_check.score`, pure) into a typed
 :class:`kbench.records.VerificationRecord` with the measured speed-up over
 cuDNN mode A (geomean overall, per direction and data type) and the oracle's
 measured margin, next to the table-derived figures of the same problems.
+With ``--live-references`` the GPU also decides and times the references a
+PyTorch user meets (cuDNN mode A and mode B with the variant's note filter,
+PyTorch's own convolution: :mod:`kbench.gpu_check.live`), and the record
+(schema 2) gives the speed-up over each with a bootstrap interval, the
+strongest of them, and how the run's graph and eager times agree with the table.
 On the lent device: ``bash kbench/collect/run_on_device.sh verify DIR BUDGET_S``.
 """
 
@@ -31,13 +36,15 @@ RECORD_NAME = "verification.json"
 
 
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
-              seed: int = 0, method: str | None = None) -> dict:
-    """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part."""
+              seed: int = 0, method: str | None = None, live_references: bool = False) -> dict:
+    """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part; with
+    ``live_references``, the GPU also times the references it decides itself
+    (:func:`kbench.gpu_check.plan.live_block`, with the dataset variant's filter)."""
     # imported here, not at the top: the GPU machines run `python -m kbench.collect`, whose parser
     # registers this command, without pydantic (which the leaderboard store needs)
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
-    from kbench.gpu_check.plan import build_plan, require_cudnn_collected, role_plans
+    from kbench.gpu_check.plan import build_plan, live_block, require_cudnn_collected, role_plans
     from kbench.leaderboard.store import PREDS_FILE, predictions_csv_gz, read_seed_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
@@ -61,52 +68,80 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
                       replays=replays, seed=seed)
     plan.update(dataset={"name": ds.name, "version": ds.version, "checksum": ds.checksum}, split=split, part=part,
                 method=method, predictions={"path": path, "sha256": sha, "rows": int(len(predictions))})
+    if live_references:
+        plan["live"] = live_block(ds.info.get("variant") or "default", [p["problem"]["dtype"] for p in plan["problems"]])
     if roles.attrs["no_reference"]:  # left out, as the board's speed-up over the reference leaves them out
         plan["no_reference"] = roles.attrs["no_reference"]
     return plan
 
 
+def raw_rows(path: Path):
+    """The JSON objects of a raw timing file, in order; a line cut by a kill is skipped. ``path`` may be
+    gzipped (``.gz``), as the committed re-timings are."""
+    if not path.exists():
+        return
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for line in text.splitlines():
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue
+
+
 def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
-    """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds);
-    ``path`` may be gzipped (``.gz``), as the committed re-timings are."""
+    """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds)."""
     rows, failed, env, seconds = [], {}, {}, 0.0
-    if path.exists():
-        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-        for line in text.splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            kind = row.get("kind")
-            if kind == "time":
-                rows.append(row)
-            elif kind == "problem" and row.get("status") != "ok":
-                failed[row["problem_id"]] = row.get("error", "")
-            elif kind == "run":
-                env = row.get("env", {})
-            elif kind == "run_end":
-                seconds += float(row.get("seconds", 0.0))
+    for row in raw_rows(path):
+        kind = row.get("kind")
+        if kind == "time":
+            rows.append(row)
+        elif kind == "problem" and row.get("status") != "ok":
+            failed[row["problem_id"]] = row.get("error", "")
+        elif kind == "run":
+            env = row.get("env", {})
+        elif kind == "run_end":
+            seconds += float(row.get("seconds", 0.0))
     cols = ["problem_id", "plan", "round", "slot", "ms"]
     return (pd.DataFrame(rows, columns=cols + ["k", "method"]) if rows else pd.DataFrame(columns=cols)), failed, env, seconds
+
+
+def read_live(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(each finished problem's live picks: problem_id and one column per live reference naming its
+    timing unit; eager timings: problem_id, plan, ms) of a run with live references."""
+    from kbench.gpu_check.plan import LIVE_REFERENCES
+    picks, eager = [], []
+    for row in raw_rows(path):
+        kind = row.get("kind")
+        if kind == "problem" and row.get("status") == "ok" and isinstance(row.get("live"), dict):
+            picks.append({"problem_id": row["problem_id"], **{r: row["live"].get(r) for r in LIVE_REFERENCES}})
+        elif kind == "eager":
+            eager.append({"problem_id": row["problem_id"], "plan": row["plan"], "ms": row["ms"]})
+    return (pd.DataFrame(picks, columns=["problem_id", *LIVE_REFERENCES]),
+            pd.DataFrame(eager, columns=["problem_id", "plan", "ms"]))
 
 
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
     """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
     from kbench.gpu_check.score import score
     from kbench.gpu_check.timing import RAW_NAME
-    from kbench.records import DatasetRef, PredictionsRef, VerificationRecord
+    from kbench.records import VERIFICATION_SCHEMA_VERSION, DatasetRef, PredictionsRef, VerificationRecord
     from kbench.version import __version__
     raw, failed, env, seconds = read_raw(out_dir / RAW_NAME)
     measured, table, n = score(plan, raw)
+    live = None
+    if plan.get("live"):
+        from kbench.gpu_check.score import live_figures
+        picks, eager = read_live(out_dir / RAW_NAME)
+        live = live_figures(plan, raw, picks, eager)
     return VerificationRecord(
-        kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),
+        schema_version=VERIFICATION_SCHEMA_VERSION if live is not None else 1, kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),
         split=plan["split"], part=plan["part"], predictions=PredictionsRef(**plan["predictions"]),
         protocol={"seed": plan["seed"], "rounds": plan["rounds"], "replays": plan["replays"],
                   "timing": "CUDA graph of k executions per replay (collector's rule), median of replays per "
                             "round, median over rounds; single executions for plans over 20 ms"},
         device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
         problems_without_reference=plan.get("no_reference", []),
-        device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table)
+        device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table, live=live)
 
 
 def add_arguments(p) -> None:
@@ -120,6 +155,9 @@ def add_arguments(p) -> None:
     p.add_argument("--replays", type=int, default=3, help="replays per timing, median taken (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of the problem and round orders")
     p.add_argument("--method", default=None, help="method name for the record")
+    p.add_argument("--live-references", action="store_true",
+                   help="also time what cuDNN mode A and mode B pick on the GPU with the dataset variant's "
+                        "note filter, and PyTorch's own convolution; every unit timed eagerly too (record schema 2)")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds of timing")
     g = p.add_mutually_exclusive_group()
@@ -143,7 +181,7 @@ def run(args) -> int:
             raise KbenchInputError("verify-on-gpu: give the predictions file (or --time-only / --score-only "
                                    "with an existing run folder)")
         plan = make_plan(args.predictions, args.dataset, args.split, args.part, args.rounds, args.replays,
-                         args.seed, args.method)
+                         args.seed, args.method, args.live_references)
         if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
         out.mkdir(parents=True, exist_ok=True)
@@ -170,6 +208,11 @@ def run(args) -> int:
     print(f"verify-on-gpu: {record.problems_measured} problems; speed-up over mode A measured "
           f"{m.speedup_geomean:.3f}x (table {t.speedup_geomean:.3f}x); oracle margin measured "
           f"{m.oracle_speedup_geomean:.3f}x (table {t.oracle_speedup_geomean:.3f}x) -> {out / RECORD_NAME}")
+    if record.live is not None:
+        for ref, f in record.live.references.items():
+            print(f"  over {ref}: {f.speedup_geomean:.3f}x [{f.speedup_ci95[0]:.3f}, {f.speedup_ci95[1]:.3f}]; "
+                  f"oracle over it {f.oracle_speedup_geomean:.3f}x")
+        print(f"  strongest reference: {record.live.strongest_reference}")
     return 0
 
 

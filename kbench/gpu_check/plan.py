@@ -9,6 +9,11 @@ For each problem of a dataset part the run re-times three roles:
 * ``oracle``: the dataset's fastest measured plan.
 
 Roles that name the same plan share one timing (``plans`` is deduplicated).
+
+With live references (:func:`live_block`) the GPU also decides, per problem, what cuDNN's mode A
+and mode B pick with the dataset variant's numerical-note filter (:func:`live_filter`) and times
+PyTorch's own convolution: :mod:`kbench.gpu_check.live`. Those units join the problem's
+interleaved rounds on the GPU (the same :func:`interleave` and :func:`problem_rng`).
 The order is interleaved: ``rounds`` rounds, every plan of the problem exactly
 once per round, each round in its own seeded random order, so slow drift of the
 GPU (clock, temperature) falls on every plan alike. Problems themselves are
@@ -24,10 +29,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.cudnn.candidates import REDUCED_NOTES
 from kbench.errors import KbenchInputError
 
 PLAN_FORMAT = 1
 ROLES = ("choice", "mode_a", "oracle")
+#: references decided on the GPU at timing time (``--live-references``): cuDNN's heuristic modes asked
+#: with the variant's filter, and PyTorch's own convolution with the variant's flags
+LIVE_REFERENCES = ("live_mode_a", "live_mode_b", "pytorch_op")
+#: the timing unit of PyTorch's own convolution in raw rows (no cuDNN plan name can look like it)
+PYTORCH_OP_UNIT = "pytorch:conv"
 #: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.problems.GEOMETRY + more)
 PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
@@ -66,6 +77,39 @@ def require_plan_kind(plan: dict, field: str, path) -> None:
     hint = (f" It is a {PLAN_KINDS[other][0]}: time it with '{PLAN_KINDS[other][1]} --out {Path(path).parent} "
             "--time-only'." if other else "")
     raise KbenchInputError(f"{path}: not a {PLAN_KINDS[field][0]} (every problem with its '{field}').{hint}")
+
+
+def live_filter(variant: str, dtype: str) -> dict:
+    """What a live reference of ``variant`` may run on ``dtype`` data: the numerical notes whose plans
+    are deselected, and ``allow_tf32`` for PyTorch's own convolution.
+
+    ``pytorch`` follows ``filterEngineConfigs`` (``aten/src/ATen/native/cudnn/Conv_v8.cpp``) with
+    PyTorch's defaults (``allow_tf32 = True``, ``deterministic = False``): only DOWN_CONVERT_INPUTS
+    plans go, as :func:`kbench.collect.cudnn.candidates.pytorch_default_mask` rules for the table.
+    ``default`` follows :func:`kbench.collect.cudnn.candidates.default_set`: FP32 data without the
+    reduced-precision notes (TENSOR_CORE, DOWN_CONVERT_INPUTS, REDUCED_PRECISION_REDUCTION), which
+    PyTorch matches with ``allow_tf32 = False``; FP16/BF16 data without REDUCED_PRECISION_REDUCTION,
+    which no PyTorch flag excludes, so there PyTorch's op runs with its defaults.
+
+    >>> live_filter("pytorch", "FP32")
+    {'deselect': ['DOWN_CONVERT_INPUTS'], 'allow_tf32': True}
+    >>> live_filter("default", "FP16")
+    {'deselect': ['REDUCED_PRECISION_REDUCTION'], 'allow_tf32': True}
+    """
+    if variant == "pytorch":
+        return {"deselect": ["DOWN_CONVERT_INPUTS"], "allow_tf32": True}
+    if variant == "default":
+        if dtype == "FP32":
+            return {"deselect": sorted(REDUCED_NOTES), "allow_tf32": False}
+        return {"deselect": ["REDUCED_PRECISION_REDUCTION"], "allow_tf32": True}
+    raise KbenchInputError(f"live references: no filter for candidate set {variant!r}; "
+                           "known: default, pytorch (docs/variants.md)")
+
+
+def live_block(variant: str, dtypes) -> dict:
+    """The plan's ``live`` entry: the variant, the references, and each data type's filter."""
+    return {"variant": variant, "references": list(LIVE_REFERENCES),
+            "filters": {str(d): live_filter(variant, str(d)) for d in sorted(set(dtypes))}}
 
 
 def problem_rng(seed: int, problem_id: str) -> np.random.Generator:

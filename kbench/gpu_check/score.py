@@ -65,3 +65,96 @@ def score(plan: dict, raw: pd.DataFrame) -> tuple[VerificationFigures, Verificat
         from kbench.errors import KbenchInputError
         raise KbenchInputError("no problem has a GPU time for all of its plans yet; run the timing first")
     return grouped(df, "m"), grouped(df, "t"), int(len(df))
+
+
+#: a choice this much faster or slower than a reference counts as a change (the boards' 5% rule)
+CHANGE = 1.05
+#: the smallest table time whose agreement is read: shorter kernels are launch-bound (the issue's 0.05 ms)
+AGREEMENT_MIN_MS = 0.05
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def _gm(v: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(v))))
+
+
+def live_times(plan: dict, times: pd.DataFrame, picks: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem whose every unit was timed: direction, dtype, the measured time of the
+    choice, the oracle, the table's mode-A plan (``m_table_mode_a``) and each live reference, and
+    whether each live cuDNN pick is the table's mode-A plan (``same_<reference>``)."""
+    from kbench.gpu_check.plan import LIVE_REFERENCES
+    pick = picks.set_index("problem_id")
+    rows = []
+    for item in plan["problems"]:
+        pid = item["problem_id"]
+        if pid not in pick.index:
+            continue
+        roles = item["roles"]
+        row = {"problem_id": pid, "direction": item["problem"]["direction"], "dtype": item["problem"]["dtype"],
+               "u_choice": roles["choice"], "u_oracle": roles["oracle"], "u_table_mode_a": roles["mode_a"]}
+        for ref in LIVE_REFERENCES:
+            row[f"u_{ref}"] = pick.at[pid, ref]
+            row[f"same_{ref}"] = pick.at[pid, ref] == roles["mode_a"]
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if not len(df):
+        return df
+    t = times.set_index(["problem_id", "plan"])["ms"]
+    units = [c for c in df.columns if c.startswith("u_")]
+    for c in units:
+        key = pd.MultiIndex.from_arrays([df["problem_id"], df[c]])
+        df[f"m_{c[2:]}"] = t.reindex(key).to_numpy(dtype=np.float64)
+    measured = [f"m_{c[2:]}" for c in units]
+    return df[df[measured].notna().all(axis=1)].reset_index(drop=True)
+
+
+def reference_figures(df: pd.DataFrame, ref: str, resamples: int = BOOTSTRAP_RESAMPLES):
+    """The choice's figures against reference ``ref`` (a ``m_<ref>`` column of :func:`live_times`)."""
+    from kbench.leaderboard.stats import paired_bootstrap_ci
+    from kbench.records import LiveReference
+    r, c, o = (df[f"m_{k}"].to_numpy(dtype=np.float64) for k in (ref, "choice", "oracle"))
+    _, low, high = paired_bootstrap_ci(np.log(r), np.log(c), resamples=resamples)
+    speedup, headroom = _gm(r / c), _gm(r / o)
+    same = f"same_{ref}"
+    return LiveReference(
+        problems=int(len(df)), speedup_geomean=speedup, speedup_ci95=(float(np.exp(low)), float(np.exp(high))),
+        oracle_speedup_geomean=headroom,
+        headroom_closed=float(np.log(speedup) / np.log(headroom)) if headroom > 1 else None,
+        choice_faster_share=float(np.mean(r / c > CHANGE)), choice_slower_share=float(np.mean(c / r > CHANGE)),
+        same_plan_as_table_mode_a=float(df[same].mean()) if same in df.columns and ref != "pytorch_op" else None)
+
+
+def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = AGREEMENT_MIN_MS):
+    """:class:`kbench.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
+    times of the plan's role plans, over the pairs whose table time is at least ``min_ms``."""
+    from kbench.records import TimingAgreement
+    table = pd.DataFrame([(item["problem_id"], name, ms) for item in plan["problems"]
+                          for name, ms in item["table_ms"].items()], columns=["problem_id", "plan", "table_ms"])
+    pairs = table.merge(measured, on=["problem_id", "plan"], how="inner")
+    pairs = pairs[pairs["table_ms"] >= min_ms]
+    dev = np.abs(np.log(pairs["ms"].to_numpy(dtype=np.float64) / pairs["table_ms"].to_numpy(dtype=np.float64)))
+    return TimingAgreement(timing=timing, min_ms=min_ms, plans=int(len(pairs)),
+                           median_abs_log_ratio=float(np.median(dev)) if len(dev) else None,
+                           over_1_5x=int(np.sum(dev > np.log(1.5))))
+
+
+def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.DataFrame,
+                 resamples: int = BOOTSTRAP_RESAMPLES):
+    """:class:`kbench.records.LiveFigures` of a run with live references: the choice against the table's
+    mode-A plan and every live reference (all timed in the run), and the agreement of the run's graph
+    and eager times with the table."""
+    from kbench.gpu_check.plan import LIVE_REFERENCES
+    from kbench.records import LiveFigures
+    times = measured_times(raw)
+    df = live_times(plan, times, picks)
+    if not len(df):
+        from kbench.errors import KbenchInputError
+        raise KbenchInputError("no problem has a GPU time for every live reference yet; run the timing first")
+    refs = ["table_mode_a", *LIVE_REFERENCES]
+    references = {ref: reference_figures(df, ref, resamples) for ref in refs}
+    strongest = min(refs, key=lambda ref: (references[ref].speedup_geomean, refs.index(ref)))
+    by_direction = {str(d): {ref: _gm(g[f"m_{ref}"].to_numpy() / g["m_choice"].to_numpy()) for ref in refs}
+                    for d, g in df.groupby("direction")}
+    return LiveFigures(variant=plan["live"]["variant"], resamples=resamples, problems=int(len(df)),
+                       references=references, strongest_reference=strongest, by_direction=by_direction,
+                       agreement=[agreement(plan, times, "graph"), agreement(plan, eager, "eager")])

@@ -1,31 +1,33 @@
 """The GPU part of ``kbench verify-on-gpu``: time a run plan's plans, writing raw rows as it goes.
 
 It reuses :class:`kbench.collect.cudnn.collector.CudnnCollector` for everything that
-touches the GPU: the input tensors (``_tensors``), the cuDNN graph of the
-problem with every heuristic mode (``_plan_list``, so plan names are the
-dataset's kernel names), CUDA-graph capture of k back-to-back executions
-(``_capture``, k from ``inner_count`` as in the collector), replay timing with
-CUDA events (``_replays``) and single-execution timing for slow plans
-(``_single_ms``). Only the order differs from the collector: the plan's
-interleaved rounds (:mod:`kbench.gpu_check.plan`), each timing being the
-median of ``replays`` replays.
+touches the GPU: the input tensors (``_tensors``, PyTorch's strides; filled by
+``_fill_inputs``), the cuDNN graph of the problem with every heuristic mode
+(``_plan_list``, so plan names are the dataset's kernel names), replay timing with
+CUDA events (``_replays``). Every plan, and with live references PyTorch's own
+convolution too, is one timing unit of :mod:`kbench.gpu_check.live`, timed by the
+collector's rule (k back-to-back runs in a CUDA graph; single runs for slow units).
+Only the order differs from the collector: the plan's interleaved rounds
+(:mod:`kbench.gpu_check.plan`), each timing being the median of ``replays`` replays.
 
 Raw rows go to ``raw.jsonl`` in the run folder, one JSON object per line,
 flushed after every problem: ``{"kind": "time", problem_id, plan, round, slot,
-ms, k, method}`` and, when a problem is finished, ``{"kind": "problem",
-problem_id, status, error, seconds}``. A re-run skips every problem that has
-a ``problem`` line (resumable); a ``{"kind": "run", ...}`` line records the
-environment and the run's wall time.
+ms, k, method}``, with live references also ``{"kind": "eager", problem_id, plan,
+ms, k}`` per unit, and, when a problem is finished, ``{"kind": "problem",
+problem_id, status, error, seconds}`` (with live references ``live``: {reference:
+unit}). A re-run skips every problem that has a ``problem`` line (resumable); a
+``{"kind": "run", ...}`` line records the environment and the run's wall time.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 
 from kbench.collect import cudnn as C
+from kbench.gpu_check import live as L
+from kbench.gpu_check.plan import interleave, problem_rng
 
 RAW_NAME = "raw.jsonl"
 
@@ -45,11 +47,13 @@ def done_problems(raw_path: Path) -> set[str]:
     return out
 
 
-def _time_problem(col, C, item: dict, replays: int) -> list[dict]:
-    """Time-rows of one problem in its interleaved order (raises on a failure)."""
-    t = col.torch
+def _time_problem(col, item: dict, replays: int, seed: int = 0, live: dict | None = None) -> tuple[list[dict], dict]:
+    """(time rows, fields of the problem's line) of one problem in its interleaved order (raises on a
+    failure). With ``live`` (the plan's live block) the live references join the rounds, every unit
+    is also timed eagerly, and the fields name each live reference's unit."""
     p = item["problem"]
     x, w, y, _ = col._tensors(p)
+    col._fill_inputs(p, x, w, y)
     g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
     if g is None:
         raise RuntimeError(f"graph: {err}")
@@ -57,45 +61,34 @@ def _time_problem(col, C, item: dict, replays: int) -> list[dict]:
     missing = [n for n in item["plans"] if n not in index]
     if missing:
         raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
-    states = {}
-    need = 1
-    for name in item["plans"]:
-        g.build_plan_at_index(index[name])
-        need = max(need, int(g.get_workspace_size_plan_at_index(index[name])))
-    if col.workspace.numel() < need:
-        col.workspace = None
-        t.cuda.empty_cache()
-        col.workspace = t.empty(need, dtype=t.uint8, device="cuda")
-    for name in item["plans"]:  # warm-up execution, then the collector's capture rule
-        i = index[name]
-        single = col._single_ms(g, pack, i)
-        ps = C.PlanState(i, {"plan": name})
-        if single >= C.SLOW_PLAN_MS:
-            ps.rec["method"] = "single"
-        else:
-            single = col._single_ms(g, pack, i)
-            ps.k = C.inner_count(single)
-            ps.graph = col._capture(g, pack, i, ps.k)
-            warm = col._replays(ps, 1)[0]
-            if warm * ps.k < C.COARSE_TARGET_MS / 2 and ps.k < C.MAX_INNER:
-                ps.k = C.inner_count(warm)
-                ps.graph = col._capture(g, pack, i, ps.k)
-                col._replays(ps, 1)
-            ps.rec["method"] = "graph"
-        states[name] = ps
-    rows = []
-    for r, round_plans in enumerate(item["order"]):
-        for slot, name in enumerate(round_plans):
-            ps = states[name]
-            if ps.graph is not None:
-                reps = col._replays(ps, replays)
-            else:
-                reps = [col._single_ms(g, pack, ps.index) for _ in range(replays)]
-            rows.append({"kind": "time", "problem_id": item["problem_id"], "plan": name, "round": r, "slot": slot,
-                         "ms": statistics.median(reps), "k": ps.k, "method": ps.rec["method"]})
-    for ps in states.values():
-        ps.graph = None
-    return rows
+    units: dict[str, L.Unit] = {}
+    try:
+        for name in item["plans"]:
+            g.build_plan_at_index(index[name])
+            units[name] = L.plan_unit(col, g, pack, index[name], name)
+        order, fields = item["order"], {}
+        if live is not None:
+            fields["live"] = L.live_units(col, p, x, w, y, live, units)
+            order = interleave(list(units), len(item["order"]), problem_rng(seed, item["problem_id"]))
+        need = max([1] + [u.workspace_bytes for u in units.values()])
+        if col.workspace.numel() < need:  # before any capture: the graphs keep the workspace's address
+            col.workspace = None
+            col.torch.cuda.empty_cache()
+            col.workspace = col.torch.empty(need, dtype=col.torch.uint8, device="cuda")
+        for unit in units.values():
+            L.prepare(col, unit)
+        rows = []
+        for r, round_units in enumerate(order):
+            for slot, name in enumerate(round_units):
+                unit = units[name]
+                rows.append({"kind": "time", "problem_id": item["problem_id"], "plan": name, "round": r, "slot": slot,
+                             "ms": L.time_unit(col, unit, replays), "k": unit.k, "method": unit.method})
+        if live is not None:
+            rows += [{"kind": "eager", "problem_id": item["problem_id"], "plan": name,
+                      "ms": L.eager_ms(col, unit, replays), "k": unit.k} for name, unit in units.items()]
+        return rows, fields
+    finally:
+        L.release(col, units, pytorch_op=live is not None)
 
 
 def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, work, time_budget_s: float | None = None,
@@ -151,4 +144,5 @@ def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
     return run_resumable(
         plan["problems"], out_dir,
         lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
-        lambda col, item: (_time_problem(col, C, item, plan["replays"]), {}), time_budget_s, progress_every)
+        lambda col, item: _time_problem(col, item, plan["replays"], plan["seed"], plan.get("live")),
+        time_budget_s, progress_every)

@@ -93,3 +93,143 @@ def replay_problems_csv(path: Path, raw: Path = RAW_SAMPLE) -> Path:
     rows = problems.drop_duplicates("order")[["order", "kind", "dtype", "layout", *GEOMETRY, "sources"]]
     rows.to_csv(path, index=False)
     return path
+
+
+class SimulatedGpu:
+    """A GPU whose clock moves only by the runs it is given: ``torch``'s CUDA events, streams, spin
+    kernels and graph capture/replay, enough for :mod:`kbench.gpu_check.live`'s timing protocol. A
+    run of a unit of ``ms`` milliseconds moves the clock by exactly ``ms``, so every timing the
+    protocol reports can be computed by hand."""
+
+    def __init__(self):
+        import contextlib
+        import types
+        self.now = 0.0
+        self.capturing = None  # the graph being captured: runs are recorded, not run
+        self.empty_cache_calls = 0
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=True):
+                self.t = None
+
+            def record(self):
+                self.t = gpu.now
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        class CUDAGraph:
+            def capture_begin(self, capture_error_mode=None):
+                self.runs = []
+                gpu.capturing = self
+
+            def capture_end(self):
+                gpu.capturing = None
+
+            def replay(self):
+                for run in self.runs:
+                    run()
+
+        def empty_cache():
+            gpu.empty_cache_calls += 1
+
+        cudnn = types.SimpleNamespace(benchmark=True, deterministic=True, allow_tf32=True)
+        self.torch = types.SimpleNamespace(
+            uint8=None, backends=types.SimpleNamespace(cudnn=cudnn),
+            empty=lambda n, **kw: types.SimpleNamespace(numel=lambda: n),
+            cuda=types.SimpleNamespace(Event=Event, CUDAGraph=CUDAGraph, empty_cache=empty_cache,
+                                       stream=lambda s: contextlib.nullcontext(), _sleep=lambda cycles: None))
+
+    def launch(self, ms: float, on_run=None) -> None:
+        """One run of ``ms``: now, or recorded into the graph being captured."""
+        def run():
+            self.now += ms
+            if on_run is not None:
+                on_run()
+        if self.capturing is not None:
+            self.capturing.runs.append(run)
+        else:
+            run()
+
+
+class SimulatedCollector:
+    """The parts of :class:`kbench.collect.cudnn.collector.CudnnCollector` that ``kbench verify-on-gpu``
+    uses, on a :class:`SimulatedGpu`.
+
+    ``ms``: plan name (or ``"torch"`` for PyTorch's own convolution) -> milliseconds per run.
+    ``table_plans``: the unfiltered list of every mode. ``live_lists``: mode ("a", "b") -> list of
+    (plan name, numerical notes, builds) that cuDNN proposes for the mode followed by the fallback list;
+    a plan with a deselected note fails its build as the frontend's filter makes it fail.
+    """
+
+    def __init__(self, ms: dict, table_plans: list[str], live_lists: dict | None = None):
+        import types
+
+        from kbench.collect.cudnn import NOTE_NAMES
+        from kbench.collect.cudnn.timing import PlanTiming
+        self.gpu = SimulatedGpu()
+        self.torch = self.gpu.torch
+        self.stream = types.SimpleNamespace(synchronize=lambda: None)
+        self.workspace = self.torch.empty(1)
+        self.modes = {"a": "A", "b": "B", "fallback": "FALLBACK"}
+        self.notes = {n: n for n in NOTE_NAMES}
+        self.ms, self.table_plans, self.live_lists = ms, table_plans, live_lists or {}
+        self.tf32_at_torch_runs: list[bool] = []  # PyTorch's TF32 flag at each (captured or eager) call
+        self._replays = types.MethodType(PlanTiming._replays, self)
+
+    def _tensors(self, p):
+        return "x", "w", "y", "out"
+
+    def _fill_inputs(self, p, x, w, y):
+        pass
+
+    def _run(self, g, pack, index):
+        self.gpu.launch(self.ms[g.names[index]])
+
+    def _torch_conv(self, p, x, w, y, args):
+        self.tf32_at_torch_runs.append(self.torch.backends.cudnn.allow_tf32)
+        self.gpu.launch(self.ms["torch"])
+
+    def _plan_list(self, p, x, w, y, modes):
+        return _SimulatedGraph(self, [(n, (), True) for n in self.table_plans]), {}, list(self.table_plans), ""
+
+    def _graph(self, p, x, w, y):
+        return _SimulatedGraph(self, None), {}
+
+
+class _SimulatedGraph:
+    """A frontend graph of :class:`SimulatedCollector`: plan names by index, builds, note filters."""
+
+    def __init__(self, col, plans):
+        self.col, self.plans, self.deselected = col, plans, set()
+
+    @property
+    def names(self):
+        return [name for name, _, _ in self.plans]
+
+    def create_execution_plans(self, modes):
+        tag = {v: k for k, v in self.col.modes.items()}[modes[0]]
+        self.plans = list(self.col.live_lists[tag])
+
+    def deselect_numeric_notes(self, notes):
+        self.deselected |= set(notes)
+
+    def get_execution_plan_count(self):
+        return len(self.plans)
+
+    def get_plan_name_at_index(self, i):
+        return self.plans[i][0]
+
+    def build_plan_at_index(self, i):
+        name, notes, builds = self.plans[i]
+        if self.deselected & set(notes):
+            raise RuntimeError(f"[cudnn_frontend] Error: Deselecting execution plan {name} at position {i}")
+        if not builds:
+            raise RuntimeError(f"[cudnn_frontend] Error: {name} is not supported")
+
+    def get_workspace_size_plan_at_index(self, i):
+        return 64 * (i + 1)

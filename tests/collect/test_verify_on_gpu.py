@@ -249,53 +249,23 @@ def test_cli_plan_only_and_score_only(tmp_path):
 
 
 # -- the timing loop, with a stand-in for the GPU collector ------------------------------
-class _FakeCollector:
-    """Records the calls the timing loop makes; times are fixed per plan (a: 1 ms, b: 2 ms, c: 30 ms)."""
-
-    MS = {"a": 1.0, "b": 2.0, "c": 30.0}
-
-    def __init__(self):
-        import types
-        self.torch = types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: None),
-                                           empty=lambda n, **kw: types.SimpleNamespace(numel=lambda: n), uint8=None)
-        self.workspace = self.torch.empty(1)
-        self.modes = {"a": 0, "b": 1, "fallback": 2}
-        self.replayed = []
-
-    def _tensors(self, p):
-        return "x", "w", "y", "out"
-
-    def _plan_list(self, p, x, w, y, modes):
-        graph = type("G", (), {"build_plan_at_index": lambda s, i: None,
-                               "get_workspace_size_plan_at_index": lambda s, i: 64})()
-        return graph, {}, ["c", "b", "a", "z"], ""
-
-    def _single_ms(self, g, pack, index):
-        return self.MS[["c", "b", "a", "z"][index]]
-
-    def _capture(self, g, pack, index, k):
-        return ["c", "b", "a", "z"][index]
-
-    def _replays(self, ps, n):
-        self.replayed.append((ps.graph, n))
-        return [self.MS[ps.graph]] * n
-
-
 def test_time_problem_follows_the_interleaved_order():
-    from kbench.collect import cudnn as C
+    from collect_fakes import SimulatedCollector
+
     from kbench.gpu_check.timing import _time_problem
-    col = _FakeCollector()
+    col = SimulatedCollector({"a": 1.0, "b": 2.0, "c": 30.0, "z": 5.0}, ["c", "b", "a", "z"])
     item = {"problem_id": "p", "problem": {}, "plans": ["a", "b", "c"],
             "order": [["b", "a", "c"], ["c", "b", "a"]]}
-    rows = _time_problem(col, C, item, replays=3)
+    rows, fields = _time_problem(col, item, replays=3)
+    assert fields == {}  # no live references asked
     assert [(r["round"], r["slot"], r["plan"]) for r in rows] == [
         (0, 0, "b"), (0, 1, "a"), (0, 2, "c"), (1, 0, "c"), (1, 1, "b"), (1, 2, "a")]
     assert {r["plan"]: r["ms"] for r in rows} == {"a": 1.0, "b": 2.0, "c": 30.0}
     # c (30 ms >= the collector's 20 ms slow-plan limit) is timed by single executions, not a graph
     assert {r["plan"]: r["method"] for r in rows} == {"a": "graph", "b": "graph", "c": "single"}
-    assert col.workspace.numel() == 64
+    assert col.workspace.numel() == 192  # the largest need of a, b, c (the simulated graph's 64 bytes x index)
     with pytest.raises(RuntimeError, match="did not propose q"):
-        _time_problem(col, C, dict(item, plans=["a", "q"]), replays=1)
+        _time_problem(col, dict(item, plans=["a", "q"]), replays=1)
 
 
 def test_run_timing_resumes_from_finished_problems(tmp_path):
