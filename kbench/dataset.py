@@ -59,6 +59,48 @@ def read_table(path: Path, table: str | None = None) -> pd.DataFrame:
     return df
 
 
+_UNREAD = object()
+
+
+class LazyTables(dict):
+    """A dataset folder's tables by name, each read from its (verified) parquet file on first use.
+
+    A command that reads some tables only (``kbench evaluate --no-reference`` has no use for the
+    ``heuristics`` table, a third of mi100's read time) pays for those only. Every file was
+    hashed against the manifest and its parquet footer read when the folder was opened, so a
+    table that is read later is the data the checksum names. It is a ``dict``: setting a table,
+    ``items()``, ``values()`` and ``get()`` behave as on a plain one (reading what they touch).
+    """
+
+    def __init__(self, paths: dict[str, Path], repair: str = ""):
+        super().__init__((name, _UNREAD) for name in paths)
+        self._paths, self._repair = dict(paths), repair
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        value = super().__getitem__(name)
+        if value is _UNREAD:
+            path = self._paths[name]
+            try:
+                value = read_table(path, name)
+            except Exception as exc:  # pyarrow raises several types for a broken file
+                raise DataIntegrityError(f"{path}: cannot be read as parquet ({exc}). {self._repair}") from exc
+            super().__setitem__(name, value)
+        return value
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def items(self):
+        return [(name, self[name]) for name in self]
+
+    def values(self):
+        return [self[name] for name in self]
+
+    def read(self) -> set[str]:
+        """The names of the tables read so far."""
+        return {name for name, value in super().items() if value is not _UNREAD}
+
+
 class Dataset:
     """A kernel-selection dataset: problems, measured runtimes, kernels, standard splits.
 
@@ -211,7 +253,7 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
         raise DataIntegrityError(f"{manifest_path}: checksum {str(manifest.get('checksum'))[:16]}… is not what its "
                                  f"files' sha256 give ({dataset_checksum(files)[:16]}…): the manifest was edited. "
                                  f"{repair}")
-    tables = {}
+    paths = {}
     for fname, meta in files.items():
         fpath = path / fname
         if not fpath.exists():
@@ -224,10 +266,11 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
             if sha256_file(fpath) != meta["sha256"]:
                 raise DataIntegrityError(f"{fpath}: sha256 does not match the manifest (corrupt). {repair}")
         try:
-            table_name = fname.removesuffix(".parquet")
-            tables[table_name] = read_table(fpath, table_name)
+            pq.read_schema(fpath)  # the footer: a file that is no parquet is refused when the folder opens
         except Exception as exc:  # pyarrow raises several types for a broken file
             raise DataIntegrityError(f"{fpath}: cannot be read as parquet ({exc}). {repair}") from exc
+        paths[fname.removesuffix(".parquet")] = fpath
+    tables = LazyTables(paths, repair)
     missing = [t for t in ("problems", "splits") if t not in tables]
     if missing:
         raise DataIntegrityError(f"{path}: tables {missing} missing from the manifest. {repair}")

@@ -62,6 +62,35 @@ def test_corrupt_file_is_detected(copy_of_mi300x):
         read_dataset_folder(copy_of_mi300x)
 
 
+def test_tables_are_read_on_first_use_and_equal_an_eager_read(copy_of_mi300x):
+    from kbench.dataset import read_table
+    ds = read_dataset_folder(copy_of_mi300x)
+    assert ds.tables.read() == set()  # opening verifies every file but reads no table
+    ds.split("random")
+    assert ds.tables.read() == {"splits"}
+    assert ds.heuristics is not None and ds.tables.read() == {"splits", "heuristics"}
+    eager = {f.stem: read_table(f) for f in copy_of_mi300x.glob("*.parquet")}
+    assert sorted(ds.tables) == sorted(eager)
+    for name, frame in ds.tables.items():  # items() reads the rest
+        assert frame.equals(eager[name]), name
+    assert ds.tables.read() == set(eager) and ds.tables.get("nothing") is None
+
+
+def test_a_hashed_file_that_is_no_parquet_is_refused_when_the_folder_opens(copy_of_mi300x):
+    import hashlib
+    import json
+    f = copy_of_mi300x / "kernels.parquet"
+    f.write_bytes(b"not a parquet file")
+    manifest = json.loads((copy_of_mi300x / "manifest.json").read_text())
+    manifest["files"]["kernels.parquet"] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest(),
+                                            "bytes": f.stat().st_size}
+    from kbench.dataset_files import dataset_checksum
+    manifest["checksum"] = dataset_checksum(manifest["files"])
+    (copy_of_mi300x / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(DataIntegrityError, match="kernels.parquet: cannot be read as parquet"):
+        read_dataset_folder(copy_of_mi300x)
+
+
 @pytest.mark.slow
 def test_align_shares_problems_and_kernels():
     a, b = kbench.load("mi210").align("mi250x")
