@@ -13,6 +13,7 @@ import numpy as np
 
 from kbench.leaderboard.policy import PRIMARY_METRIC
 from kbench.leaderboard.store import Entry
+from kbench.registry import DATASETS, variants_of
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -134,6 +135,20 @@ class Board:
     @property
     def slug(self) -> str:
         return f"{self.dataset}-{self.split}"
+
+    @property
+    def title(self) -> str:
+        """The board's heading: dataset and split, and where the dataset has candidate-set variants
+        (docs/variants.md) the variant and the reference its speed-ups are against, so that no
+        headline figure is read without them."""
+        spec = DATASETS.get(self.dataset)
+        base = self.dataset.removesuffix(f"-{spec.variant}") if spec is not None else self.dataset
+        title = f"{self.dataset} · split {self.split}"
+        if spec is not None and len(variants_of(base)) > 1:
+            title += f" · candidate set {spec.variant}"
+            if self.reference:
+                title += f" · reference {self.reference}"
+        return title
 
     def all_rows(self) -> list[Row]:
         return self.rows + self.refs

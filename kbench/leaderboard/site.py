@@ -326,7 +326,7 @@ def plots_html(board: Board, prefix: str = "") -> str:
 
 def board_html(board: Board, repo_prefix: str | None, heading: str = "h3", details: bool = False) -> str:
     n = f"{board.n_problems:,} test problems" if board.n_problems else ""
-    parts = [f'<{heading} id="{board.slug}">{html.escape(board.dataset)} · split {html.escape(board.split)}</{heading}>',
+    parts = [f'<{heading} id="{board.slug}">{html.escape(board.title)}</{heading}>',
              f'<p class="note">{len(board.rows)} ranked entr{"y" if len(board.rows) == 1 else "ies"}, '
              f"{len(board.refs)} reference row(s); {n}.</p>",
              tools_html(board), table_html(board, repo_prefix)]
@@ -510,7 +510,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]
     for board in boards:
-        out.append(f"## {board.dataset} · split {board.split}")
+        out.append(f"## {board.title}")
         out.append("")
         if board.dataset in cards:
             out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
