@@ -39,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kbench.collect.lock import FolderLock
 from kbench.errors import KbenchInputError
 
 PARTS = "parts"
@@ -342,7 +343,6 @@ def compact(out_dir: str | Path) -> dict:
     left where they are (see :func:`quarantine_torn`). Refused while a
     collector writes the folder.
     """
-    from kbench.collect.lock import FolderLock
     out = Path(out_dir)
     parts_dir = out / PARTS
     if not out.is_dir():
