@@ -38,12 +38,16 @@ import inspect
 import json
 import pkgutil
 from collections.abc import Iterable
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from kbench.dataset import _dataset_dir
 from kbench.errors import KbenchInputError, read_json_object, suggest
+from kbench.registry import DATASETS
+from kbench.version import __version__
 
 SAVE_FORMAT = 1
 #: Dataset tasks whose data is (problem, kernel, time): every selection baseline applies.
@@ -227,7 +231,6 @@ class Baseline:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         state, arrays = self.get_state()
-        from kbench.version import __version__
         doc = {"baseline": self.name, "format": SAVE_FORMAT, "kbench_version": __version__,
                "params": self.params, "seed": self.seed, "state": state}
         (path / "baseline.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -286,10 +289,6 @@ class DatasetMeta:
 
 def registered_datasets() -> list[DatasetMeta]:
     """Every registered dataset as a :class:`DatasetMeta` (manifest when built, else the spec)."""
-    from dataclasses import asdict
-
-    from kbench.dataset import _dataset_dir
-    from kbench.registry import DATASETS
     out = []
     for name, spec in DATASETS.items():
         info = asdict(spec)

@@ -113,6 +113,16 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.metrics import build_scoring_table, score_rankings
+from kbench.sources.cnnopt import DATASET_TO_GPU
+from kbench.sources.cnnopt_features import (
+    GPU_SPECS,
+    TILE_COLUMNS,
+    GpuSpec,
+    analytical_ranking_score,
+    feature_groups,
+    tile_features,
+)
 from kbench_baselines.base import (
     Baseline,
     KernelSpace,
@@ -122,7 +132,7 @@ from kbench_baselines.base import (
     problems_of,
     rank_by_scores,
 )
-from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space
+from kbench_baselines.features import KERNEL_ENCODINGS, is_engine_space, kernel_features, problem_features
 
 N_JOBS = 2
 #: LoP@n values averaged into the selection criterion on valid
@@ -261,7 +271,6 @@ class TreeEnsemble:
 # ============================================================================ shared helpers
 def gpu_spec_of(dataset):
     """The dataset's GPU specification (manifest ``gpu_spec``, else by dataset name), or None."""
-    from kbench.sources.cnnopt_features import GPU_SPECS, GpuSpec
     info = getattr(dataset, "info", None) or {}
     spec = info.get("gpu_spec") if isinstance(info, dict) else None
     if isinstance(spec, dict):
@@ -269,13 +278,11 @@ def gpu_spec_of(dataset):
         kw = {k: (tuple(v) if k == "sources" else v) for k, v in spec.items() if k in names}
         if names <= set(kw):
             return GpuSpec(**kw)
-    from kbench.sources.cnnopt import DATASET_TO_GPU
     gpu = DATASET_TO_GPU.get(getattr(dataset, "name", None))
     return GPU_SPECS[gpu] if gpu else None
 
 
 def spec_from_dict(d: dict):
-    from kbench.sources.cnnopt_features import GpuSpec
     names = {f.name for f in fields(GpuSpec)}
     return GpuSpec(**{k: (tuple(v) if k == "sources" else v) for k, v in d.items() if k in names})
 
@@ -345,7 +352,6 @@ def interleave_key(pos: np.ndarray, group: np.ndarray, score: np.ndarray) -> np.
 
 def selection_score(table, prob_idx: np.ndarray, kern_idx: np.ndarray, score: np.ndarray) -> dict:
     """LoP@n (mean over the table's problems) of rankings given as long rows ordered by ``score``."""
-    from kbench.metrics import score_rankings
     order = np.lexsort((np.arange(len(prob_idx)), score, prob_idx))
     ch = score_rankings(table, prob_idx[order], kern_idx[order])
     tb = table.t_best
@@ -371,7 +377,6 @@ def tile_candidates(dataset, problems: pd.DataFrame, with_time: bool = False) ->
     Columns: ``pos`` (the problem's position in ``problems``), ``problem_id``, ``kernel``,
     the typed tile columns, and ``time_ms`` only when ``with_time`` (training).
     """
-    from kbench.sources.cnnopt_features import TILE_COLUMNS
     ids = as_id_index(problems["problem_id"])
     rt = dataset.runtimes
     cols = ["problem_id", "kernel"] + TILE_COLUMNS + (["time_ms"] if with_time else [])
@@ -455,7 +460,6 @@ class _ForestBaseline(Baseline):
 
     # -- features ----------------------------------------------------------------------
     def _tile_matrix(self, dataset, rows: pd.DataFrame, problems: pd.DataFrame, spec) -> tuple[np.ndarray, list]:
-        from kbench.sources.cnnopt_features import feature_groups
         X, groups = feature_groups(rows, problems, spec)
         cols = [c for g in self.TILE_GROUPS for c in groups[g]]
         self._groups = {g: list(groups[g]) for g in self.TILE_GROUPS}
@@ -463,7 +467,6 @@ class _ForestBaseline(Baseline):
 
     def _kernel_table(self, names) -> pd.DataFrame:
         """Kernel features of the fitted space (``kbench_baselines.features.kernel_features``), cached."""
-        from kbench_baselines.features import kernel_features
         key = (self._encoding, tuple(names))
         if getattr(self, "_kernel_cache", (None,))[0] != key:
             self._kernel_cache = (key, kernel_features(names, self._encoding))
@@ -471,7 +474,6 @@ class _ForestBaseline(Baseline):
 
     def _kernel_matrix(self, problems: pd.DataFrame, pos: np.ndarray, kidx: np.ndarray,
                        names) -> np.ndarray:
-        from kbench_baselines.features import problem_features
         pf = problem_features(problems).to_numpy(dtype=np.float32)
         kf = self._kernel_table(names).to_numpy(dtype=np.float32)
         X = np.empty((len(pos), pf.shape[1] + kf.shape[1]), dtype=np.float32)
@@ -480,7 +482,6 @@ class _ForestBaseline(Baseline):
         return X
 
     def _kernel_columns(self, problems: pd.DataFrame, names) -> list[str]:
-        from kbench_baselines.features import problem_features
         return list(problem_features(problems.head(1)).columns) + list(self._kernel_table(names).columns)
 
     # -- targets -----------------------------------------------------------------------
@@ -535,7 +536,6 @@ class _ForestBaseline(Baseline):
                                      min_samples_leaf=cfg["min_samples_leaf"], n_jobs=N_JOBS, random_state=seed)
 
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
-        from kbench.metrics import build_scoring_table
         t0 = time.perf_counter()
         self.seed = int(seed)
         mode = self._mode(dataset)
@@ -707,7 +707,6 @@ class Analytical(Baseline):
         return self
 
     def scores(self, dataset, problems: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-        from kbench.sources.cnnopt_features import analytical_ranking_score, tile_features
         rows = tile_candidates(dataset, problems)
         feats = tile_features(rows, problems, self.spec)
         return rows, analytical_ranking_score(feats).to_numpy(dtype=np.float64)

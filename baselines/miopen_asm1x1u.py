@@ -51,7 +51,9 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
 from kbench_baselines.base import problems_of
+from kbench_baselines.fdeep import FdeepModel
 from kbench_baselines.seq2seq import TuningModel, prediction_frame
 
 RAW_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "miopen"
@@ -102,8 +104,6 @@ def model_applicable(problems: pd.DataFrame) -> np.ndarray:
 
 def static_heuristic(problems: pd.DataFrame) -> np.ndarray:
     """MIOpen's ``StaticHeuristic`` per problem: (N, 8) values (``ASM1X1U_PARAMS`` order)."""
-    from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
-
     inp = CONV_ASM_1X1U.problem_inputs(problems.reset_index(drop=True))
     e = inp["elements_in_dword"].to_numpy(np.int64)
     n = len(inp)
@@ -133,8 +133,6 @@ class MiopenTuningNet:
     """The encoder, decoder and token decodings of MIOpen's shipped model."""
 
     def __init__(self, folder=None):
-        from kbench_baselines.fdeep import FdeepModel
-
         paths = model_paths(folder)
         self.encoder = FdeepModel.load(paths["encoder"])
         self.decoder = FdeepModel.load(paths["decoder"])
@@ -152,8 +150,6 @@ class MiopenTuningNet:
 
     def decode(self, problems: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """``ModelSetParams`` for every row: ((N, 8) values, (N,) ok). Failed rows hold -1."""
-        from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
-
         problems = problems.reset_index(drop=True)
         n = len(problems)
         P = len(ASM1X1U_PARAMS)

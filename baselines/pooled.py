@@ -54,7 +54,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
+from kbench.dataset import load
 from kbench.errors import KbenchInputError
+from kbench.registry import DATASETS
 from kbench_baselines.base import KernelSpace, as_id_index
 from kbench_baselines.features import features_for
 from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _callback, _progress, _xgb
@@ -91,7 +93,6 @@ def device_features(dataset, ids) -> pd.DataFrame:
 
 def sibling_names(dataset) -> list[str]:
     """Registered kernel-selection datasets of the same vendor and library as ``dataset`` (itself included)."""
-    from kbench.registry import DATASETS
     info = dataset.info
     names = [s.name for s in DATASETS.values() if s.task == "kernel-selection" and s.vendor == info.get("vendor")
              and s.library == info.get("library")]
@@ -106,7 +107,6 @@ def _load(name: str, dataset):
     if name == dataset.name:
         return dataset
     if name not in _LOADED:
-        from kbench.dataset import load
         _LOADED[name] = load(name)
     return _LOADED[name]
 

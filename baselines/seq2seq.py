@@ -82,10 +82,13 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError, read_json_object
+from kbench.tuning.grammar import SOLVER_PARAMS, get_grammar
+from kbench.version import __version__
 from kbench_baselines.base import (
     Baseline,
     as_id_index,
     dataset_library,
+    dataset_task,
     join_rankings,
     load_safetensors,
     predictions_frame,
@@ -211,8 +214,6 @@ class GrammarSpace:
     kind = "grammar"
 
     def __init__(self, solver: str):
-        from kbench.tuning.grammar import get_grammar
-
         self.solver = solver
         self.grammar = get_grammar(solver)
         self.params = tuple(self.grammar.params)
@@ -568,8 +569,6 @@ class NetScorer:
 # =============================================================================== data helpers
 def solver_targets(dataset, solver: str, ids: Iterable[str] | None = None) -> pd.DataFrame:
     """``problem_id`` + the solver's parameter columns (int64) of a tuning dataset, one row per problem."""
-    from kbench.tuning.grammar import SOLVER_PARAMS
-
     tg = getattr(dataset, "targets", None)
     if tg is None:
         raise KbenchInputError(f"dataset {getattr(dataset, 'name', '?')!r} has no targets table (not a tuning dataset)")
@@ -631,8 +630,6 @@ class TuningModel:
         pass
 
     def save(self, path) -> Path:
-        from kbench.version import __version__
-
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         state, arrays = self.get_state()
@@ -912,7 +909,6 @@ class Seq2SeqTiles(Baseline):
         self.model: Seq2Seq | None = None
 
     def supports(self, dataset) -> bool:
-        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "tile-selection":
             return False
         k = getattr(dataset, "kernels", None)
@@ -1064,7 +1060,6 @@ class Seq2SeqEngines(Seq2SeqTiles):
         self.positions = tuple(params.get("positions", ()))  # () until fit reads the dataset's knob ids
 
     def supports(self, dataset) -> bool:
-        from kbench_baselines.base import dataset_task
         if dataset_task(dataset) != "kernel-selection" or not str(dataset_library(dataset) or "").startswith("cuDNN"):
             return False
         k = getattr(dataset, "kernels", None)

@@ -47,7 +47,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kbench.errors import KbenchInputError, suggest
 from kbench_baselines.base import join_rankings, kernel_directions, predictions_frame, problems_of
+from kbench_baselines.features import features_for
 from kbench_baselines.oracle import Oracle
 from kbench_baselines.single_best import SingleBest
 from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _xgb
@@ -220,7 +222,6 @@ class XGBoostFeatures:
 
     @staticmethod
     def of(dataset, ids, columns) -> np.ndarray:
-        from kbench_baselines.features import features_for
         return features_for(dataset, ids)[columns].to_numpy(np.float32)
 
 
@@ -256,7 +257,6 @@ class TargetXGBoost(TransferMethod):
 
 
 def get_transfer_method(name: str) -> TransferMethod:
-    from kbench.errors import KbenchInputError, suggest
     if name not in TRANSFER_METHODS:
         known = sorted(TRANSFER_METHODS)
         raise KbenchInputError(f"unknown transfer method {name!r}. Available: {', '.join(known)}."

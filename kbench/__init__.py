@@ -12,7 +12,8 @@ from kbench.version import __version__
 
 
 def __getattr__(name):
-    # Evaluator is imported lazily so `import kbench; kbench.load(...)` stays light.
+    # Evaluator is imported lazily so `import kbench; kbench.load(...)` stays light, and free of pydantic
+    # (kbench.evaluate's records need it): every `import kbench.x` runs this file, the GPU machines' too.
     if name == "Evaluator":
         from kbench.evaluate import Evaluator
         return Evaluator

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.collect.label_retiming.apply import label_files
+from kbench.collect.package import package
+
 # the folder format lives in kbench.dataset_files; re-exported for build's callers
 from kbench.dataset_files import (  # noqa: F401
     DATASET_VERSION,
@@ -25,6 +28,7 @@ from kbench.dataset_files import (  # noqa: F401
 )
 from kbench.errors import KbenchInputError
 from kbench.registry import DATASETS, DatasetSpec
+from kbench.sources.cnnopt import write_tiles_dataset
 from kbench.sources.miopen import convert_finddb
 from kbench.sources.miopen_rules import rules_heuristics
 from kbench.sources.mituna import read_network_layers
@@ -61,13 +65,11 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
     if spec.task == "tuning":
         return build_tuning_dataset(name, raw_root, out_root)
     if spec.collected:
-        from kbench.collect.package import package
         out_dir = Path(out_root) / name
         # The collector's card needs the raw measurements (noise, runs, validation), so it is
         # rendered here and shipped beside the tables as card.md.
         # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
         # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
-        from kbench.collect.label_retiming.apply import label_files
         raw = REPO_ROOT / spec.collected
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         align = None
@@ -83,7 +85,6 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
                        through_run=spec.collected_through,
                        retimed=[REPO_ROOT / r for r in spec.retimed] or None)
     if spec.task == "tile-selection":
-        from kbench.sources.cnnopt import write_tiles_dataset
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)
     return build_miopen_dataset(name, raw_root, out_root)
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from kbench.dataset import read_dataset_folder
 from kbench.dataset_files import PACKAGE_DATA
+from kbench.sources.cnnopt_card import render_data_card
 
 
 def size_category(n: int) -> str:
@@ -156,7 +157,6 @@ def render_card(ds, data_prefix: str = "") -> str:
     if ds.task == "tuning":
         return render_tuning_card(ds, data_prefix)
     if ds.task == "tile-selection":
-        from kbench.sources.cnnopt_card import render_data_card
         body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
         return _yaml_front_matter(ds, data_prefix) + "\n" + body
     return _finddb_card(ds, data_prefix)

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from kbench.dataset_files import PACKAGE_DATA, dataset_checksum, sha256_file
 from kbench.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
+from kbench.hub_download import download_from_hub
 from kbench.registry import DATASETS, resolve_name, variant_name, variants_of
 
 CORE_TABLES = ("problems", "runtimes", "kernels", "splits")
@@ -297,7 +298,6 @@ def load(name: str = "mi100", *, variant: str | None = None, revision: str | Non
                 + "; ".join(f"{n}: {', '.join(v)}" for n, v in offered.items()) + ".")
         name = variant_name(base, variant)
     if name.startswith("hf://"):
-        from kbench.hub_download import download_from_hub
         folder, hub_name = download_from_hub(name[len("hf://"):], revision=revision)
         return read_dataset_folder(folder, hub_name)  # hashed again: the checksum is recomputed from these
     canonical = resolve_name(name)

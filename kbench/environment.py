@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kbench.version import __version__
+
 #: distributions every record lists: kbench and what loading and scoring use
 CORE_PACKAGES = ("kbench", "numpy", "pandas", "pyarrow", "pydantic")
 #: first-party packages (their distribution is ``kbench``, listed with the core packages)
@@ -159,7 +161,6 @@ def _distributions() -> dict[str, list[str]]:
 
 def _version(dist: str) -> str | None:
     if dist == "kbench":
-        from kbench.version import __version__
         return __version__
     try:
         return md.version(dist)

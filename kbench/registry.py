@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kbench.sources.cnnopt import dataset_spec
+
 MIOPEN_SOURCE = {
     "repository": "https://github.com/ROCm/MIOpen",
     "commit": "2d1fd997a6fcf801ac4ca7a63e0656ef1cb9f488",
@@ -158,7 +160,6 @@ def variants_of(name: str) -> list[str]:
 
 def _register_tile_datasets() -> None:
     # The tile-size datasets (PACT 2022 artifact) describe themselves in their converter.
-    from kbench.sources.cnnopt import dataset_spec
     for gpu in ("v100", "rtx2080ti"):
         register(DatasetSpec(**dataset_spec(gpu)))
 

@@ -271,6 +271,7 @@ def export(model, folder: str | Path) -> Path:
 def main(argv=None) -> None:
     import argparse
 
+    # the export command's own needs: loading a selector (this module) is numpy-only
     from kbench.dataset import load as load_dataset
     from kbench_baselines import get_baseline
     ap = argparse.ArgumentParser(prog="python -m kbench.selector",

@@ -23,6 +23,7 @@ import traceback
 
 from kbench.cli.console import _console, print_frame  # noqa: F401  (re-exported for callers of kbench.cli)
 from kbench.errors import KbenchError
+from kbench.version import __version__
 
 #: the command modules, in the order their commands appear in ``kbench --help``
 COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.collect", "kbench.cli.baseline",
@@ -32,7 +33,6 @@ COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.col
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kbench", description="Datasets and benchmarks for learned GPU kernel selection.")
-    from kbench.version import __version__
     parser.add_argument("--version", action="version", version=f"kbench {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -28,8 +28,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.cli.console import add_json_option, check_json_target, emit_json, json_to_stdout, progress_disabled
+from kbench.cli.console import (
+    _console,
+    add_json_option,
+    check_json_target,
+    emit_json,
+    json_to_stdout,
+    print_frame,
+    progress_disabled,
+)
+from kbench.dataset import load
 from kbench.errors import BaselineFailed, KbenchInputError, suggest
+from kbench.evaluate import Evaluator
+from kbench.leaderboard.runner import method_dir, run_method
+from kbench.leaderboard.schema import parse_meta, record_problems
+from kbench.leaderboard.store import write_entry
 
 SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP mean"), ("lop_at_5", "LoP@5"),
                    ("geomean_slowdown", "slowdown×"), ("speedup_geomean", "speed-up×"),
@@ -37,6 +50,8 @@ SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP me
 
 
 def _registry():
+    # the baselines load when a command needs them: an optional install whose import runs every baseline
+    # module (`kbench --help` imports this module)
     try:
         from kbench_baselines.base import BASELINES, UNAVAILABLE, discover
     except ImportError as exc:
@@ -75,7 +90,7 @@ def _with_params(cls: type, params: dict) -> type:
 
 # ----------------------------------------------------------------------------- list
 def cmd_list(args) -> int:
-    from kbench_baselines.base import registered_datasets
+    from kbench_baselines.base import registered_datasets  # the baselines load on use (see _registry)
     reg, unavailable = _registry()
     metas = registered_datasets()
     rows = []
@@ -95,7 +110,6 @@ def cmd_list(args) -> int:
     if args.json:
         emit_json(args.json, {"baselines": rows, "unavailable": unavailable})
         return 0
-    from kbench.cli.console import _console, print_frame
     print_frame(pd.DataFrame(rows), title="kbench baselines (datasets: which registered datasets each supports)")
     for mod, err in unavailable.items():
         _console().print(f"[yellow]module kbench_baselines.{mod} cannot be imported:[/yellow] {err}")
@@ -137,10 +151,6 @@ def seeds_table(record) -> pd.DataFrame:
 
 def cmd_run(args) -> int:
     from tqdm import tqdm
-
-    from kbench.dataset import load
-    from kbench.evaluate import Evaluator
-    from kbench.leaderboard.runner import method_dir, run_method
     reg, unavailable = _registry()
     name = args.name
     if name not in reg:
@@ -188,7 +198,6 @@ def cmd_run(args) -> int:
         if json_to_stdout(args):
             return 0
 
-    from kbench.cli.console import _console, print_frame
     console = _console()
     o = record.metrics["overall"]
     console.print(f"[bold]{name}[/bold] on {ds.name} split {args.split} (test part, {int(o.get('n') or 0):,} problems), "
@@ -220,8 +229,6 @@ def _check_params_marker(folder: Path, params: dict) -> None:
 
 def _publish(record, folder: Path, root: Path) -> None:
     """Add the run to the leaderboard folder (result.json, meta.json, preds.csv.gz)."""
-    from kbench.leaderboard.schema import parse_meta, record_problems
-    from kbench.leaderboard.store import write_entry
     meta = parse_meta(folder / "meta.json")
     issues = record_problems(record, meta)
     if issues:

@@ -20,7 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 
+from kbench.collect import corpus
+from kbench.errors import KbenchError, KbenchInputError
+from kbench.gpu_check import command as verify_on_gpu
 from kbench.output_files import check_output, check_output_folder
 
 
@@ -95,7 +100,6 @@ def _add_cudnn_parser(sub) -> None:
 def _add_corpus_parser(sub) -> None:
     """``kbench collect corpus``: its arguments belong to :mod:`kbench.collect.corpus`."""
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
-    from kbench.collect import corpus
     corpus.add_arguments(c)
     c.set_defaults(func=cmd_corpus)
 
@@ -198,7 +202,6 @@ def _add_verify_labels_parser(sub) -> None:
 def _add_verify_on_gpu_parser(subparsers) -> None:
     """``kbench verify-on-gpu`` (top level, not under ``collect``): its arguments belong to
     :mod:`kbench.gpu_check.command`."""
-    from kbench.gpu_check import command as verify_on_gpu
     v = subparsers.add_parser("verify-on-gpu", help="re-time a predictions file's chosen plans, cuDNN mode A's "
                               "and the oracle's on the GPU", description=verify_on_gpu.__doc__.split("\n\n")[0])
     verify_on_gpu.add_arguments(v)
@@ -206,11 +209,12 @@ def _add_verify_on_gpu_parser(subparsers) -> None:
 
 
 def _check_positive(value, name):
-    from kbench.errors import KbenchInputError
     if value is not None and value <= 0:
         raise KbenchInputError(f"{name} must be > 0 (got {value})")
 
 
+# Each command imports the modules that carry it out when it runs: `kbench --help` imports every command
+# module and stays fast, and `python -m kbench.collect` on a GPU machine loads only the command it runs.
 def cmd_cudnn(args) -> int:
     from kbench.collect import cudnn as C
     _check_positive(args.time_budget, "--time-budget")
@@ -225,11 +229,8 @@ def cmd_cudnn(args) -> int:
                      kernel_cache=args.kernel_cache, seed=args.seed, tensor_strides=args.tensor_strides)
     if args.verify_band is not None:
         if not 0 <= args.verify_band < 1:
-            from kbench.errors import KbenchInputError
             raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
         opts.verify_band = args.verify_band
-    import os
-
     from kbench.collect.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
     device = select_gpu(launch, os.environ, ranks_per_gpu=args.ranks_per_gpu)  # before anything initialises CUDA
@@ -246,7 +247,6 @@ def cmd_cudnn(args) -> int:
 
 
 def cmd_corpus(args) -> int:
-    from kbench.collect import corpus
     return corpus.run(args)
 
 
@@ -281,7 +281,6 @@ def cmd_compare(args) -> int:
     from kbench.collect.studies import retest
     m = retest.compare(args.raw_a, args.raw_b, args.variant)
     if not len(m):
-        from kbench.errors import KbenchInputError
         raise KbenchInputError(f"{args.raw_a} and {args.raw_b} share no measured (problem, plan).")
     print(retest.report(m, args.top))
     if args.csv:
@@ -291,7 +290,6 @@ def cmd_compare(args) -> int:
 
 def cmd_verify_labels(args) -> int:
     from kbench.collect.label_retiming import shipped as VL
-    from kbench.errors import KbenchInputError
     _check_positive(args.limit, "--limit")
     _check_positive(args.time_budget, "--time-budget")
     if args.time_only:
@@ -333,9 +331,6 @@ def cmd_package(args) -> int:
 
 def main(argv=None) -> int:
     """Stand-alone entry (``python -m kbench.collect``) with the same exit codes as ``kbench``."""
-    import sys
-
-    from kbench.errors import KbenchError
     parser = argparse.ArgumentParser(prog="python -m kbench.collect")
     sub = parser.add_subparsers(dest="command")
     register_cli(sub)

@@ -20,6 +20,8 @@ import math
 import os
 import sys
 
+from kbench.output_files import atomic_write_text, check_output
+
 STDOUT = "-"
 #: text columns are cut to no fewer characters than this (nor than their header)
 MIN_TEXT_WIDTH = 12
@@ -80,7 +82,6 @@ def to_json_text(obj) -> str:
 def check_json_target(target: str | None, inputs=()) -> None:
     """Refuse a --json PATH that is an input or cannot hold a file, before any work is done."""
     if target and target != STDOUT:
-        from kbench.output_files import check_output
         check_output(target, [i for i in inputs if i], option="--json")
 
 
@@ -93,7 +94,6 @@ def emit_json(target: str | None, obj, inputs=()) -> bool:
         sys.stdout.write(text)
         sys.stdout.flush()
         return True
-    from kbench.output_files import atomic_write_text
     check_json_target(target, inputs)
     atomic_write_text(target, text)
     return True

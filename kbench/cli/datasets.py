@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench.cli.console import STDOUT, _console, add_json_option, emit_json, print_frame
+from kbench.dataset import list_datasets, load
+from kbench.errors import KbenchInputError, suggest
+from kbench.registry import DATASETS, resolve_name
 
 DEFAULT_RAW = Path("../shared/data")
 
@@ -15,8 +18,6 @@ COUNTS = ("problems", "kernels", "runtimes", "targets")
 
 def cmd_datasets(args) -> int:
     import pandas as pd
-
-    from kbench.dataset import list_datasets
     df = list_datasets().astype({c: "Int64" for c in COUNTS})  # counts stay integers (absent: null)
     if args.json:
         emit_json(args.json, df.astype(object).where(df.notna(), None).to_dict(orient="records"))
@@ -49,11 +50,9 @@ def source_line(src: dict) -> str:
 
 
 def cmd_info(args) -> int:
-    from kbench.dataset import load
     if args.name is None and args.json not in (None, STDOUT):  # `info --json mi100`: the name, then stdout
         args.name, args.json = args.json, STDOUT
     if args.name is None:
-        from kbench.errors import KbenchInputError
         raise KbenchInputError("give a dataset name or alias, e.g. `kbench info mi100` (`kbench datasets` lists them).")
     ds = load(args.name)
     info = {k: v for k, v in ds.info.items() if k != "citation"}
@@ -78,10 +77,9 @@ def cmd_info(args) -> int:
 
 
 def cmd_build_data(args) -> int:
+    # the builders and card renderers load when the command runs (`kbench --help` stays fast)
     from kbench.build import PACKAGE_DATA, build_dataset
     from kbench.cards import write_card
-    from kbench.errors import KbenchInputError, suggest
-    from kbench.registry import DATASETS, resolve_name
     names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     out_root = Path(args.out) if args.out else PACKAGE_DATA
     for name in names:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def cmd_publish(args) -> int:
-    from kbench.hub import publish
+    from kbench.hub import publish  # loads when the command runs (`kbench --help` stays fast)
     res = publish(args.name, args.repo_id, private=args.private, revision=args.revision,
                   dry_run=args.dry_run, endpoint=args.endpoint, out_dir=args.out)
     if args.out:

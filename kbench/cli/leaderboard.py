@@ -6,13 +6,20 @@ import json
 import sys
 from pathlib import Path
 
-from kbench.cli.console import add_json_option
+from kbench.cli.console import _console, add_json_option, check_json_target, emit_json, json_to_stdout, print_frame, say
 from kbench.errors import KbenchInputError
+from kbench.leaderboard.runner import (
+    DEFAULT_DATASET,
+    DEFAULT_SEEDS,
+    DEFAULT_SPLIT,
+    report_records,
+    results_frame,
+    run_benchmark,
+)
+from kbench.leaderboard.schema import SCHEMA_DIR, SCHEMA_FILES, generated_schemas, schema_text, write_schemas
 
 
 def _print_results(report) -> None:
-    from kbench.cli.console import _console, print_frame
-    from kbench.leaderboard.runner import report_records, results_frame
     df = results_frame(report_records(report))
     if df.empty:
         return
@@ -35,9 +42,6 @@ def cmd_run(args) -> int:
     import time
 
     from tqdm import tqdm
-
-    from kbench.cli.console import check_json_target, emit_json, json_to_stdout, say
-    from kbench.leaderboard.runner import report_records, results_frame, run_benchmark
     check_json_target(args.json)
     t0 = time.perf_counter()
     out = sys.stderr if json_to_stdout(args) else sys.stdout
@@ -62,6 +66,8 @@ def cmd_run(args) -> int:
     return 0
 
 
+# The site renderer, the submission checks and the re-scoring load when their command runs: `kbench --help`
+# imports this module and stays fast.
 def cmd_submit(args) -> int:
     from kbench.leaderboard.site import build
     from kbench.leaderboard.submit import submit
@@ -110,13 +116,11 @@ def cmd_validate(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from kbench.leaderboard.schema import SCHEMA_DIR, generated_schemas, schema_text, write_schemas
     if args.write:
         for path in write_schemas(Path(args.write) if args.write != "-" else SCHEMA_DIR):
             print(f"wrote {path}")
         return 0
     if args.check:
-        from kbench.leaderboard.schema import SCHEMA_FILES
         stale = [k for k, s in generated_schemas().items()
                  if not (SCHEMA_DIR / SCHEMA_FILES[k]).exists()
                  or (SCHEMA_DIR / SCHEMA_FILES[k]).read_text(encoding="utf-8") != schema_text(s)]
@@ -130,7 +134,6 @@ def cmd_schema(args) -> int:
 
 
 def register_cli(sub) -> None:
-    from kbench.leaderboard.runner import DEFAULT_DATASET, DEFAULT_SEEDS, DEFAULT_SPLIT
 
     p = sub.add_parser("run", help="run the whole benchmark: train and score every baseline, print the leaderboard",
                        description="Train and score every registered baseline that supports the dataset, for "

@@ -14,10 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench import repeatability as R
 from kbench.collect import cudnn as C
 from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.label_retiming.front_runners import label_checks
 from kbench.collect.merge import SETTING_FIELDS, measurement_settings
+from kbench.collect.notes_cache import notes_table
 from kbench.collect.strides import strides_row
+from kbench.collect.studies import validate_timing
+from kbench.collect.studies.scaling import gpu_seconds, run_starts
 
 # The size the first published version of a collected dataset must reach ("at least 5,000
 # problem-directions with every plan timed"); below it the card says it is a draft.
@@ -87,7 +92,6 @@ def noise(plans: pd.DataFrame) -> dict:
 
 def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> str:
     """How the labels (each problem's fastest plan) were timed, and what the verification pass did."""
-    from kbench.collect.label_retiming.front_runners import label_checks
     rt = tables["runtimes"].rename(columns={"problem_id": "key", "kernel": "plan"})
     c = label_checks(rt, plans)
     n = c["problems"]
@@ -120,7 +124,6 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
 
 def repeats_section(tables: dict) -> str:
     """The test-retest section: statistics of the ``repeats`` table, or that the study has not been run."""
-    from kbench import repeatability as R
     rep = tables.get("repeats")
     if rep is None or not len(rep):
         return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
@@ -154,12 +157,11 @@ def repeats_section(tables: dict) -> str:
 
 
 def validation(raws) -> str:
-    from kbench.collect.studies import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation"
         if (v / "ncu.csv").exists() and (v / "measure.json").exists():
             order = [tuple(o) for o in json.loads((v / "ncu_order.json").read_text())]
-            ncu = pd.DataFrame(V.read_ncu((v / "ncu.csv").read_text(), order))
+            ncu = pd.DataFrame(validate_timing.read_ncu((v / "ncu.csv").read_text(), order))
             meas = pd.DataFrame(json.loads((v / "measure.json").read_text()))
             m = meas.merge(ncu, on=["problem", "plan"], how="left")
             tab = pd.DataFrame({
@@ -179,7 +181,6 @@ def validation(raws) -> str:
 
 def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
     """How many of the shipped plans and labels :func:`cudnn.launch_bound_mask` flags."""
-    from kbench.collect import cudnn as C
     mask = C.launch_bound_mask(plans)
     rt = tables["runtimes"]
     win = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
@@ -208,12 +209,11 @@ def protocol_line(problems: pd.DataFrame | None) -> str:
 def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None,
                     problems: pd.DataFrame | None = None) -> str:
     """The diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
-    from kbench.collect.studies import validate_timing as V
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation" / "issue16"
         if not (v / "old").exists():
             continue
-        d = V.diagnosis(v)
+        d = validate_timing.diagnosis(v)
         f = d["first"]
         us = lambda col: f[col] * 1e3  # noqa: E731, B023 (used within this iteration)
         first = pd.DataFrame({"module loading": f["module loading"], "plan": f["plan"],
@@ -264,7 +264,6 @@ LARGEST_SHOT_BUDGET = 1000
 def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) -> str:
     """How many plans are a training label in each split, and which train parts are under the transfer
     track's largest k-shot budget."""
-    from kbench import repeatability as R
     n_plans = runtimes["kernel"].nunique()
     fastest = R.winners(runtimes, "time_ms")
     labels, small = [], []
@@ -289,7 +288,6 @@ def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) ->
 def notes_line(problems: pd.DataFrame, plans: pd.DataFrame) -> str:
     """Whether the numerical notes are a function of the engine in this data, and how they were read
     (filter probes, or the notes cache of kbench.collect.notes_cache)."""
-    from kbench.collect.notes_cache import notes_table
     t = notes_table(problems, plans)
     line = (f"* Numerical notes per (direction, dtype, layout, engine): {len(t):,} keys over "
             f"{int(t['records'].sum()):,} plan records whose notes were read, "
@@ -454,7 +452,6 @@ def _phase_table(ok: pd.DataFrame) -> pd.DataFrame:
 
 def runs_section(problems: pd.DataFrame, env: pd.DataFrame, ok: pd.DataFrame) -> str:
     """The runs table, the throughput (GPU-seconds where ranks shared a GPU) and the time per phase."""
-    from kbench.collect.studies.scaling import gpu_seconds, run_starts
     sharing = run_starts(env).set_index("run_id")
     runs = _runs_table(problems, env, sharing)
     shared_runs = bool((runs["ranks per GPU"] > 1).any())

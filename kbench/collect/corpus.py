@@ -38,6 +38,7 @@ import pandas as pd
 from kbench.errors import KbenchInputError
 from kbench.output_files import atomic_write_bytes, check_output
 from kbench.problem import expected_output_size
+from kbench.sources.mituna import read_network_layers
 
 TORCHVISION_LAYERS = Path(__file__).with_name("torchvision_layers.csv")
 DTYPES = ("FP16", "BF16", "FP32")
@@ -68,7 +69,6 @@ def conv_flop(df: pd.DataFrame) -> pd.Series:
 
 def mituna_geometries(folder: str | Path) -> pd.DataFrame:
     """Distinct 2D conv geometries (with their batch size) of MITuna's network lists."""
-    from kbench.sources.mituna import read_network_layers
     layers = read_network_layers(folder)
     layers = layers[(layers["mode"] == "conv") & (layers["spatial_dims"] == 2)]
     src = "mituna:" + layers["network"].astype(str)

@@ -36,7 +36,6 @@ new files numbered after its own (its files are never rewritten) and its
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
@@ -50,7 +49,17 @@ from kbench.collect.shard import SHARD_FOLDER, Shard, read_manifest, shard_folde
 from kbench.collect.strides import UNRECORDED_CONVENTION
 from kbench.collect.travel import MARKER as TRAVEL_MARKER
 from kbench.collect.travel import is_travel_copy
-from kbench.collect.writer import ENV, JOURNAL, PARTS, fsync_write, graph_mode, load_env, load_records, read_parts
+from kbench.collect.writer import (
+    ENV,
+    JOURNAL,
+    PARTS,
+    fsync_write,
+    graph_mode,
+    load_env,
+    load_records,
+    parquet_bytes,
+    read_parts,
+)
 from kbench.errors import KbenchInputError
 
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
@@ -327,9 +336,7 @@ def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
     for kind, df in (("plans", plans), ("problems", problems)):
         chunks = df["key"].map(chunk_of).fillna(0).astype(int) if len(df) else pd.Series(dtype=int)
         for n, part in df.groupby(chunks, sort=True):
-            buf = io.BytesIO()
-            part.to_parquet(buf, index=False, compression="zstd")
-            fsync_write(dest / f"{kind}-{first + n:04d}.parquet", buf.getvalue())
+            fsync_write(dest / f"{kind}-{first + n:04d}.parquet", parquet_bytes(part))
     if append:
         _append_lines(dest / ENV, env_lines)
         _append_lines(dest / JOURNAL, journal_lines)

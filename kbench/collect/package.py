@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.collect.card import render
 from kbench.collect.cudnn import default_set, pytorch_default_mask
+from kbench.collect.label_retiming.apply import apply_labels, read_labels
 from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.shard import shard_folders
 from kbench.collect.strides import UNRECORDED_CONVENTION, run_conventions, strides_differ
@@ -37,6 +39,7 @@ from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
 from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
+from kbench.sources.mituna import read_network_layers
 from kbench.splits import assign_networks_split, assign_random_split
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
@@ -235,7 +238,6 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
 
     layers = None
     if mituna is not None and Path(mituna).exists():
-        from kbench.sources.mituna import read_network_layers
         layers = read_network_layers(mituna)
     splits = pd.DataFrame({"problem_id": prob["problem_id"], "random": assign_random_split(prob)})
     if layers is not None:
@@ -376,7 +378,6 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
     label_info = None
     if labels:
-        from kbench.collect.label_retiming.apply import apply_labels, read_labels
         checks, verified_problems = read_labels(labels)
         plans = apply_labels(plans, checks)
         label_info = label_summary(checks, verified_problems, labels)
@@ -419,7 +420,6 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
         info["retimed"] = retimed_info
     manifest = write_dataset(out_dir, tables, info)
     if card:
-        from kbench.collect.card import render
         all_raws = ([raws] if isinstance(raws, (str, Path)) else list(raws)) + (
             [retimed] if isinstance(retimed, (str, Path)) else list(retimed or []))
         coverage = torch_choice_coverage(problems, plans_in_set(tables["runtimes"]))

@@ -21,7 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-from kbench.collect.writer import ENV, JOURNAL, fsync_write, load_records
+from kbench.collect.writer import ENV, JOURNAL, fsync_write, load_records, parquet_bytes
 from kbench.errors import KbenchInputError
 
 MARKER = "TRAVEL_COPY.json"
@@ -47,8 +47,8 @@ def travel_copy(source: str | Path, dest: str | Path) -> dict:
     tables = {kind: load_records(source, kind, columns) for kind, columns in RESUME_COLUMNS.items()}
     dest.mkdir(parents=True, exist_ok=True)
     for kind, table in tables.items():
-        # zstd as the collector's own compacted files use; string columns stay strings
-        table.to_parquet(dest / f"{kind}-0000.parquet", index=False, compression="zstd")
+        # encoded as the collector's own compacted files are; string columns stay strings
+        fsync_write(dest / f"{kind}-0000.parquet", parquet_bytes(table))
     for name in (JOURNAL, ENV):
         if (source / name).exists():
             shutil.copyfile(source / name, dest / name)

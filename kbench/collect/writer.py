@@ -36,14 +36,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kbench.collect.lock import FolderLock
 from kbench.errors import KbenchInputError
 
 PARTS = "parts"
 JOURNAL = "journal.txt"
 ENV = "env.jsonl"
 CRASH_LIMIT = 2  # starts without a finish after which a problem is given up as crashed
+
+#: how every raw parquet table kbench writes is encoded (compaction here, ``merge``, travelling
+#: copies; all through :func:`write_raw_table`): zstd at level 19, plus dictionary encoding on the
+#: text (string) columns only (:func:`text_columns`), where repeated plan names, keys, run ids and
+#: notes compress; the measured numbers are left plain. Lossless: a table reads back equal, schema
+#: and metadata included. Files written before keep their encoding (zstd at the default level,
+#: dictionary on every column): re-encoding committed files adds a new blob per file to every
+#: clone's history for a smaller checkout (docs/collect_scale_out.md, "Raw table encoding").
+PARQUET_ENCODING = {"compression": "zstd", "compression_level": 19}
+
+
+def text_columns(schema: pa.Schema) -> list[str]:
+    """The string columns of ``schema``: the ones a raw table dictionary-encodes."""
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
+
+
+def write_raw_table(table: pa.Table, where) -> None:
+    """Write ``table`` to ``where`` (a path or a binary file) as a raw table: :data:`PARQUET_ENCODING`,
+    dictionaries on :func:`text_columns`."""
+    pq.write_table(table, where, use_dictionary=text_columns(table.schema), **PARQUET_ENCODING)
+
+
+def parquet_bytes(df: pd.DataFrame) -> bytes:
+    """``df`` (its index dropped) as the bytes of a raw table (:func:`write_raw_table`)."""
+    buf = io.BytesIO()
+    write_raw_table(pa.Table.from_pandas(df, preserve_index=False), buf)
+    return buf.getvalue()
 
 
 def new_run_id() -> str:
@@ -314,7 +343,6 @@ def compact(out_dir: str | Path) -> dict:
     left where they are (see :func:`quarantine_torn`). Refused while a
     collector writes the folder.
     """
-    from kbench.collect.lock import FolderLock
     out = Path(out_dir)
     parts_dir = out / PARTS
     if not out.is_dir():
@@ -329,10 +357,7 @@ def compact(out_dir: str | Path) -> dict:
             recs = [r for batch in getattr(parts, kind) for r in batch]
             counts[kind] = len(recs)
             if recs:
-                df = pd.DataFrame.from_records(recs)
-                buf = io.BytesIO()
-                df.to_parquet(buf, index=False, compression="zstd")
-                _fsync_write(out / f"{kind}-{n:04d}.parquet", buf.getvalue())
+                _fsync_write(out / f"{kind}-{n:04d}.parquet", parquet_bytes(pd.DataFrame.from_records(recs)))
         compacted = {_stem(f) for f in parts_dir.glob("*.problems.jsonl.gz")} - set(parts.torn)
         # problems files first: a compaction cut short then leaves plans without problems (ignored
         # like a batch never finished), never problems without plans (a torn batch)

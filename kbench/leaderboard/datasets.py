@@ -6,6 +6,8 @@ can use it without importing each other.
 
 from __future__ import annotations
 
+from kbench.dataset import load
+
 #: datasets registered in-process (tests, custom data) by name; checked before kbench.load
 _EXTRA_DATASETS: dict = {}
 _CACHE: dict = {}
@@ -26,6 +28,5 @@ def load_dataset(name: str):
     if name in _EXTRA_DATASETS:
         return _EXTRA_DATASETS[name]
     if name not in _CACHE:
-        from kbench.dataset import load
         _CACHE[name] = load(name)
     return _CACHE[name]

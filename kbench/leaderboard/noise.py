@@ -18,7 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from kbench.dataset import Dataset
+from kbench.evaluate import Evaluator
 from kbench.leaderboard.policy import PRIMARY_METRIC
+from kbench.leaderboard.schema import SubmissionMeta
+from kbench.leaderboard.store import Entry
+from kbench.repeatability import run_pairs
 
 NOISE_METHOD = "noise-ceiling"
 NOISE_DESCRIPTION = ("ceiling under measurement noise: the first measurement's kernel order scored against a "
@@ -32,9 +37,6 @@ def noise_ceiling_result(ds, split: str = "random", part: str = "test", run_a: i
     scored on a copy of ``ds`` restricted to the sampled problems of ``part``
     whose ``runtimes`` are run ``run_b``'s times (kernels timed in both runs).
     """
-    from kbench.dataset import Dataset
-    from kbench.evaluate import Evaluator
-    from kbench.repeatability import run_pairs
     rep = ds.repeats
     if rep is None or not len(rep) or not ({run_a, run_b} <= set(rep["run_id"].unique().tolist())):
         return None
@@ -62,8 +64,6 @@ def noise_ceiling_result(ds, split: str = "random", part: str = "test", run_a: i
 
 def noise_entry(ds, split: str = "random"):
     """The reference :class:`~kbench.leaderboard.store.Entry` of the noise ceiling, or None."""
-    from kbench.leaderboard.schema import SubmissionMeta
-    from kbench.leaderboard.store import Entry
     out = noise_ceiling_result(ds, split)
     if out is None:
         return None

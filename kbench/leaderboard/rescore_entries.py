@@ -45,10 +45,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.dataset import load
 from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator
-from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions, record_json
-from kbench.records import EvaluationResult, aggregate_seeds
+from kbench.evaluate import Evaluator, evaluate_tuning
+from kbench.leaderboard.rescore import Rescorer
+from kbench.leaderboard.schema import parse_record
+from kbench.leaderboard.store import (
+    PREDS_FILE,
+    frame_digest,
+    read_entries,
+    read_seed_predictions,
+    record_json,
+    seed_predictions_parquet,
+)
+from kbench.output_files import atomic_write_bytes, atomic_write_text
+from kbench.prediction_files import read_predictions, sha256_bytes
+from kbench.records import RECORD_SCHEMA_VERSION, EvaluationResult, TuningResult, _mean_std, aggregate_seeds
 
 
 def rescore(entry: Path, results: Path) -> EvaluationResult:
@@ -71,7 +83,6 @@ def rescore(entry: Path, results: Path) -> EvaluationResult:
 
 def relabel(root: Path, dataset: str, methods: list[str] | None) -> int:
     """Re-score the committed seed-0 predictions of entries recorded on another version of ``dataset``."""
-    from kbench.dataset import load
     ds = load(dataset)
     results = sorted(Path(root, ds.name).glob("*/*/result.json"))
     unknown = sorted(set(methods or ()) - {r.parent.name for r in results})
@@ -120,9 +131,6 @@ def _numbers(d: dict) -> dict:
 
 def check(roots: list[Path], dump: Path | None) -> int:
     """Re-score every entry's predictions file; compare with the record's per-seed figures."""
-    from kbench.evaluate import evaluate_tuning
-    from kbench.leaderboard.schema import parse_record
-    from kbench.records import TuningResult
     checked, worst, failed, dumped, evaluators = 0, 0.0, [], {}, {}
     for root in roots:
         for result in sorted(root.glob("*/*/*/result.json")):
@@ -172,11 +180,6 @@ def store_seeds(roots: list[Path]) -> int:
     for every seed and the whole record is re-scored; another entry stores its first seed only and
     stays a one-seed entry until it is re-run. Each converted entry is re-scored before it is written.
     """
-    from kbench.leaderboard.rescore import Rescorer
-    from kbench.leaderboard.schema import parse_record
-    from kbench.leaderboard.store import PREDS_FILE, seed_predictions_parquet
-    from kbench.output_files import atomic_write_bytes, atomic_write_text
-    from kbench.prediction_files import read_predictions, sha256_bytes
     rescorer, converted, before, after, complete = Rescorer(), 0, 0, 0, 0
     for root in roots:
         for result in sorted(root.glob("*/*/*/result.json")):
@@ -214,8 +217,6 @@ def _added(old, new):
 
 def rescored_record(record, seed_frames: dict[int, pd.DataFrame], rescorer, source: str):
     """The record re-scored from its stored seeds' predictions (see ``--stored`` above)."""
-    from kbench.leaderboard.store import frame_digest
-    from kbench.records import RECORD_SCHEMA_VERSION, _mean_std
     seeds = list(record.seeds.seeds) if record.seeds else [min(seed_frames)]
     scored, by_digest = {}, {}
     for seed in seeds:
@@ -252,9 +253,6 @@ def _numbers_or_none(d: dict) -> dict:
 
 def rescore_stored(root: Path, datasets: list[str]) -> int:
     """Re-score every entry of ``datasets`` (all when empty) from its stored predictions; rewrite its record."""
-    from kbench.leaderboard.rescore import Rescorer
-    from kbench.leaderboard.store import read_entries
-    from kbench.output_files import atomic_write_text
     rescorer, done = Rescorer(), 0
     groups = read_entries(root)
     unknown = sorted(set(datasets) - {d for d, _ in groups})

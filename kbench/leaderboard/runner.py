@@ -30,17 +30,22 @@ import pandas as pd
 
 from kbench.environment import cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
-from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS
+from kbench.evaluate import Evaluator, sha256_bytes
+from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
+from kbench.leaderboard.schema import SubmissionMeta, parse_meta, record_problems
 from kbench.leaderboard.store import (
+    atomic_write_bytes,
     atomic_write_text,
     lean_predictions,
     load_dataset,
     predictions_csv_gz,
     record_json,
     seed_predictions_parquet,
+    write_entry,
 )
 from kbench.prediction_files import read_predictions
-from kbench.records import EvaluationResult, aggregate_seeds
+from kbench.records import EvaluationResult, SeedSummary, _mean_std, aggregate_seeds
+from kbench.version import __version__
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 DEFAULT_DATASET = "mi100"
@@ -53,6 +58,8 @@ SEED_DIR = "seed-{seed}"
 # ----------------------------------------------------------------------------- registry
 def registry() -> dict[str, type]:
     """The baseline registry (``kbench_baselines.base.BASELINES`` after ``discover()``)."""
+    # imported on use: the baselines are an optional install, importing them runs every baseline
+    # module, and `kbench --help` imports this module
     try:
         from kbench_baselines import base
     except ImportError as exc:
@@ -63,7 +70,7 @@ def registry() -> dict[str, type]:
 
 
 def unavailable_modules() -> dict[str, str]:
-    try:
+    try:  # imported on use, as in registry()
         from kbench_baselines import base
         return dict(base.UNAVAILABLE)
     except ImportError:
@@ -231,7 +238,6 @@ class _Step:
 def _score_seed(model, dataset, ids, evaluators, method: str, seed: int, fit_time: float, step,
                 latency: bool) -> tuple[EvaluationResult, bytes]:
     """Predict test and valid, score both; returns (test record with extra, test preds gz)."""
-    from kbench.evaluate import sha256_bytes
     step("predict test")
     t0 = time.perf_counter()
     preds = model.predict(dataset, ids["test"])
@@ -265,7 +271,6 @@ def _reseed(record: EvaluationResult, seed: int) -> EvaluationResult:
 
 
 def _write_seed(folder: Path, record: EvaluationResult, gz: bytes) -> None:
-    from kbench.leaderboard.store import atomic_write_bytes
     atomic_write_bytes(folder / "preds.csv.gz", gz)
     atomic_write_text(folder / "result.json", record_json(record))  # written last: marks the seed done
 
@@ -339,9 +344,6 @@ def _mean(values):
 def aggregate_method(folder: Path, name: str, cls: type, records: list[EvaluationResult], seeds: list[int],
                      dataset, split: str) -> EvaluationResult:
     """Write the all-seeds record and the metadata of one method; returns the record."""
-    from kbench.leaderboard.schema import SubmissionMeta
-    from kbench.records import SeedSummary, _mean_std
-    from kbench.version import __version__
     agg = aggregate_seeds(records, seeds)
     agg.predictions.path = f"{SEED_DIR.format(seed=seeds[0])}/preds.csv.gz"
     valid = [r.extra.get("valid") for r in records]
@@ -392,8 +394,6 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
                   seeds=DEFAULT_SEEDS, out: str | Path = "results", update_leaderboard: bool = False,
                   leaderboard_root: str | Path = "leaderboard", progress: bool = True, log=None) -> RunReport:
     from tqdm import tqdm
-
-    from kbench.evaluate import Evaluator
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if not seeds:
         raise KbenchInputError("--seeds needs at least one seed.")
@@ -429,9 +429,7 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
 
 def publish(report: RunReport, root: Path) -> Path:
     """Copy the finished methods of a run into the leaderboard folder and rebuild the site."""
-    from kbench.leaderboard.schema import parse_meta, record_problems
-    from kbench.leaderboard.site import build
-    from kbench.leaderboard.store import write_entry
+    from kbench.leaderboard.site import build  # loads only to publish: `kbench --help` imports this module
     for o in report.outcomes:
         if o.record is None:
             continue
@@ -449,7 +447,6 @@ def publish(report: RunReport, root: Path) -> Path:
 
 def results_frame(records: list[tuple[EvaluationResult, str]]) -> pd.DataFrame:
     """A terminal leaderboard of aggregated records: (record, role) pairs."""
-    from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
     rows = []
     for rec, role in records:
         o = rec.metrics["overall"]

@@ -24,9 +24,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
+from kbench.leaderboard.datasets import load_dataset
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.prediction_files import sha256_bytes
-from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult
+from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
@@ -143,7 +144,6 @@ def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | Tuni
 def parse_verification(path: Path):
     """Read and validate a GPU re-timing record (``verification.json`` beside an entry's result,
     written by ``kbench verify-on-gpu``); one KbenchInputError names the file and what is wrong."""
-    from kbench.records import VerificationRecord
     doc = read_json_object(path)
     try:
         return VerificationRecord.model_validate(doc)
@@ -222,7 +222,6 @@ def record_problems(record: EvaluationResult | TuningResult, meta: SubmissionMet
 
 def dataset_problems(record: EvaluationResult | TuningResult) -> list[str]:
     """The record's dataset must be the installed one (same version and checksum)."""
-    from kbench.leaderboard.datasets import load_dataset
     try:
         ds = load_dataset(record.dataset.name)
     except KbenchInputError as exc:

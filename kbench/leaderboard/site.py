@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kbench.errors import KbenchError, KbenchInputError
+from kbench.evaluate import Evaluator
 from kbench.leaderboard import markdown, plots, selection
 from kbench.leaderboard.assets import FILTER_JS, SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (
@@ -54,7 +55,8 @@ from kbench.leaderboard.board_extras import (
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
-from kbench.leaderboard.store import Entry, load_dataset, read_entries
+from kbench.leaderboard.store import Entry, atomic_write_bytes, load_dataset, read_entries
+from kbench.leaderboard.transfer import transfer_html, transfer_markdown
 from kbench.records import TuningResult
 
 SITE_MARKER = ".kbench-site"
@@ -81,7 +83,6 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
     # per-problem scores from the predictions files: the tie test and the LoP distribution
     scores = {}
     try:
-        from kbench.evaluate import Evaluator
         ds = load_dataset(dataset)
         ev = Evaluator(ds, split=split, part="test", reference=None)
     except Exception as exc:  # the dataset is not installed here: tables only
@@ -560,7 +561,6 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
     datasets = sorted({b.dataset for b in boards})
     card_paths = _cards(root, datasets, cards_dir)
     card_rel = {d: f"data_cards/{d}.md" for d in card_paths}
-    from kbench.leaderboard.transfer import transfer_html, transfer_markdown
     readme_text, transfer_md = readme(boards, card_rel), transfer_markdown(root)
     if transfer_md:  # before the rules section
         head, sep, rules = readme_text.partition("## Rules\n")
@@ -612,8 +612,6 @@ def build(root: str | Path = "leaderboard", cards_dir: Path | None = None, progr
     """
     import os
     import tempfile
-
-    from kbench.leaderboard.store import atomic_write_bytes
     root = Path(root)
     files = render(root, cards_dir, progress)
     site = root / "site"

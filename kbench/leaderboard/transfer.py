@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from kbench.errors import KbenchInputError
+from kbench.evaluate import Evaluator, sha256_bytes
 from kbench.leaderboard.policy import MIN_SEEDS
 from kbench.leaderboard.store import (
     atomic_write_bytes,
@@ -28,6 +29,7 @@ from kbench.leaderboard.store import (
     record_json,
 )
 from kbench.records import DatasetRef, EvaluationResult, TransferRef, aggregate_seeds
+from kbench.transfer_task import K_BUDGETS, Transfer
 
 TRANSFER_FOLDER = "transfer"
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -38,6 +40,7 @@ def k_label(k: int | None) -> str:
 
 
 def methods_registry() -> dict[str, type]:
+    # imported on use: the baselines are an optional install, and importing them runs every baseline module
     try:
         from kbench_baselines.transfer import TRANSFER_METHODS
     except ImportError as exc:
@@ -53,7 +56,6 @@ def _ref(ds) -> DatasetRef:
 def _checked_arguments(reg: dict[str, type], methods: list[str] | None, ks, seeds,
                        leaderboard_root: str | Path | None) -> tuple[list[str], list[int], list[int]]:
     """The methods, budgets and seeds to run (seeds de-duplicated, in order); an input error for a bad one."""
-    from kbench.transfer_task import K_BUDGETS
     methods = list(methods or reg)
     for m in methods:
         if m not in reg:
@@ -81,8 +83,6 @@ def _resumed_run(rec_path: Path, gz_path: Path, src, tgt) -> tuple[EvaluationRes
 def _fitted_run(method_cls: type, method_name: str, src, tgt, k: int | None, seed: int, evaluator, test_ids,
                 gz_name: str) -> tuple[EvaluationResult, bytes]:
     """Fit one method on one (k, seed) draw and score its predictions of the target's test part."""
-    from kbench.evaluate import sha256_bytes
-    from kbench.transfer_task import Transfer
     task = Transfer(src, tgt, 0 if k is None else k, seed)
     method = method_cls()
     t0 = time.perf_counter()
@@ -119,7 +119,6 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
                  seeds=DEFAULT_SEEDS, out: str | Path = "results", leaderboard_root: str | Path | None = None,
                  log=print) -> list[EvaluationResult]:
     """Fit and score every (method, k, seed); write per-seed records, then the aggregated ones."""
-    from kbench.evaluate import Evaluator
     reg = methods_registry()
     methods, ks, seeds = _checked_arguments(reg, methods, ks, seeds, leaderboard_root)
     src, tgt = load_dataset(source), load_dataset(target)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbench.sources.mituna import read_network_layers
 from kbench.splits import assign_networks_split, assign_random_split
 from kbench.tuning.perfdb import perfdb_tables
 
@@ -54,7 +55,6 @@ def convert_perfdb(db_path, fdb_path="auto", mituna_dir="auto") -> tuple[dict[st
     if mituna_dir == "auto":
         mituna_dir = _default_mituna(db_path)
     if mituna_dir is not None:
-        from kbench.sources.mituna import read_network_layers
 
         splits["networks"] = assign_networks_split(problems, read_network_layers(mituna_dir))
     report["splits"] = [c for c in splits.columns if c != "problem_id"]

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.errors import KbenchInputError, suggest
 
 # --------------------------------------------------------------------------
 # Parameter names per solver (MIOpen's Visit order = perf-db params order).
@@ -349,7 +349,6 @@ GRAMMARS: dict[str, Grammar] = {"ConvAsm1x1U": CONV_ASM_1X1U}
 
 
 def get_grammar(solver: str) -> Grammar:
-    from kbench.errors import suggest
 
     if solver not in GRAMMARS:
         raise KbenchInputError(

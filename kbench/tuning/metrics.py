@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.errors import KbenchInputError
+from kbench.tuning.grammar import GRAMMARS, SOLVER_PARAMS
 
 
 def _matrix(x, params=None, what="predictions") -> np.ndarray:
@@ -143,8 +144,6 @@ def score_tuning(predictions: pd.DataFrame, targets: pd.DataFrame, solver: str,
     ``problems``: canonical problem rows, needed for the valid share (only
     for solvers with a grammar).
     """
-    from kbench.tuning.grammar import GRAMMARS, SOLVER_PARAMS
-
     if solver not in SOLVER_PARAMS:
         raise KbenchInputError(f"no parameter list for solver {solver!r}; known: {sorted(SOLVER_PARAMS)}")
     params = list(SOLVER_PARAMS[solver])

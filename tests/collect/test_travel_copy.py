@@ -59,12 +59,13 @@ def test_raw_h200_copy_resumes_like_the_full_folder(tmp_path):
     assert summary["bytes"] * 5 < sum(p.stat().st_size for p in RAW_H200.iterdir() if p.is_file())
 
 
-def test_fixture_copy_keeps_the_recorded_notes(tmp_path):
+def test_fixture_copy_keeps_the_recorded_notes(tmp_path, raw_encoding_problems):
     """The two-shard fixture's shard folders are batch parts (not compacted): the copy reads them too."""
     for name in ("shard-0-of-2", "shard-1-of-2"):
         travel_copy(TWO_SHARDS / name, tmp_path / name)
         _same_resume_inputs(TWO_SHARDS / name, tmp_path / name)
         plans = pd.read_parquet(tmp_path / name / "plans-0000.parquet")
+        assert raw_encoding_problems(tmp_path / name / "plans-0000.parquet") == []
         assert plans["numeric_notes"].notna().any()  # probed notes were recorded on the GPU and kept
 
 

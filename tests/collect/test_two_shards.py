@@ -59,8 +59,9 @@ def test_assignment_is_the_split_of_the_first_six_pending():
         assert S.plan_shard(todo, FIXTURE.parent / "no-such-root", S.Shard(k, 2), 6)["key"].tolist() == assigned[k]
 
 
-def test_merge_joins_both_shards_without_loss(shards, tmp_path):
+def test_merge_joins_both_shards_without_loss(shards, tmp_path, raw_encoding_problems):
     report = merge([shards], out=tmp_path / "merged")
+    assert [p for f in sorted((tmp_path / "merged").glob("*.parquet")) for p in raw_encoding_problems(f)] == []
     assert report["gaps"] == [] and report["problem_directions"] == 6
     parts = [load_records(shards / name, "plans") for name in SHARDS]
     assert report["plan_records"] == sum(len(p) for p in parts)

@@ -2,6 +2,8 @@ import gzip
 import json
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from kbench.collect import cudnn as C
 from kbench.collect import writer as W
@@ -50,6 +52,28 @@ def test_compact_keeps_every_record(tmp_path):
     pd.testing.assert_frame_equal(before[after.columns], after)
     W.RawWriter(tmp_path, run_id="r2", batch_size=1).add(_rec("d"), [])
     assert W.resume_state(tmp_path)[0] == set("abcd")
+
+
+def test_compacted_tables_read_back_equal_in_the_raw_encoding(tmp_path, raw_encoding_problems):
+    """Compaction writes zstd level 19 with dictionaries on the text columns only, losslessly: the file
+    reads back equal (schema and pandas metadata included) to the table pandas makes of the records."""
+    w = W.RawWriter(tmp_path, run_id="r1", batch_size=2)
+    for i, k in enumerate("abc"):
+        w.add({**_rec(k), "n": i, "flop": 1e9 * i, "truncated": i == 1, "error": None if i else "oom"},
+              [{"plan": f"eng{j}", "engine_id": j, "precise_ms": 0.1 * j + i, "correct": j != 1,
+                "numeric_notes": "['CUDNN_NUMERICAL_NOTE_TENSOR_CORE']"} for j in range(3)])
+    w.close()
+    parts = W.read_parts(tmp_path)
+    W.compact(tmp_path)
+    for kind in ("problems", "plans"):
+        path = tmp_path / f"{kind}-0000.parquet"
+        want = pa.Table.from_pandas(pd.DataFrame.from_records([r for b in getattr(parts, kind) for r in b]),
+                                    preserve_index=False)
+        got = pq.read_table(path)
+        assert got.equals(want, check_metadata=True) and got.schema.metadata == want.schema.metadata
+        assert raw_encoding_problems(path) == []
+        text = set(W.text_columns(got.schema))
+        assert {"key", "run_id"} <= text and not {"n", "flop", "truncated", "engine_id", "precise_ms"} & text
 
 
 def test_dedupe_prefers_a_finished_measurement():
