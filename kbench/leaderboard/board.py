@@ -105,7 +105,9 @@ class Row:
     def primary_std(self):
         return (self.record.seeds.std.get(PRIMARY_METRIC) if self.record.seeds else None)
 
-    def valid(self):
+    def reported_valid(self):
+        """The submitter's own validation-part figure and its std over seeds, from ``extra.valid``: not
+        re-scored (valid-part predictions are not stored), so it is exported as ``reported_valid_*`` only."""
         v = self.record.extra.get("valid") if isinstance(self.record.extra, dict) else None
         if isinstance(v, dict) and "mean" in v:
             return v["mean"].get(PRIMARY_METRIC), (v.get("std") or {}).get(PRIMARY_METRIC)

@@ -2,7 +2,9 @@
 
 * **Downloads**: ``site/boards/<dataset>-<split>.csv`` and ``.json`` hold every row of a table with
   the figures as the records store them (full precision, not the rounded cells), the submission
-  metadata, ``external_data`` and the environment the record was made in.
+  metadata, ``external_data`` and the environment the record was made in. The submitter's
+  validation-part figure (``extra.valid``) is there as ``reported_valid_<field>``: it cannot be
+  re-scored (valid-part predictions are not stored), so the tables do not show it.
 * **Entry details**: one collapsed ``<details>`` per entry on the dataset's page (the method names in
   the tables link there): what it is, how to reproduce it, where it ran, external data, and the
   software environment of its record, or "not recorded" for records made before kbench recorded it.
@@ -27,6 +29,11 @@ from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 SITE_CONFIG = "site.json"
 NOT_RECORDED = "not recorded (the record was made before kbench recorded the software environment)"
 EXTERNAL_TITLE = "trained with data outside the kbench dataset's train part (external_data)"
+#: the prefix of the figures a submitter reports that no stored predictions re-score
+REPORTED = "reported_"
+REPORTED_NOTE = (f"{REPORTED}valid_* fields: the submitter's own figures on the validation part (extra.valid of the "
+                 "record), not re-scored: valid-part predictions are not stored. The metrics, references and std "
+                 "are what `kbench leaderboard validate` re-scores from the stored test predictions.")
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -76,9 +83,9 @@ def _std(row: Row) -> dict:
     return dict(row.record.seeds.std) if row.record.seeds else {}
 
 
-def _valid(row: Row) -> tuple:
+def _reported_valid(row: Row) -> tuple:
     try:
-        return row.valid()
+        return row.reported_valid()
     except (AttributeError, TypeError):
         return None, None
 
@@ -89,7 +96,7 @@ def export_rows(board: Board) -> list[dict]:
     for row in board.all_rows():
         rec, meta = row.record, row.entry.meta
         env = rec.environment
-        vm, vs = _valid(row) if not board.tuning else (None, None)
+        vm, vs = _reported_valid(row) if not board.tuning else (None, None)
         ver = row.entry.verification
         out.append({
             "rank": row.rank, "role": row.role, "method": row.entry.method, "name": row.entry.name,
@@ -99,7 +106,8 @@ def export_rows(board: Board) -> list[dict]:
             "references": {name: {k: _clean(v) for k, v in figs.items()}
                            for name, figs in (rec.overall.get("references") or {}).items()} or None,
             "std": {k: _clean(v) for k, v in _std(row).items()},
-            **({f"valid_{PRIMARY_METRIC}": _clean(vm), f"valid_{PRIMARY_METRIC}_std": _clean(vs)}
+            # the submitter's validation figure: not re-scored, so named as reported (never in the tables)
+            **({f"{REPORTED}valid_{PRIMARY_METRIC}": _clean(vm), f"{REPORTED}valid_{PRIMARY_METRIC}_std": _clean(vs)}
                if not board.tuning else {}),
             "gpu_speedup_geomean": ver.measured.overall.speedup_geomean if ver is not None else None,
             "seeds": rec.seeds.seeds if rec.seeds else None, "reference": getattr(rec, "reference", None),
@@ -118,6 +126,7 @@ def board_json(board: Board) -> bytes:
            "ranked_by": "average_accuracy" if board.tuning else PRIMARY_METRIC,
            "lower_is_better": False if board.tuning else PRIMARY_LOWER_IS_BETTER,
            "test_problems": board.n_problems, "generated_by": "kbench leaderboard build",
+           **({} if board.tuning else {"reported_fields": REPORTED_NOTE}),
            "entries": export_rows(board)}
     return (json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 

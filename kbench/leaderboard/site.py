@@ -43,6 +43,7 @@ from kbench.leaderboard.board import (
     md_text,
 )
 from kbench.leaderboard.board_extras import (
+    REPORTED,
     board_files,
     code_href,
     code_html,
@@ -67,6 +68,13 @@ BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps
 ONE_SEED_TEXT = ("‡ one-seed entry: only its first seed's predictions are stored, so that seed's figures are "
                  "re-scored by `kbench leaderboard validate` but the mean and ± over its other seeds are not; "
                  "re-run it (`kbench run --update-leaderboard`) to store every seed.")
+RESCORED_TEXT = ("Every score in the tables is recomputable from stored test predictions: `kbench leaderboard "
+                 "validate` re-scores each entry's preds.parquet (a ‡ entry's first seed only). Submitters' "
+                 "validation-part figures are not shown, since no valid-part predictions are stored to re-score "
+                 "them; the table's JSON and CSV downloads keep them as the submitter reported them, named "
+                 f"`{REPORTED}valid_{PRIMARY_METRIC}` and `{REPORTED}valid_{PRIMARY_METRIC}_std`. Params, CPU latency "
+                 "and training time are the submitter's metadata, the noise-ceiling row comes from the dataset's "
+                 "repeated measurements, and a figure from elsewhere is named in the note under its table.")
 
 
 def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
@@ -185,7 +193,6 @@ COLUMNS = [
     ("rank", "rank", "num", "num", "rank by the test score (≈: statistically tied with the entry above)"),
     METHOD_COLUMN,
     ("test", "test", "num primary", "num", f"test {PRIMARY_LABEL}, mean ± std over seeds"),
-    ("valid", "valid", "num", "num", f"valid {PRIMARY_LABEL}, mean ± std over seeds"),
     ("top1", "top-1", "num", "num", "share of test problems where the fastest kernel is chosen"),
     ("within5", "within 5%", "num", "num", "share of test problems with t_choice ≤ 1.05 t_best"),
     ("lop", "mean LoP", "num", "num", "mean loss of performance (t_choice − t_best) / t_best"),
@@ -226,8 +233,6 @@ def cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
         bound += (f' <span class="bound" title="one-seed entry: only seed(s) {row.entry.stored_seeds()} of '
                   f'{rec.seeds.seeds} have stored predictions">‡</span>')
     out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
-    vm, vs = row.valid()
-    out["valid"] = (html.escape(fmt_mean_std(vm, vs)), _value(vm), "")
     out["top1"] = (fmt_pct(o.get("top1")), _value(o.get("top1")), "")
     out["within5"] = (fmt_pct(o.get("within5")), _value(o.get("within5")), "")
     out["lop"] = (fmt_pct(o.get("lop_mean")), _value(o.get("lop_mean")), "")
@@ -291,8 +296,7 @@ def table_html(board: Board, repo_prefix: str) -> str:
     for cid, label, cls, sort, tip in columns:
         if not tuning:
             label = _speedup_header(board) if cid == "speedup" else label
-            label = (f"test {PRIMARY_LABEL}" if cid == "test"
-                     else (f"valid {PRIMARY_LABEL}" if cid == "valid" else label))
+            label = f"test {PRIMARY_LABEL}" if cid == "test" else label
         inner = f"<button type=\"button\">{html.escape(label)}</button>" if sort else html.escape(label)
         sort_attr = f' data-sort="{sort}"' if sort else ""
         heads.append(f'<th scope="col" class="{cls.split()[0]}" data-col="{cid}"{sort_attr} '
@@ -442,7 +446,8 @@ def legend_html() -> str:
             f'<p class="note"><span class="tie">≈</span> statistically tied with the entry ranked above: '
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
             f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
-            f'<p class="note">{html.escape(ONE_SEED_TEXT)}</p>')
+            f'<p class="note">{html.escape(ONE_SEED_TEXT)}</p>'
+            f'<p class="note">{html.escape(RESCORED_TEXT)}</p>')
 
 
 def dataset_facts(name: str) -> str:
@@ -466,8 +471,8 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
     columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
     heads = [label for _cid, label, *_ in columns]
     if not tuning:
-        heads[2], heads[3] = f"test {PRIMARY_LABEL}", f"valid {PRIMARY_LABEL}"
-        heads[8] = _speedup_header(board)
+        heads = [f"test {PRIMARY_LABEL}" if cid == "test" else _speedup_header(board) if cid == "speedup" else h
+                 for (cid, *_), h in zip(columns, heads)]
     lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(["---"] * len(heads)) + "|"]
     for row in board.all_rows():
         c = cell_fn(row, repo_prefix)
@@ -506,7 +511,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "deviation over seeds (at least 5); the other metric columns are means over seeds. Reference rows "
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
-           BOUND_TEXT, "", ONE_SEED_TEXT, "",
+           BOUND_TEXT, "", ONE_SEED_TEXT, "", RESCORED_TEXT, "",
            "Under each table, the best entry beside each reference heuristic's own order: " + selection.TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]

@@ -195,6 +195,41 @@ def test_the_untampered_board_is_rescored_whole(board):
     assert summary["rescored"] == summary["entries"] and summary["partial"] == []
 
 
+def _shows_only_rescored_figures(root: Path, method: str, claimed: float) -> None:
+    """The built board: the tampered valid figure in no table, and in the downloads only as reported_valid_*."""
+    for page in ("README.md", "site/index.html", "site/toy.html"):
+        text = (root / page).read_text()
+        assert f"{claimed:.4f}" not in text and repr(claimed) not in text, page
+        assert "valid geomean slowdown" not in text and "recomputable from stored test predictions" in text, page
+    entry = {e["method"]: e for e in json.loads((root / "site/boards/toy-random.json").read_text())["entries"]}[method]
+    assert entry["reported_valid_geomean_slowdown"] == claimed
+    assert "valid_geomean_slowdown" not in entry and "valid" not in entry
+
+
+@adversarial("submissions", "accepted", fixed="42")
+def test_a_tampered_valid_figure_on_the_board(capsys, board):
+    """extra.valid (the submitter's validation figures) has no stored predictions to re-score it: validate
+    and build accept the record, and the figure shows in no table, only as reported_* in the JSON download."""
+    result = board / "toy" / "random" / "toy-model" / "result.json"
+    doc = json.loads(result.read_text())
+    doc["extra"]["valid"]["mean"]["geomean_slowdown"] = 0.0271828  # below 1: no predictions score it
+    result.write_text(json.dumps(doc, indent=2))
+    assert main(["leaderboard", "validate", "--leaderboard", str(board)]) == 0, capsys.readouterr().err
+    assert main(["leaderboard", "build", "--leaderboard", str(board), "--no-progress"]) == 0
+    _shows_only_rescored_figures(board, "toy-model", 0.0271828)
+
+
+@adversarial("submissions", "accepted", fixed="42")
+def test_a_submission_with_a_tampered_valid_figure(capsys, run_dir, tmp_path):
+    """The neighbour: submitted so. Accepted (the test figures re-score), the board built by submit hides it."""
+    doc = json.loads((run_dir / "result.json").read_text())
+    doc["extra"]["valid"]["mean"]["geomean_slowdown"] = 0.0314159
+    (run_dir / "result.json").write_text(json.dumps(doc))
+    root = tmp_path / "lb"
+    assert main(_submit_argv(run_dir, root)[:-1]) == 0, capsys.readouterr().err  # without --no-build
+    _shows_only_rescored_figures(root, "toy-model", 0.0314159)
+
+
 @adversarial("concurrency", "error", fixed="42")
 def test_two_submits_of_one_method_at_once(run_dir, tmp_path):
     """Both reported "added" before and one entry was lost; now one is added, the other refused."""

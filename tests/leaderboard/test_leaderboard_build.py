@@ -122,6 +122,41 @@ def test_board_downloads_hold_the_stored_figures(board, toy):
         assert row["packages"] == ";".join(f"{k}=={v}" for k, v in rec["environment"]["packages"].items())
 
 
+def test_tables_show_only_figures_rescored_from_stored_predictions(board, toy):
+    """extra.valid (the submitter's validation figures) cannot be re-scored: not in the tables, and in the
+    downloads only as reported_valid_*. A tampered one builds, and shows nowhere but there."""
+    path = board / "toy/random/toy-model/result.json"
+    doc = json.loads(path.read_text())
+    stored = {m: json.loads((board / f"toy/random/{m}/result.json").read_text())["extra"]["valid"]
+              for m in ("toy-model", "toy-rules", "toy-oracle", "toy-random")}
+    doc["extra"]["valid"]["mean"]["geomean_slowdown"] = 0.123456  # below 1: no ranking scores it
+    doc["extra"]["valid"]["std"]["geomean_slowdown"] = 0.0654321
+    path.write_text(json.dumps(doc))
+    build(board)
+    readme, index, page = ((board / name).read_text() for name in ("README.md", "site/index.html", "site/toy.html"))
+    for text in (readme, index, page):
+        assert "valid geomean slowdown" not in text and 'data-col="valid"' not in text
+        assert "0.1235" not in text and "0.123456" not in text and "0.0654" not in text
+        assert "recomputable from stored test predictions" in text
+        assert "reported_valid_geomean_slowdown" in text  # the legend says where they went
+    header = next(line for line in readme.splitlines() if line.startswith("| rank | method |"))
+    assert header.split(" | ")[2:4] == ["test geomean slowdown", "top-1"]
+    assert "speed-up over" in header
+    export = json.loads((board / "site/boards/toy-random.json").read_text())
+    assert "reported_valid_" in export["reported_fields"] and "not re-scored" in export["reported_fields"]
+    by_method = {e["method"]: e for e in export["entries"]}
+    for method, valid in stored.items():
+        entry = by_method[method]
+        assert not any(k.startswith("valid") for k in entry), sorted(entry)
+        claimed = (0.123456, 0.0654321) if method == "toy-model" else \
+            (valid["mean"]["geomean_slowdown"], valid["std"]["geomean_slowdown"])
+        assert (entry["reported_valid_geomean_slowdown"], entry["reported_valid_geomean_slowdown_std"]) == claimed
+    with open(board / "site/boards/toy-random.csv", newline="") as fh:
+        rows = {r["method"]: r for r in csv.DictReader(fh)}
+    assert float(rows["toy-model"]["reported_valid_geomean_slowdown"]) == 0.123456
+    assert not any(k.startswith("valid") for k in rows["toy-model"])
+
+
 def test_code_links_work_when_the_site_is_served_alone(board, toy):
     build(board)
     page = (board / "site/toy.html").read_text()

@@ -84,6 +84,6 @@ def test_board_row_next_to_the_oracle_and_sentence(with_repeats):
                          "the new fastest on 3 sampled test problems, so differences in geomean slowdown smaller "
                          "than 0.0323 are within measurement noise: m2 and m3 differ by less than that."]
     line = [x for x in markdown_table(board, "../").splitlines() if "noise-ceiling" in x][0]
-    assert line.startswith("| *ceiling* | [noise-ceiling](../kbench/leaderboard/noise.py) | 1.0323 | — | 66.67% | "
+    assert line.startswith("| *ceiling* | [noise-ceiling](../kbench/leaderboard/noise.py) | 1.0323 | 66.67% | "
                            "66.67% | 3.33% |")  # top-1 2/3, within-5% 2/3, mean LoP (0.1 + 0 + 0) / 3
     assert "| — |" in line.split("noise.py) |")[1] and "2026" not in line  # no date of its own
