@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "tests" / "adversarial"))
 from reliability import END, START, section  # noqa: E402
 
 DOC = REPO / "docs" / "reliability.md"
-RESULTS = REPO / "bench" / "results" / "reliability.json"
+RESULTS = REPO / "tools" / "results" / "reliability.json"
 
 
 def replace_section(text: str, new: str) -> str:
