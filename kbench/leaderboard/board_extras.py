@@ -8,6 +8,9 @@
 * **Entry details**: one collapsed ``<details>`` per entry on the dataset's page (the method names in
   the tables link there): what it is, how to reproduce it, where it ran, external data, and the
   software environment of its record, or "not recorded" for records made before kbench recorded it.
+* **Deployable selector**: where ``bench/bench_compact_selector.py`` measured the compact selector of a
+  board's dataset and split (``bench/results/compact_selector_<dataset>.json``), a note under the table
+  gives its size, latency and the share of the best entry's speed-up it keeps (:func:`selector_note`).
 * **Code links**: a code URL in ``meta.json`` is linked as it is. A path inside the kbench repository
   is linked only where ``leaderboard/site.json`` names where the repository's files are browsed
   (``{"code_url_prefix": "https://github.com/ORG/kbench/blob/main/"}``), so the links work when
@@ -229,3 +232,27 @@ def details_html(board: Board, prefix: str | None) -> str:
                       f"{external_badge(row)}</summary><dl class=\"facts\">{items}</dl></details>")
     return (f'<section class="entries"><h4>Entry details, {e(board.dataset)} · split {e(board.split)}</h4>\n'
             + "\n".join(blocks) + "\n</section>")
+
+
+#: where bench/bench_compact_selector.py writes its measurement of a dataset's compact selector
+SELECTOR_BENCH = "bench/results/compact_selector_{dataset}.json"
+
+
+def selector_note(board: Board, repo_root: Path) -> str | None:
+    """The note on a board's deployable selector (``kbench.selector``), read from its benchmark's JSON,
+    or None where none was measured for this dataset and split."""
+    path = repo_root / SELECTOR_BENCH.format(dataset=board.dataset)
+    if not path.exists():
+        return None
+    b = read_json_object(path)
+    if b.get("split") != board.split:
+        return None
+    best, m = b["best_entry"], b["machine"]
+    return (f"Deployable selector (`kbench.selector.load(\"{board.dataset}\")`, {b['model']}, seed {b['seed']}): "
+            f"{b['size_bytes'] / 1e6:.2f} MB, {b['latency_ms_p50']:.2f} ms p50 / {b['latency_ms_p99']:.2f} ms p99 "
+            f"per problem ({b.get('note', 'batch 1')}; {m.get('cpu_count')}-core {m.get('processor')} machine), "
+            f"top-1 {100 * b['top1']:.2f}% and geomean slowdown {b['geomean_slowdown']:.4f} on the {b['part']} part; "
+            f"speed-up over the reference {b['speedup_geomean']:.3f}x against {best['method']}'s "
+            f"{best['speedup_geomean']:.3f}x ({best['model_size_bytes'] / 1e6:.1f} MB, "
+            f"{best['inference_latency_ms']:.1f} ms): it keeps {100 * b['kept_gain']:.1f}% of that gain. Measured by "
+            f"`python bench/bench_compact_selector.py`, {SELECTOR_BENCH.format(dataset=board.dataset)}.")

@@ -51,6 +51,7 @@ from kbench.leaderboard.board_extras import (
     details_href,
     details_html,
     external_badge,
+    selector_note,
     tools_html,
 )
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
@@ -559,6 +560,8 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             svgs = draw_tuning_plots(board)  # no kernel times: accuracy per parameter only
         else:
             board = make_board(dataset, split, entries)
+            note = selector_note(board, root.resolve().parent)
+            board.notes += [note] if note else []
             svgs = draw_plots(board, root / "site" / "plots")
         files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
         files.update(board_files(board))

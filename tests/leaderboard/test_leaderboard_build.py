@@ -229,3 +229,25 @@ def test_empty_leaderboard_builds(tmp_path):
     from kbench.errors import KbenchInputError
     with pytest.raises(KbenchInputError, match="not made by"):
         build(tmp_path)
+
+
+def test_deployable_selector_note_reads_its_benchmark(tmp_path):
+    from kbench.leaderboard.board import Board
+    from kbench.leaderboard.board_extras import SELECTOR_BENCH, selector_note
+    board = Board("mi100", "random", [], [], None, "rules")
+    assert selector_note(board, tmp_path) is None  # nothing measured: no note
+    bench = {"split": "random", "part": "test", "model": "xgboost-compact", "seed": 0, "size_bytes": 2_500_000,
+             "latency_ms_p50": 0.5, "latency_ms_p99": 0.75, "top1": 0.875, "geomean_slowdown": 1.02,
+             "speedup_geomean": 1.5, "kept_gain": 5 / 6, "note": "one core, batch 1",
+             "best_entry": {"method": "xgboost", "speedup_geomean": 1.6, "model_size_bytes": 30_000_000,
+                            "inference_latency_ms": 20.0},
+             "machine": {"cpu_count": 2, "processor": "x86_64"}}
+    path = tmp_path / SELECTOR_BENCH.format(dataset="mi100")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(bench))
+    note = selector_note(board, tmp_path)
+    # (1.5 - 1) / (1.6 - 1) = 5/6 of the gain kept
+    for part in ("2.50 MB", "0.50 ms p50 / 0.75 ms p99", "top-1 87.50%", "1.500x against xgboost's 1.600x",
+                 "30.0 MB, 20.0 ms", "keeps 83.3% of that gain", "compact_selector_mi100.json"):
+        assert part in note, part
+    assert selector_note(Board("mi100", "networks", [], [], None, "rules"), tmp_path) is None  # another split
