@@ -13,8 +13,9 @@
 #   bash kbench/collect/run_on_device.sh kcache   PROBLEMS BUDGET_S [MARGIN_S]  # kernel cache off vs on, GPU 0
 #
 # verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
-# raw.jsonl of an earlier, cut-short run, which is resumed). Brings back $OUT/RUN_NAME/{raw.jsonl,
-# verification.json}; score again on the CPU with 'kbench verify-on-gpu --out DIR --score-only'.
+# raw.jsonl or raw.jsonl.gz of an earlier, cut-short run, which is resumed). Brings back
+# $OUT/RUN_NAME/{raw.jsonl.gz,verification.json}; score again on the CPU with
+# 'kbench verify-on-gpu --out DIR --score-only'.
 #
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
@@ -94,6 +95,7 @@ verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visi
   mkdir -p "$VOUT"
   cp "$RUN_DIR"/plan.json "$VOUT"/
   [ -f "$RUN_DIR/raw.jsonl" ] && cp "$RUN_DIR"/raw.jsonl "$VOUT"/
+  [ -f "$RUN_DIR/raw.jsonl.gz" ] && [ ! -f "$VOUT/raw.jsonl" ] && gunzip -c "$RUN_DIR/raw.jsonl.gz" > "$VOUT/raw.jsonl"
   while :; do
     LEFT=$(left)
     [ $LEFT -lt 30 ] && break
@@ -105,6 +107,8 @@ verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visi
     echo "verify $(basename "$RUN_DIR") rc=$rc"
     [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
   done
+  # gzipped: a run with live references writes ~30 rows a problem, and a file over 16 MiB would not come back
+  gzip -f -9 "$VOUT/raw.jsonl"
   python3 -m kbench.gpu_check.command --out "$VOUT" --score-only 2>&1 | tail -3
   rm -f "$VOUT.log" "$VOUT/plan.json"  # the plan came with the call; the timings and the record go back
 }

@@ -126,12 +126,15 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
     from kbench.gpu_check.timing import RAW_NAME
     from kbench.records import VERIFICATION_SCHEMA_VERSION, DatasetRef, PredictionsRef, VerificationRecord
     from kbench.version import __version__
-    raw, failed, env, seconds = read_raw(out_dir / RAW_NAME)
+    raw_path = out_dir / RAW_NAME
+    if not raw_path.exists() and raw_path.with_name(RAW_NAME + ".gz").exists():
+        raw_path = raw_path.with_name(RAW_NAME + ".gz")  # as the device run brings it back
+    raw, failed, env, seconds = read_raw(raw_path)
     measured, table, n = score(plan, raw)
     live = None
     if plan.get("live"):
         from kbench.gpu_check.score import live_figures
-        picks, eager = read_live(out_dir / RAW_NAME)
+        picks, eager = read_live(raw_path)
         live = live_figures(plan, raw, picks, eager)
     return VerificationRecord(
         schema_version=VERIFICATION_SCHEMA_VERSION if live is not None else 1, kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),

@@ -189,3 +189,12 @@ def test_live_figures_need_timed_problems(tmp_path):
         live_figures(plan, pd.DataFrame({"problem_id": [], "plan": [], "ms": []}), empty,
                      pd.DataFrame(columns=["problem_id", "plan", "ms"]))
     assert np.isfinite(make_record(plan, tmp_path).live.references["live_mode_b"].speedup_ci95[0])
+
+
+def test_a_run_brought_back_gzipped_scores_the_same(tmp_path):
+    plan = _live_run(tmp_path)
+    plain = make_record(plan, tmp_path)
+    raw = tmp_path / "raw.jsonl"
+    (tmp_path / "raw.jsonl.gz").write_bytes(gzip.compress(raw.read_bytes()))
+    raw.unlink()  # as run_on_device.sh's verify mode brings it back
+    assert make_record(plan, tmp_path).model_dump(exclude={"date"}) == plain.model_dump(exclude={"date"})

@@ -108,7 +108,7 @@ def test_verify_deals_run_folders_over_the_gpus(tmp_path):
                                    for step in ("time", "score"))
     assert calls.index("score a gpu=0 nvml=0") < calls.index("time c gpu=0 nvml=0")  # one GPU: one after another
     for name in ("a", "b", "c"):
-        assert sorted(p.name for p in (out / name).iterdir()) == ["raw.jsonl", "verification.json"]
+        assert sorted(p.name for p in (out / name).iterdir()) == ["raw.jsonl.gz", "verification.json"]
 
 
 def _ladder_mode() -> str:
