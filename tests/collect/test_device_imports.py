@@ -25,7 +25,7 @@ def test_collect_cli_parses_without_pydantic(argv):
 
 def test_collector_modules_import_without_pydantic():
     code = BLOCK + ("import kbench.collect.cudnn, kbench.collect.studies.scaling, kbench.collect.gpu_turn, "
-                    "kbench.gpu_check.command, kbench.gpu_check.plan")
+                    "kbench.gpu_check.command, kbench.gpu_check.plan, kbench.gpu_check.timing, kbench.gpu_check.live")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
