@@ -30,7 +30,7 @@ def rows() -> list[str]:
 
     if (res / "load.json").exists():
         d = json.loads((res / "load.json").read_text())
-        out.append(f"| `kbench.load(\"{d['dataset']}\")`, fresh process, import excluded (median of "
+        out.append(f"| `kbench.load(\"{d['dataset']}\")` and every table read, fresh process, import excluded (median of "
                    f"{len(d['load_seconds'])}) | {d['load_median_s']:.3f} s | < 0.5 s | {mach(d)} |")
         out.append(f"| parsing the raw find-db instead (`convert_finddb`) | {d['parse_raw_finddb_s']:.1f} s | | {mach(d)} |")
     if (res / "load_memory.json").exists():
