@@ -55,31 +55,14 @@ def plan_unit(col, g, pack, index: int, name: str) -> Unit:
 
 
 def single_ms(col, fn) -> float:
-    """One run of ``fn`` timed with CUDA events behind a spin kernel (ms)."""
-    t = col.torch
-    s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-    with t.cuda.stream(col.stream):
-        t.cuda._sleep(C.spin_cycles(1))  # the GPU waits here, not for the host's launch
-        s.record()
-        fn()
-        e.record()
-    e.synchronize()
-    return s.elapsed_time(e)
+    """One run of ``fn`` timed with CUDA events behind a spin kernel (ms): the collector's own timer."""
+    return col._single_fn_ms(fn)
 
 
 def capture(col, fn, k: int):
-    """A CUDA graph of ``k`` back-to-back runs of ``fn`` on the collector's stream."""
-    t = col.torch
+    """A CUDA graph of ``k`` back-to-back runs of ``fn`` (the collector's capture), after the stream is idle."""
     col.stream.synchronize()
-    cg = t.cuda.CUDAGraph()
-    with t.cuda.stream(col.stream):
-        cg.capture_begin(capture_error_mode="thread_local")
-        try:
-            for _ in range(k):
-                fn()
-        finally:
-            cg.capture_end()
-    return cg
+    return col._capture_fn(fn, k)
 
 
 def _graph_replays(col, unit: Unit, n: int) -> list[float]:

@@ -14,7 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench.records import SpeedupFigures, VerificationFigures
+from kbench.errors import KbenchInputError
+from kbench.gpu_check.plan import LIVE_REFERENCES
+from kbench.leaderboard.stats import paired_bootstrap_ci
+from kbench.records import LiveFigures, LiveReference, SpeedupFigures, TimingAgreement, VerificationFigures
+from kbench.selection_metrics import CHANGE
 
 
 def measured_times(raw: pd.DataFrame) -> pd.DataFrame:
@@ -41,12 +45,15 @@ def role_times(plan: dict, times: pd.DataFrame) -> pd.DataFrame:
     return df[df[[f"m_{r}" for r in ("choice", "mode_a", "oracle")]].notna().all(axis=1)].reset_index(drop=True)
 
 
+def _gm(v: np.ndarray) -> float:
+    return float(np.exp(np.mean(np.log(v))))
+
+
 def figures(df: pd.DataFrame, prefix: str) -> SpeedupFigures:
     """Speed-up figures of one group from its ``<prefix>_<role>`` time columns."""
     a, c, o = (df[f"{prefix}_{r}"].to_numpy(dtype=np.float64) for r in ("mode_a", "choice", "oracle"))
-    gm = lambda v: float(np.exp(np.mean(np.log(v))))  # noqa: E731
-    return SpeedupFigures(problems=int(len(df)), speedup_geomean=gm(a / c), speedup_total=float(a.sum() / c.sum()),
-                          oracle_speedup_geomean=gm(a / o), slowdown_vs_oracle_geomean=gm(c / o),
+    return SpeedupFigures(problems=int(len(df)), speedup_geomean=_gm(a / c), speedup_total=float(a.sum() / c.sum()),
+                          oracle_speedup_geomean=_gm(a / o), slowdown_vs_oracle_geomean=_gm(c / o),
                           choice_is_mode_a=float(df["same_as_mode_a"].mean()))
 
 
@@ -62,27 +69,21 @@ def score(plan: dict, raw: pd.DataFrame) -> tuple[VerificationFigures, Verificat
     (columns problem_id, plan, round, ms)."""
     df = role_times(plan, measured_times(raw))
     if not len(df):
-        from kbench.errors import KbenchInputError
         raise KbenchInputError("no problem has a GPU time for all of its plans yet; run the timing first")
     return grouped(df, "m"), grouped(df, "t"), int(len(df))
 
 
-#: a choice this much faster or slower than a reference counts as a change (the boards' 5% rule)
-CHANGE = 1.05
 #: the smallest table time whose agreement is read: shorter kernels are launch-bound (the issue's 0.05 ms)
 AGREEMENT_MIN_MS = 0.05
+#: the live references that are cuDNN picks (compared with the table's mode-A plan)
+LIVE_CUDNN = ("live_mode_a", "live_mode_b")
 BOOTSTRAP_RESAMPLES = 10_000
-
-
-def _gm(v: np.ndarray) -> float:
-    return float(np.exp(np.mean(np.log(v))))
 
 
 def live_times(plan: dict, times: pd.DataFrame, picks: pd.DataFrame) -> pd.DataFrame:
     """One row per problem whose every unit was timed: direction, dtype, the measured time of the
     choice, the oracle, the table's mode-A plan (``m_table_mode_a``) and each live reference, and
     whether each live cuDNN pick is the table's mode-A plan (``same_<reference>``)."""
-    from kbench.gpu_check.plan import LIVE_REFERENCES
     pick = picks.set_index("problem_id")
     rows = []
     for item in plan["problems"]:
@@ -94,6 +95,7 @@ def live_times(plan: dict, times: pd.DataFrame, picks: pd.DataFrame) -> pd.DataF
                "u_choice": roles["choice"], "u_oracle": roles["oracle"], "u_table_mode_a": roles["mode_a"]}
         for ref in LIVE_REFERENCES:
             row[f"u_{ref}"] = pick.at[pid, ref]
+        for ref in LIVE_CUDNN:
             row[f"same_{ref}"] = pick.at[pid, ref] == roles["mode_a"]
         rows.append(row)
     df = pd.DataFrame(rows)
@@ -110,8 +112,6 @@ def live_times(plan: dict, times: pd.DataFrame, picks: pd.DataFrame) -> pd.DataF
 
 def reference_figures(df: pd.DataFrame, ref: str, resamples: int = BOOTSTRAP_RESAMPLES):
     """The choice's figures against reference ``ref`` (a ``m_<ref>`` column of :func:`live_times`)."""
-    from kbench.leaderboard.stats import paired_bootstrap_ci
-    from kbench.records import LiveReference
     r, c, o = (df[f"m_{k}"].to_numpy(dtype=np.float64) for k in (ref, "choice", "oracle"))
     _, low, high = paired_bootstrap_ci(np.log(r), np.log(c), resamples=resamples)
     speedup, headroom = _gm(r / c), _gm(r / o)
@@ -120,14 +120,13 @@ def reference_figures(df: pd.DataFrame, ref: str, resamples: int = BOOTSTRAP_RES
         problems=int(len(df)), speedup_geomean=speedup, speedup_ci95=(float(np.exp(low)), float(np.exp(high))),
         oracle_speedup_geomean=headroom,
         headroom_closed=float(np.log(speedup) / np.log(headroom)) if headroom > 1 else None,
-        choice_faster_share=float(np.mean(r / c > CHANGE)), choice_slower_share=float(np.mean(c / r > CHANGE)),
-        same_plan_as_table_mode_a=float(df[same].mean()) if same in df.columns and ref != "pytorch_op" else None)
+        choice_faster_share=float(np.mean(r / c > 1 + CHANGE)), choice_slower_share=float(np.mean(c / r > 1 + CHANGE)),
+        same_plan_as_table_mode_a=float(df[same].mean()) if same in df.columns else None)
 
 
 def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = AGREEMENT_MIN_MS):
     """:class:`kbench.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
     times of the plan's role plans, over the pairs whose table time is at least ``min_ms``."""
-    from kbench.records import TimingAgreement
     table = pd.DataFrame([(item["problem_id"], name, ms) for item in plan["problems"]
                           for name, ms in item["table_ms"].items()], columns=["problem_id", "plan", "table_ms"])
     pairs = table.merge(measured, on=["problem_id", "plan"], how="inner")
@@ -143,12 +142,9 @@ def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.D
     """:class:`kbench.records.LiveFigures` of a run with live references: the choice against the table's
     mode-A plan and every live reference (all timed in the run), and the agreement of the run's graph
     and eager times with the table."""
-    from kbench.gpu_check.plan import LIVE_REFERENCES
-    from kbench.records import LiveFigures
     times = measured_times(raw)
     df = live_times(plan, times, picks)
     if not len(df):
-        from kbench.errors import KbenchInputError
         raise KbenchInputError("no problem has a GPU time for every live reference yet; run the timing first")
     refs = ["table_mode_a", *LIVE_REFERENCES]
     references = {ref: reference_figures(df, ref, resamples) for ref in refs}

@@ -179,7 +179,10 @@ class SimulatedCollector:
         self.notes = {n: n for n in NOTE_NAMES}
         self.ms, self.table_plans, self.live_lists = ms, table_plans, live_lists or {}
         self.tf32_at_torch_runs: list[bool] = []  # PyTorch's TF32 flag at each (captured or eager) call
-        self._replays = types.MethodType(PlanTiming._replays, self)
+        self.capture_s = 0.0
+        # the collector's own timing methods, on the simulated GPU
+        for name in ("_replays", "_single_fn_ms", "_capture_fn"):
+            setattr(self, name, types.MethodType(getattr(PlanTiming, name), self))
 
     def _tensors(self, p):
         return "x", "w", "y", "out"

@@ -57,17 +57,25 @@ class PlanTiming:
             raise FatalCudaError(f"CUDA context unusable: {_err(exc)}") from exc
 
     def _single_ms(self, g, pack, index) -> float:
+        return self._single_fn_ms(lambda: self._run(g, pack, index))
+
+    def _single_fn_ms(self, fn) -> float:
+        """One run of ``fn`` (a launch on the collector's stream) timed with CUDA events (ms)."""
         t = self.torch
         s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         with t.cuda.stream(self.stream):
             t.cuda._sleep(spin_cycles(1))  # the GPU waits here, not for the host's launch
             s.record()
-            self._run(g, pack, index)
+            fn()
             e.record()
         e.synchronize()
         return s.elapsed_time(e)
 
     def _capture(self, g, pack, index, k):
+        return self._capture_fn(lambda: self._run(g, pack, index), k)
+
+    def _capture_fn(self, fn, k):
+        """A CUDA graph of ``k`` back-to-back runs of ``fn`` on the collector's stream."""
         t = self.torch
         t0 = time.perf_counter()
         cg = t.cuda.CUDAGraph()
@@ -75,7 +83,7 @@ class PlanTiming:
             cg.capture_begin(capture_error_mode="thread_local")
             try:
                 for _ in range(k):
-                    self._run(g, pack, index)
+                    fn()
             finally:
                 cg.capture_end()
         self.capture_s += time.perf_counter() - t0
