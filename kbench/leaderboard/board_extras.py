@@ -11,6 +11,9 @@
 * **Deployable selector**: where ``bench/bench_compact_selector.py`` measured the compact selector of a
   board's dataset and split (``bench/results/compact_selector_<dataset>.json``), a note under the table
   gives its size, latency and the share of the best entry's speed-up it keeps (:func:`selector_note`).
+* **GPU re-timing**: an entry with ``verification.json`` shows its measured speed-up beside the table's,
+  and a note under the table gives the GPU, the problems timed and, for a run with live references,
+  the speed-up over each with its interval (:func:`gpu_note`).
 * **Code links**: a code URL in ``meta.json`` is linked as it is. A path inside the kbench repository
   is linked only where ``leaderboard/site.json`` names where the repository's files are browsed
   (``{"code_url_prefix": "https://github.com/ORG/kbench/blob/main/"}``), so the links work when
@@ -26,7 +29,7 @@ import json
 from pathlib import Path
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.board import Board, Row
+from kbench.leaderboard.board import Board, Row, fmt_x
 from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 
 SITE_CONFIG = "site.json"
@@ -256,3 +259,46 @@ def selector_note(board: Board, repo_root: Path) -> str | None:
             f"{best['speedup_geomean']:.3f}x ({best['model_size_bytes'] / 1e6:.1f} MB, "
             f"{best['inference_latency_ms']:.1f} ms): it keeps {100 * b['kept_gain']:.1f}% of that gain. Measured by "
             f"`python bench/bench_compact_selector.py`, {SELECTOR_BENCH.format(dataset=board.dataset)}.")
+
+
+def gpu_speedup(row: Row) -> float | None:
+    """The measured (GPU re-timing) geomean speed-up over the reference, when the entry has one."""
+    v = row.entry.verification
+    return None if v is None else v.measured.overall.speedup_geomean
+
+
+#: how a board names the references that a GPU re-timing decided on the GPU itself
+LIVE_REFERENCE_LABELS = {"live_mode_a": "cuDNN mode A", "live_mode_b": "cuDNN mode B",
+                         "pytorch_op": "PyTorch's own convolution"}
+
+
+def gpu_title(row: Row) -> str:
+    v = row.entry.verification
+    m, t = v.measured.overall, v.table.overall
+    sample = (f" (a seeded random {m.problems:,} of the {v.problems_planned:,} test problems)"
+              if m.problems < v.problems_planned else "")
+    return (f"GPU re-timing ({v.date}, {v.device.get('gpu', 'GPU')}, kbench verify-on-gpu): "
+            f"{fmt_x(m.speedup_geomean)} measured against {fmt_x(t.speedup_geomean)} from the table on the same "
+            f"{m.problems:,} problems{sample}; oracle margin {fmt_x(m.oracle_speedup_geomean)} measured, "
+            f"{fmt_x(t.oracle_speedup_geomean)} table" + live_title(v))
+
+
+def live_title(v) -> str:
+    """The re-timing's speed-ups over the references decided live on the GPU, with their intervals."""
+    if v.live is None:
+        return ""
+    refs = [f"{label} {fmt_x(r.speedup_geomean)} [{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]"
+            for key, label in LIVE_REFERENCE_LABELS.items() if (r := v.live.references.get(key))]
+    strongest = LIVE_REFERENCE_LABELS.get(v.live.strongest_reference, v.live.strongest_reference)
+    return (f". Over references asked on the GPU with the {v.live.variant} variant's filter (95% bootstrap "
+            f"intervals): " + "; ".join(refs) + f"; the strongest is {strongest}")
+
+
+def gpu_note(board: Board) -> str | None:
+    """A board note naming every entry with a GPU re-timing, measured next to table figures."""
+    parts = [f"{r.entry.name} on an {r.entry.verification.device.get('gpu', 'unnamed GPU')}: "
+             + gpu_title(r).split(": ", 1)[1] for r in board.all_rows() if gpu_speedup(r)]
+    if not parts:
+        return None
+    return ("(GPU ×): speed-up over the reference measured by re-timing the chosen plans, mode A's first plan and "
+            "the oracle's plan on the GPU, interleaved (kbench verify-on-gpu). " + "; ".join(parts) + ".")

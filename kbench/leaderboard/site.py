@@ -51,6 +51,9 @@ from kbench.leaderboard.board_extras import (
     details_href,
     details_html,
     external_badge,
+    gpu_note,
+    gpu_speedup,
+    gpu_title,
     selector_note,
     tools_html,
 )
@@ -248,29 +251,6 @@ def cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
     out["latency"] = (fmt_ms(meta.inference_latency_ms), _value(meta.inference_latency_ms),
                       meta.inference_hardware or "")
     return out
-
-
-def gpu_speedup(row: Row) -> float | None:
-    """The measured (GPU re-timing) geomean speed-up over the reference, when the entry has one."""
-    v = row.entry.verification
-    return None if v is None else v.measured.overall.speedup_geomean
-
-
-def gpu_title(row: Row) -> str:
-    v = row.entry.verification
-    m, t = v.measured.overall, v.table.overall
-    return (f"GPU re-timing ({v.date}, kbench verify-on-gpu): {fmt_x(m.speedup_geomean)} measured against "
-            f"{fmt_x(t.speedup_geomean)} from the table on the same {m.problems} problems; oracle margin "
-            f"{fmt_x(m.oracle_speedup_geomean)} measured, {fmt_x(t.oracle_speedup_geomean)} table")
-
-
-def gpu_note(board: Board) -> str | None:
-    """A board note naming every entry with a GPU re-timing, measured next to table figures."""
-    parts = [f"{r.entry.name}: " + gpu_title(r).split(": ", 1)[1] for r in board.all_rows() if gpu_speedup(r)]
-    if not parts:
-        return None
-    return ("(GPU ×): speed-up over the reference measured by re-timing the chosen plans, mode A's first plan and "
-            "the oracle's plan on the GPU, interleaved (kbench verify-on-gpu). " + "; ".join(parts) + ".")
 
 
 def _entry_cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:

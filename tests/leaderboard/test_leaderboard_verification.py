@@ -7,7 +7,15 @@ import pytest
 
 from kbench.cli import main
 from kbench.leaderboard.site import build
-from kbench.records import DatasetRef, PredictionsRef, SpeedupFigures, VerificationFigures, VerificationRecord
+from kbench.records import (
+    DatasetRef,
+    LiveFigures,
+    LiveReference,
+    PredictionsRef,
+    SpeedupFigures,
+    VerificationFigures,
+    VerificationRecord,
+)
 
 
 def _figures(speedup: float, oracle: float) -> VerificationFigures:
@@ -21,7 +29,12 @@ def _record() -> VerificationRecord:
         kbench_version="0.1.0", method="toy-model", dataset=DatasetRef(name="toy", version="1", checksum="c"),
         split="random", part="test", predictions=PredictionsRef(path="preds.csv.gz", rows=12), date="2026-11-24",
         protocol={"seed": 0, "rounds": 5, "replays": 3}, problems_planned=12, problems_measured=12,
-        measured=_figures(1.0625, 1.125), table=_figures(1.1875, 1.25))
+        device={"gpu": "NVIDIA H200"}, measured=_figures(1.0625, 1.125), table=_figures(1.1875, 1.25))
+
+
+def _live(speedup: float, low: float, high: float) -> LiveReference:
+    return LiveReference(problems=12, speedup_geomean=speedup, speedup_ci95=(low, high), oracle_speedup_geomean=1.25,
+                         headroom_closed=0.5, choice_faster_share=0.5, choice_slower_share=0.0)
 
 
 @pytest.fixture
@@ -41,12 +54,36 @@ def test_measured_speedup_shown_beside_table_figure(board):
     row = next(line for line in readme.splitlines() if "toy-model" in line.lower() and line.startswith("|"))
     assert "3.166× (GPU 1.062×)" in row  # the table figure, then the measured one (1.0625 to 3 digits)
     note = next(line for line in readme.splitlines() if line.startswith("_(GPU ×)"))
-    assert "toy-model: 1.062× measured against 1.188× from the table on the same 12 problems" in note
+    assert "toy-model on an NVIDIA H200: 1.062× measured against 1.188× from the table on the same 12 problems;" in note
     assert "oracle margin 1.125× measured, 1.250× table" in note
     page = (board / "site/toy.html").read_text()
     assert '<span class="gpu">(GPU 1.062×)</span>' in page
     # only the verified entry gets the GPU figure
     assert sum("(GPU " in line for line in readme.splitlines() if line.startswith("|")) == 1
+
+
+def test_live_references_and_a_sampled_run_are_named_in_the_note(board):
+    """A run cut by its budget times a seeded random subset of the problems, and a live run's
+    references come with their intervals and the strongest one named."""
+    live = LiveFigures(variant="pytorch", resamples=100, problems=10,
+                       references={"table_mode_a": _live(1.0625, 1.0, 1.125), "live_mode_a": _live(1.0625, 1.0, 1.125),
+                                   "live_mode_b": _live(1.03125, 1.0078125, 1.0546875),
+                                   "pytorch_op": _live(1.125, 1.0625, 1.1875)},
+                       strongest_reference="live_mode_b", by_direction={}, agreement=[])
+    record = _record().model_copy(update={"problems_measured": 10, "live": live})
+    (board / "toy/random/toy-model/verification.json").write_text(record.model_dump_json(indent=1))
+    build(board)
+    note = next(line for line in (board / "README.md").read_text().splitlines() if line.startswith("_(GPU ×)"))
+    assert "on the same 12 problems (a seeded random 12 of the 12" not in note
+    record = record.model_copy(update={"measured": _figures(1.0625, 1.125).model_copy(
+        update={"overall": _figures(1.0625, 1.125).overall.model_copy(update={"problems": 10})})})
+    (board / "toy/random/toy-model/verification.json").write_text(record.model_dump_json(indent=1))
+    build(board)
+    note = next(line for line in (board / "README.md").read_text().splitlines() if line.startswith("_(GPU ×)"))
+    assert "on the same 10 problems (a seeded random 10 of the 12 test problems)" in note
+    assert ("Over references asked on the GPU with the pytorch variant's filter (95% bootstrap intervals): "
+            "cuDNN mode A 1.062× [1.000, 1.125]; cuDNN mode B 1.031× [1.008, 1.055]; "
+            "PyTorch's own convolution 1.125× [1.062, 1.188]; the strongest is cuDNN mode B") in note
 
 
 def test_bad_verification_record_is_one_clear_error(board, capsys):
