@@ -74,7 +74,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 #: heuristic lists used as features, in tie-break order
 HEURISTIC_LISTS = ("cudnn_mode_a", "cudnn_mode_b", "cudnn_fallback")
 OBJECTIVES = ("log_ratio", "rank:pairwise", "rank:ndcg")
-CANDIDATE_SETS = ("all", "mode_a_top_k")
+CANDIDATE_SETS = ("all", "mode_a_top_k", "modes_ab_top_k")
 
 
 def _xgb():
@@ -89,7 +89,8 @@ def plan_candidates(heuristics: pd.DataFrame, ids: pd.Index, candidates: str = "
     Columns: ``pos`` (index into ``ids``), ``problem_id``, ``kernel``, ``rank_<list>``
     (float, NaN when absent) for each of :data:`HEURISTIC_LISTS`. ``candidates="mode_a_top_k"``
     keeps only the plans of mode A's first ``top_k`` positions, except in a problem where mode A
-    proposes none of its plans, which keeps them all. Rows are sorted by
+    proposes none of its plans, which keeps them all; ``"modes_ab_top_k"`` keeps the plans of the
+    first ``top_k`` positions of mode A or mode B, likewise. Rows are sorted by
     (pos, mode A rank, mode B rank, fallback rank, kernel): the heuristic's own order.
     """
     h = heuristics[heuristics["heuristic"].isin(HEURISTIC_LISTS) & heuristics["problem_id"].isin(ids)]
@@ -100,10 +101,12 @@ def plan_candidates(heuristics: pd.DataFrame, ids: pd.Index, candidates: str = "
     rows = wide.reset_index()
     rows["problem_id"] = rows["problem_id"].astype(str)
     rows["kernel"] = rows["kernel"].astype(str)
-    if candidates == "mode_a_top_k":
+    if candidates in ("mode_a_top_k", "modes_ab_top_k"):
         # a problem for which mode A proposes no plan of the set (cuDNN's mode-A query failed, or its plans
         # did not run) keeps all its candidates: a library falls back to its other lists there too
         in_top = rows["rank_cudnn_mode_a"] < top_k
+        if candidates == "modes_ab_top_k":
+            in_top |= rows["rank_cudnn_mode_b"] < top_k
         rows = rows[in_top | ~in_top.groupby(rows["problem_id"]).transform("any")]
     elif candidates != "all":
         raise KbenchInputError(f"candidates must be one of {CANDIDATE_SETS}, got {candidates!r}")
@@ -143,8 +146,8 @@ class XGBoostPlans(_XGBBase):
         if p["candidates"] not in CANDIDATE_SETS:
             raise KbenchInputError(f"{self.name}: candidates must be one of {CANDIDATE_SETS}, "
                                    f"got {p['candidates']!r}")
-        if p["candidates"] == "mode_a_top_k" and int(p["top_k"]) < 1:
-            raise KbenchInputError(f"{self.name}: candidates='mode_a_top_k' needs top_k >= 1, got {p['top_k']}")
+        if p["candidates"] != "all" and int(p["top_k"]) < 1:
+            raise KbenchInputError(f"{self.name}: candidates={p['candidates']!r} needs top_k >= 1, got {p['top_k']}")
         margin = p.get("safe_margin", 0.0)
         if not (isinstance(margin, (int, float)) and np.isfinite(margin) and margin >= 0):
             raise KbenchInputError(f"{self.name}: safe_margin must be a finite number >= 0 (score units: log "

@@ -11,7 +11,9 @@ figures are of the exported folder as ``kbench.selector.load`` reads it.
 * latency: ``Selector.choose(problem)`` on one problem at a time (a dict of the
   canonical columns, as a framework would pass it), features included, the
   process pinned to one core; p50/p99 over ``--problems`` test problems after
-  warm-up calls.
+  warm-up calls. A cuDNN-plans selector (``--model xgboost-plans-compact`` on an NVIDIA
+  set) is also given the problem's heuristic lists, as the framework has them from cuDNN:
+  ``PlanSelector.choose(problem, lists)``.
 * kept speed-up: the selector's first choices on the whole test part, scored
   with ``kbench.evaluate.Evaluator`` against the dataset's default reference;
   the best leaderboard entry's speed-up (lowest geomean slowdown among the
@@ -73,16 +75,28 @@ def main() -> None:
         size = sel.size_bytes()
     test = ds.problems.set_index("problem_id").loc[list(parts["test"])].reset_index()
     records = test.to_dict("records")
+    if isinstance(sel, selector.PlanSelector):  # cuDNN's lists per problem, ready as a framework holds them
+        h = ds.heuristics[ds.heuristics["heuristic"].isin(selector.HEURISTIC_LISTS)
+                          & ds.heuristics["problem_id"].isin(parts["test"])]
+        h = h.astype({"problem_id": str, "heuristic": str, "kernel": str}).sort_values(["problem_id", "heuristic", "rank"])
+        lists = {pid: {} for pid in test["problem_id"].astype(str)}
+        for (pid, heuristic), plans in h.groupby(["problem_id", "heuristic"], sort=False)["kernel"]:
+            lists[pid][heuristic] = plans.tolist()
+
+        def choose(r):
+            return sel.choose(r, lists[str(r["problem_id"])])
+    else:
+        choose = sel.choose
     rng = np.random.default_rng(0)
     timed = [records[i] for i in rng.choice(len(records), min(a.problems, len(records)), replace=False)]
     for r in timed[:20]:  # warm-up
-        sel.choose(r)
+        choose(r)
     lat = []
     for r in timed:
         t = time.perf_counter()
-        sel.choose(r)
+        choose(r)
         lat.append((time.perf_counter() - t) * 1e3)
-    rankings = [";".join(sel.choose(r)) for r in records]
+    rankings = [";".join(choose(r)) for r in records]
     preds = pd.DataFrame({"problem_id": test["problem_id"].astype(str), "ranking": rankings})
     o = Evaluator(ds, a.split, part="test", reference="default")(preds).metrics["overall"]
     best = best_entry(a.dataset, a.split)
@@ -93,6 +107,8 @@ def main() -> None:
            "latency_ms_p99": float(np.percentile(lat, 99)), "latency_problems": len(lat),
            "top1": o["top1"], "geomean_slowdown": o["geomean_slowdown"], "speedup_geomean": s,
            "best_entry": best, "kept_gain": (s - 1) / (sb - 1), "kept_ratio": s / sb,
+           "inputs": ("the problem and cuDNN's mode A, mode B and fallback lists"
+                      if isinstance(sel, selector.PlanSelector) else "the problem"),
            "aims": {"size_bytes_max": 10_000_000, "latency_ms_p50_max": 1.0, "kept_gain_min": 0.95},
            "machine": {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                        "cores_used": 1, "loadavg_1min": os.getloadavg()[0]},

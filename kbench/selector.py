@@ -24,6 +24,22 @@ multi-class model's softmax order), then the other kernels seen in training
 for the problem's (direction, dtype) in the prior order, then the remaining
 kernels that run in the direction; the same order the ``xgboost`` family of
 baselines produces.
+
+**cuDNN plans** (a collected NVIDIA set): a :class:`PlanSelector`, exported from an
+``xgboost-plans`` model (``python -m kbench.selector export h200-pytorch --model
+xgboost-plans-compact``), re-ranks the plans cuDNN's heuristics propose:
+
+>>> sel = kbench.selector.load("h200-pytorch")                 # doctest: +SKIP
+>>> sel.choose(problem, {"cudnn_mode_a": [...], "cudnn_mode_b": [...], "cudnn_fallback": [...]})  # doctest: +SKIP
+['eng0_k2=1', ...]
+
+Each list is the heuristic's plans in its order after the candidate set's filter (for the
+``pytorch`` variant, the plans PyTorch's ``filterEngineConfigs`` keeps), as the dataset's
+``heuristics`` table records them. Each row is scored with the problem's features, the plan's
+engine and knobs (:func:`plan_vector`) and its position in each list; the best-scored plans come
+first, ties in the heuristics' order, and with the model's ``safe_margin`` mode A's first plan
+stays first unless another is predicted faster by more than the margin: the order
+``xgboost-plans-safe`` produces.
 """
 
 from __future__ import annotations
@@ -44,6 +60,12 @@ DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2
 ONE_HOT_DTYPES = ("FP32", "FP16", "BF16", "INT8")
 SPATIAL = ("d", "h", "w")
 _DTYPE_RE = re.compile("|".join(sorted(map(re.escape, DTYPE_BYTES), key=len, reverse=True)))
+#: cuDNN heuristic lists a plans selector reads, in tie-break order (as ``kbench_baselines.xgb_plans``)
+HEURISTIC_LISTS = ("cudnn_mode_a", "cudnn_mode_b", "cudnn_fallback")
+#: the value of a knob that a plan does not set (as ``kbench_baselines.features.KNOB_ABSENT``)
+KNOB_ABSENT = -1000.0
+_PLAN = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
+_KNOB = re.compile(r"_k(\d+)=(-?\d+)")
 REQUIRED = ["direction", "dtype", "layout_x", "layout_w", "layout_y", "spatial_dims", "n", "c", "k", "groups"] + [
     f"{p}_{s}" for p in ("x", "y", "fil", "pad", "stride", "dil") for s in SPATIAL]
 
@@ -114,6 +136,20 @@ def problem_vector(problem) -> dict[str, float]:
     return f
 
 
+def plan_vector(name: str) -> dict[str, float]:
+    """The engine and knob features of one cuDNN plan name (the ``engine_knobs`` encoding of
+    ``kbench_baselines.features.kernel_features``): ``engine=eng<id>`` 1 and ``knob_k<id>`` its value.
+
+    >>> plan_vector("eng4_k2=3_k13=-1")
+    {'engine=eng4': 1.0, 'knob_k2': 3.0, 'knob_k13': -1.0}
+    """
+    m = _PLAN.fullmatch(str(name))
+    if not m:
+        raise KbenchInputError(f"selector: {name!r} is not a cuDNN engine configuration name "
+                               "(eng<id>_k<knob>=<value>...)")
+    return {f"engine=eng{m.group(1)}": 1.0, **{f"knob_k{k}": float(v) for k, v in _KNOB.findall(m.group(2))}}
+
+
 class Forest:
     """The trees of one booster as flat node arrays; ``margins(x)`` sums the leaves per output group."""
 
@@ -124,18 +160,54 @@ class Forest:
         self.roots, self.group = np.asarray(roots, np.int64), np.asarray(group, np.int64)
         self.base = np.asarray(base, np.float64)
         self.depth = int(depth)
+        self._padded = None  # the complete-tree arrays, built on first use
 
     def margins(self, x: np.ndarray) -> np.ndarray:
         """Raw margin per group for one feature vector (float32 comparisons, as xgboost makes them)."""
-        x = np.asarray(x, np.float32)
-        node = self.roots.copy()
-        for _ in range(self.depth):  # every tree walks one level per step
+        return self.margins_rows(np.asarray(x, np.float32)[None, :])[0]
+
+    def margins_rows(self, x: np.ndarray) -> np.ndarray:
+        """Raw margins (rows x groups) of a feature matrix: every tree of every row walks one level per step.
+
+        The trees are walked as complete binary trees of the forest's depth (:meth:`_complete`), so a
+        node's children are found by arithmetic, not by looking them up: half the numpy work per level."""
+        if self._padded is None:
+            self._padded = self._complete()
+        feature, threshold, default_left, leaves = self._padded
+        n_trees, inner = len(self.roots), 2 ** self.depth - 1
+        x = np.ascontiguousarray(x, np.float32)
+        flat = x.ravel()
+        row_offset = (np.arange(len(x)) * x.shape[1])[:, None]
+        tree_offset = (np.arange(n_trees) * inner)[None, :]
+        where = np.zeros((len(x), n_trees), np.intp)  # the node's place within its level
+        has_nan = bool(np.isnan(flat).any())
+        for level in range(self.depth):
+            node = tree_offset + (2 ** level - 1) + where
+            value = flat[row_offset + feature[node]]
+            go_left = value < threshold[node]
+            if has_nan:  # a missing value takes the node's default direction
+                go_left |= np.isnan(value) & default_left[node]
+            where = 2 * where + 1 - go_left
+        leaf = leaves[(np.arange(n_trees) * 2 ** self.depth)[None, :] + where]
+        return self.base + leaf @ (self.group[:, None] == np.arange(len(self.base))[None, :])
+
+    def _complete(self):
+        """Every tree as a complete binary tree of depth ``self.depth``, flat, in level order: a leaf above
+        the last level becomes a split that always goes left (threshold +inf, missing left) down to copies
+        of its value. Returns (feature, threshold, default_left, leaves)."""
+        node = self.roots[:, None].astype(np.intp)
+        feature, threshold, default_left = [], [], []
+        for _ in range(self.depth):
             leaf = self.left[node] < 0
-            value = x[self.feature[node]]
-            go_left = np.where(np.isnan(value), self.default_left[node], value < self.threshold[node])
-            node = np.where(leaf, node, np.where(go_left, self.left[node], self.right[node]))
-        return self.base + np.bincount(self.group, weights=self.threshold[node].astype(np.float64),
-                                       minlength=len(self.base))
+            feature.append(np.where(leaf, 0, self.feature[node]))
+            threshold.append(np.where(leaf, np.inf, self.threshold[node]).astype(np.float32))
+            default_left.append(np.where(leaf, True, self.default_left[node]))
+            children = (np.where(leaf, node, self.left[node]), np.where(leaf, node, self.right[node]))
+            node = np.stack(children, axis=2).reshape(len(self.roots), -1)
+        levels = lambda parts, dt: (np.concatenate(parts, axis=1).astype(dt).ravel() if parts  # noqa: E731
+                                    else np.zeros(0, dt))
+        return (levels(feature, np.intp), levels(threshold, np.float32), levels(default_left, bool),
+                self.threshold[node].astype(np.float64).ravel())
 
     @classmethod
     def from_xgboost_json(cls, model: dict) -> Forest:
@@ -218,6 +290,82 @@ class Selector:
         return int(self.meta.get("size_bytes", 0))
 
 
+class PlanSelector:
+    """cuDNN plans re-ranked for one problem at a time (``choose``), from an exported ``xgboost-plans`` model."""
+
+    def __init__(self, meta: dict, forest: Forest):
+        self.meta = meta
+        self.forest = forest
+        self.columns = list(meta["columns"])
+        self.margin = float(meta["params"].get("safe_margin", 0.0))
+        self.max_ranking = int(meta["params"].get("max_ranking", 30))
+        self.lower_is_better = meta["params"].get("objective", "log_ratio") == "log_ratio"
+        self._col = {c: i for i, c in enumerate(self.columns)}
+        self._plan_rows: dict[str, np.ndarray] = {}  # plan name -> its engine/knob part of a row
+
+    def _plan_row(self, name: str) -> np.ndarray:
+        """The plan's engine/knob columns (an engine or knob the model never saw is dropped, as in training)."""
+        row = self._plan_rows.get(name)
+        if row is None:
+            row = np.full(len(self.columns), np.nan, np.float32)
+            for c in self.meta["kernel_columns"]:
+                row[self._col[c]] = KNOB_ABSENT if c.startswith("knob_") else 0.0
+            for c, v in plan_vector(name).items():
+                if c in self._col:
+                    row[self._col[c]] = v
+            self._plan_rows[name] = row
+        return row
+
+    def _candidates(self, names: list[str], ranks: dict) -> list[str]:
+        """The plans the model ranks: all, or those of the first ``top_k`` places of mode A (and mode B),
+        unless none is there (as ``kbench_baselines.xgb_plans.plan_candidates``)."""
+        which, k = self.meta["params"].get("candidates", "all"), int(self.meta["params"].get("top_k", 0))
+        if which == "all":
+            return names
+        lists = ("cudnn_mode_a",) if which == "mode_a_top_k" else ("cudnn_mode_a", "cudnn_mode_b")
+        top = [n for n in names if any(ranks[h].get(n, math.inf) < k for h in lists)]
+        return top or names
+
+    def choose(self, problem, heuristics: dict) -> list[str]:
+        """The plans of ``heuristics`` (list name -> plan names in the heuristic's order), best first."""
+        unknown = sorted(set(heuristics) - set(HEURISTIC_LISTS))
+        if unknown:
+            raise KbenchInputError(f"selector: unknown heuristic list(s) {', '.join(unknown)}; give "
+                                   f"{', '.join(HEURISTIC_LISTS)} (each the plan names in its order)")
+        ranks = {h: {} for h in HEURISTIC_LISTS}
+        for h in HEURISTIC_LISTS:
+            for i, name in enumerate(heuristics.get(h) or []):
+                ranks[h].setdefault(str(name), float(i))
+        names = sorted({n for r in ranks.values() for n in r},
+                       key=lambda n: tuple(ranks[h].get(n, math.inf) for h in HEURISTIC_LISTS) + (n,))
+        names = self._candidates(names, ranks)
+        if not names:
+            return []
+        x = np.stack([self._plan_row(n) for n in names])
+        for c, v in problem_vector(problem).items():
+            if c in self._col:
+                x[:, self._col[c]] = v
+        for h in HEURISTIC_LISTS:
+            r = np.array([ranks[h].get(n, np.nan) for n in names])
+            length = float(np.sum(~np.isnan(r)))  # the list's plans among the candidates
+            for c, v in ((f"rank_{h}", r), (f"len_{h}", length), (f"relrank_{h}", r / max(length, 1.0))):
+                if c in self._col:
+                    x[:, self._col[c]] = v
+        if "n_candidates" in self._col:
+            x[:, self._col["n_candidates"]] = float(len(names))
+        pred = self.forest.margins_rows(x)[:, 0]
+        score = -pred if self.lower_is_better else pred
+        first_a = ranks["cudnn_mode_a"]
+        a = next((i for i, n in enumerate(names) if first_a.get(n) == 0.0), None)
+        if self.margin > 0 and a is not None and score.max() - score[a] <= self.margin:
+            score[a] = score.max() + 1.0  # the safe rule: mode A's first plan stays unless beaten by the margin
+        order = np.lexsort((np.arange(len(names)), -score))
+        return [names[i] for i in order[: self.max_ranking]]
+
+    def size_bytes(self) -> int:
+        return int(self.meta.get("size_bytes", 0))
+
+
 def _root() -> Path:
     return Path(os.environ.get("KBENCH_CACHE", Path.home() / ".cache" / "kbench")) / "selectors"
 
@@ -252,12 +400,16 @@ def load(name_or_path: str | Path) -> Selector:
     arrays = load_file(str(folder / "trees.safetensors"))
     forests = {d: Forest.from_arrays(arrays, d, depth) for d, depth in meta["depth"].items()}
     meta["size_bytes"] = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-    return Selector(meta, forests)
+    return PlanSelector(meta, forests["plans"]) if meta.get("kind") == "plans" else Selector(meta, forests)
 
 
 def export(model, folder: str | Path) -> Path:
-    """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) as a
-    selector folder."""
+    """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) or an
+    ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder."""
+    if hasattr(model, "kernel_columns"):  # the xgboost-plans family: one regression or ranking booster
+        meta = {"kind": "plans", "columns": model.columns, "kernel_columns": model.kernel_columns,
+                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info}
+        return save(folder, meta, {"plans": Forest.from_xgboost_json(json.loads(model.booster.save_raw("json")))})
     if model.params.get("decision", "probability") != "probability":
         raise KbenchInputError("only decision='probability' models can be exported")
     forests = {d: Forest.from_xgboost_json(json.loads(b.save_raw("json")))

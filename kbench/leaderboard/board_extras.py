@@ -251,11 +251,14 @@ def selector_note(board: Board, repo_root: Path) -> str | None:
     if b.get("split") != board.split:
         return None
     best, m = b["best_entry"], b["machine"]
-    return (f"Deployable selector (`kbench.selector.load(\"{board.dataset}\")`, {b['model']}, seed {b['seed']}): "
+    inputs = f"; its inputs: {b['inputs']}" if b.get("inputs") else ""
+    return (f"Deployable selector (`kbench.selector.load(\"{board.dataset}\")`, {b['model']}, seed {b['seed']}"
+            f"{inputs}): "
             f"{b['size_bytes'] / 1e6:.2f} MB, {b['latency_ms_p50']:.2f} ms p50 / {b['latency_ms_p99']:.2f} ms p99 "
             f"per problem ({b.get('note', 'batch 1')}; {m.get('cpu_count')}-core {m.get('processor')} machine), "
             f"top-1 {100 * b['top1']:.2f}% and geomean slowdown {b['geomean_slowdown']:.4f} on the {b['part']} part; "
-            f"speed-up over the reference {b['speedup_geomean']:.3f}x against {best['method']}'s "
+            f"speed-up over {board.reference or 'the reference'} {b['speedup_geomean']:.3f}x against "
+            f"{best['method']}'s "
             f"{best['speedup_geomean']:.3f}x ({best['model_size_bytes'] / 1e6:.1f} MB, "
             f"{best['inference_latency_ms']:.1f} ms): it keeps {100 * b['kept_gain']:.1f}% of that gain. Measured by "
             f"`python bench/bench_compact_selector.py`, {SELECTOR_BENCH.format(dataset=board.dataset)}.")

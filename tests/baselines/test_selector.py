@@ -61,6 +61,24 @@ def test_forest_margins_equal_xgboost_with_missing_values():
     assert forest.depth == 4
 
 
+@pytest.mark.parametrize("max_depth", [1, 3, 7])
+def test_forest_margins_rows_equal_xgboost_regression(max_depth):
+    """Uneven trees (leaves above the last level, a constant feature never split on) walked as complete
+    ones give xgboost's margins, missing values included."""
+    import xgboost as xgb
+    rng = np.random.default_rng(max_depth)
+    x = rng.random((300, 5)).astype(np.float32)
+    x[:, 4] = 1.0
+    x[rng.random(x.shape) < 0.15] = np.nan
+    y = np.where(x[:, 0] > 0.5, 2.0, 0.0) + np.nan_to_num(x[:, 1]) ** 2
+    booster = xgb.train({"objective": "reg:squarederror", "max_depth": max_depth, "seed": 0, "min_child_weight": 5},
+                        xgb.DMatrix(x, label=y), 12)
+    forest = selector.Forest.from_xgboost_json(json.loads(booster.save_raw("json")))
+    want = booster.predict(xgb.DMatrix(x), output_margin=True)
+    np.testing.assert_allclose(forest.margins_rows(x)[:, 0], want, atol=1e-5)
+    np.testing.assert_allclose(forest.margins(x[7]), want[7:8], atol=1e-5)
+
+
 def test_exported_selector_ranks_as_the_model(mi100, tmp_path):
     small = small_subset(mi100, n_train=2000, n_valid=300, n_test=200, seed=3)
     parts = small.split("random")
@@ -79,3 +97,69 @@ def test_unknown_selector_and_missing_columns_are_input_errors(tmp_path, monkeyp
         selector.load("nosuch")
     with pytest.raises(KbenchInputError, match="lacks"):
         selector.problem_vector({"direction": "F"})
+
+
+def _heuristic_lists(heuristics: pd.DataFrame, problem_id: str) -> dict[str, list[str]]:
+    """cuDNN's lists of one problem as a framework would pass them: plan names in each heuristic's order."""
+    h = heuristics[(heuristics["problem_id"] == problem_id) & heuristics["heuristic"].isin(selector.HEURISTIC_LISTS)]
+    return {str(name): g.sort_values("rank", kind="stable")["kernel"].astype(str).tolist()
+            for name, g in h.groupby("heuristic", observed=True)}
+
+
+def test_plan_selector_constants_are_the_baselines():
+    from kbench_baselines.features import KNOB_ABSENT
+    from kbench_baselines.xgb_plans import HEURISTIC_LISTS
+    assert selector.HEURISTIC_LISTS == HEURISTIC_LISTS and selector.KNOB_ABSENT == KNOB_ABSENT
+
+
+@settings(max_examples=60, deadline=None)
+@given(engines=st.lists(st.tuples(st.integers(0, 90), st.dictionaries(st.integers(0, 30), st.integers(-3, 70),
+                                                                        max_size=4)), min_size=1, max_size=6))
+def test_plan_vector_equals_kernel_features(engines):
+    from kbench_baselines.features import kernel_features
+    names = [f"eng{e}" + "".join(f"_k{k}={v}" for k, v in sorted(knobs.items())) for e, knobs in engines]
+    want = kernel_features(names, "engine_knobs")
+    for i, name in enumerate(names):
+        got = selector.plan_vector(name)
+        row = {c: v for c, v in want.iloc[i].items() if (c.startswith("engine=") and v == 1.0)
+               or (c.startswith("knob_") and v != -1000.0)}
+        assert got == row
+
+
+def test_plan_vector_refuses_a_name_that_is_no_engine_configuration():
+    with pytest.raises(KbenchInputError, match="not a cuDNN engine configuration"):
+        selector.plan_vector("ConvBinWinograd3x3U")
+
+
+@pytest.mark.parametrize("name, params", [("xgboost-plans-safe", {"max_rounds": 15}),
+                                          ("xgboost-plans-safe", {"max_rounds": 15, "safe_margin": 0.0}),
+                                          ("xgboost-plans", {"max_rounds": 10, "objective": "rank:pairwise"}),
+                                          ("xgboost-rerank-a", {"max_rounds": 10, "top_k": 3}),
+                                          ("xgboost-plans-safe", {"max_rounds": 10, "candidates": "modes_ab_top_k",
+                                                                  "top_k": 2})])
+def test_exported_plan_selector_ranks_as_the_model(name, params, tmp_path):
+    """From the problem's canonical columns and cuDNN's lists alone, the exported folder ranks every test
+    problem's plans exactly as the fitted model does (scores, safe rule, ties in the heuristics' order)."""
+    import kbench
+    h100 = kbench.load("h100")
+    parts = h100.split("random")
+    model = get_baseline(name, **params).fit(h100, parts["train"][:300], parts["valid"][:60], seed=1)
+    sel = selector.load(selector.export(model, tmp_path / "sel"))
+    assert isinstance(sel, selector.PlanSelector)
+    ids = parts["test"][:80]
+    preds = model.predict(h100, ids)
+    problems = h100.problems.set_index("problem_id").loc[preds["problem_id"]].reset_index()
+    heur = h100.heuristics[h100.heuristics["problem_id"].isin(ids)]
+    got = [";".join(sel.choose(row, _heuristic_lists(heur, row["problem_id"]))) for row in problems.to_dict("records")]
+    assert got == preds["ranking"].tolist()
+
+
+def test_plan_selector_refuses_an_unknown_list(tmp_path):
+    import kbench
+    h100 = kbench.load("h100")
+    parts = h100.split("random")
+    model = get_baseline("xgboost-plans", max_rounds=3).fit(h100, parts["train"][:100], None, seed=0)
+    sel = selector.load(selector.export(model, tmp_path / "sel"))
+    with pytest.raises(KbenchInputError, match="unknown heuristic list"):
+        sel.choose(h100.problems.iloc[0].to_dict(), {"mode_a": ["eng0"]})
+    assert sel.choose(h100.problems.iloc[0].to_dict(), {}) == []

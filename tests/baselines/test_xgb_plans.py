@@ -150,3 +150,11 @@ def test_save_load_round_trip(h100, name, tmp_path):
     pd.testing.assert_frame_equal(again.predict(h100, ids), before)
     n_plans = before["ranking"].str.count(";") + 1
     assert n_plans.max() <= (16 if name == "xgboost-rerank-a" else 30)
+
+
+def test_plan_candidates_top_k_of_modes_a_and_b_hand_worked():
+    """The first place of mode A or of mode B: p1 keeps eng1 (A's first) and eng2_k3=1 (B's first), p2 its
+    mode-A plan only (no mode-B list)."""
+    rows = plan_candidates(HEUR, pd.Index([P1, P2]), "modes_ab_top_k", 1)
+    assert rows[["problem_id", "kernel"]].values.tolist() == [[P1, "eng1"], [P1, "eng2_k3=1"], [P2, "eng2_k3=0"]]
+    assert heuristic_features(rows)["len_cudnn_mode_b"].tolist() == [1, 1, 0]
