@@ -1,7 +1,7 @@
 """Issue 40: do the table's times agree with the same plans run as a PyTorch program runs them?
 
-Reads the GPU re-timings with live references (``raw/<gpu>/verify/*-live*/``: the run plan and its raw
-rows, ``kbench verify-on-gpu --live-references``). Each re-timed plan was timed twice there, with the
+Reads the GPU re-timings with live references (``raw/<dataset>/verify/<method>*/`` whose record has a
+``live`` part: the run plan and its raw rows, ``kbench verify-on-gpu --live-references``). Each re-timed plan was timed twice there, with the
 tensors PyTorch passes (its strides, ``tensor_strides: pytorch`` in the run's environment):
 
 * **graph**: the collector's protocol (k runs captured in a CUDA graph, median of replays, median over
@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = sorted(p for p in ROOT.glob("raw/*/verify/*-live*") if (p / "raw.jsonl.gz").exists())
+RUNS = sorted(p.parent for p in ROOT.glob("raw/*/verify/*/verification.json")
+              if json.loads(p.read_text()).get("live") and (p.parent / "raw.jsonl.gz").exists())
 MIN_MS = 0.05  # the issue's threshold: shorter kernels are launch-bound
 OFF = np.log(1.5)
 GRAPH_AGREES = np.log(1.2)
