@@ -45,7 +45,7 @@ from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402
 from kbench_baselines.xgb import _xgb, _XGBBase  # noqa: E402
-from kbench_baselines.xgb_plans import XGBoostPlans, plan_candidates  # noqa: E402
+from kbench_baselines.xgb_plans import plan_candidates  # noqa: E402
 
 SETTING = re.compile(r"^d(\d+)r(\d+)(?:ab(\d+))?$")
 POSITIONS = re.compile(r"^positions(\d+)$")
@@ -112,7 +112,7 @@ class XGBoostPositions(_XGBBase):
     name = "xgboost-positions"
     description = ("XGBoost multi-class over the first places of cuDNN mode A's and mode B's lists: one row per "
                    "problem, small and fast enough to ship on top of the heuristic")
-    benchmark = False  # tried here only (experiments/compact_plans_trial.py), not a package baseline
+    benchmark = False  # tried here only, not a package baseline
     DEFAULTS = {"positions": 4, "max_depth": 6, "learning_rate": 0.1, "max_bin": 256, "subsample": 0.8,
                 "colsample_bytree": 0.8, "min_child_weight": 1.0, "reg_lambda": 1.0, "max_rounds": 300,
                 "early_stopping": 20, "n_jobs": 2, "margin_weight": 0.05, "max_ranking": 30}
@@ -124,9 +124,6 @@ class XGBoostPositions(_XGBBase):
         self.classes = position_classes(int(self.params["positions"]))
         self.booster = None
         self.columns: list[str] = []
-
-    def supports(self, dataset) -> bool:
-        return XGBoostPlans().supports(dataset)
 
     def _table(self, dataset, ids: pd.Index):
         problems = problems_of(dataset, ids)
@@ -206,20 +203,6 @@ class XGBoostPositions(_XGBBase):
 
     def n_parameters(self) -> int | None:
         return None if self.booster is None else int(sum(d.count("\n") for d in self.booster.get_dump()))
-
-    def get_state(self):
-        if self.booster is None:
-            raise KbenchInputError(f"{self.name}: nothing to save, call fit first")
-        return {"columns": self.columns, "fit_info": self.fit_info, "booster": "booster.json"}, {}
-
-    def _save_files(self, path: Path) -> None:
-        self.booster.save_model(str(path / "booster.json"))
-
-    def set_state(self, state, arrays, path):
-        xgb = _xgb()
-        self.columns, self.fit_info = list(state["columns"]), state.get("fit_info", {})
-        self.booster = xgb.Booster()
-        self.booster.load_model(str(Path(path) / state["booster"]))
 
 
 def selector_size(model) -> int:

@@ -42,10 +42,14 @@ GRAPH_AGREES = np.log(1.2)
 BINS = [MIN_MS, 0.1, 0.2, 0.5, 1.0, 5.0, np.inf]
 
 
-def pairs(run: Path) -> tuple[pd.DataFrame, dict]:
+def raw_rows(run: Path) -> list[dict]:
+    """The run's raw rows (``raw.jsonl.gz``), read once for every figure."""
+    return [json.loads(line) for line in gzip.open(run / "raw.jsonl.gz", "rt")]
+
+
+def pairs(run: Path, rows: list[dict]) -> tuple[pd.DataFrame, dict]:
     """(problem, plan) pairs of the run's table plans: table, graph and eager ms; and the run's device."""
     plan = json.loads(gzip.open(run / "plan.json.gz", "rt").read())
-    rows = [json.loads(line) for line in gzip.open(run / "raw.jsonl.gz", "rt")]
     device = next((r for r in rows if r.get("kind") == "run"), {}).get("env", {})
     raw = pd.DataFrame([r for r in rows if r.get("kind") in ("time", "eager")])
     graph = (raw[raw["kind"] == "time"].groupby(["problem_id", "plan"])["ms"].median().rename("graph_ms"))
@@ -86,9 +90,8 @@ def summary(df: pd.DataFrame) -> dict:
     }
 
 
-def pytorch_op_vs_mode_a(run: Path) -> dict:
+def pytorch_op_vs_mode_a(rows: list[dict]) -> dict:
     """Geomean of PyTorch's op time over live mode A's plan time, by kind of convolution, dtype and direction."""
-    rows = [json.loads(line) for line in gzip.open(run / "raw.jsonl.gz", "rt")]
     if not any(r.get("live") for r in rows if r.get("kind") == "problem"):
         return {}
     graph = pd.DataFrame([r for r in rows if r.get("kind") == "time"]).groupby(["problem_id", "plan"])["ms"].median()
@@ -116,10 +119,11 @@ def pytorch_op_vs_mode_a(run: Path) -> dict:
 def main() -> int:
     out = {"min_ms": MIN_MS, "runs": {}}
     for run in RUNS:
-        df, device = pairs(run)
+        rows = raw_rows(run)
+        df, device = pairs(run, rows)
         key = f"{run.parts[-3]}/{run.name}"
         out["runs"][key] = {"gpu": device.get("gpu"), "tensor_strides": device.get("tensor_strides"), **summary(df),
-                            "pytorch_op_vs_live_mode_a": pytorch_op_vs_mode_a(run)}
+                            "pytorch_op_vs_live_mode_a": pytorch_op_vs_mode_a(rows)}
         s = out["runs"][key]
         print(f"{key} ({s['gpu']}): {s['pairs']} pairs; graph median |ln| {s['graph']['median_abs_log_ratio']:.4f}, "
               f"{s['graph']['over_1_5x']} over 1.5x; eager {s['eager']['median_abs_log_ratio']:.4f}, "

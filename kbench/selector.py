@@ -204,8 +204,8 @@ class Forest:
             default_left.append(np.where(leaf, True, self.default_left[node]))
             children = (np.where(leaf, node, self.left[node]), np.where(leaf, node, self.right[node]))
             node = np.stack(children, axis=2).reshape(len(self.roots), -1)
-        levels = lambda parts, dt: (np.concatenate(parts, axis=1).astype(dt).ravel() if parts  # noqa: E731
-                                    else np.zeros(0, dt))
+        def levels(parts: list, dt) -> np.ndarray:  # level-order arrays, flat (none for depth 0)
+            return np.concatenate(parts, axis=1).astype(dt).ravel() if parts else np.zeros(0, dt)
         return (levels(feature, np.intp), levels(threshold, np.float32), levels(default_left, bool),
                 self.threshold[node].astype(np.float64).ravel())
 

@@ -277,11 +277,15 @@ LIVE_REFERENCE_LABELS = {"live_mode_a": "cuDNN mode A", "live_mode_b": "cuDNN mo
 
 def gpu_title(row: Row) -> str:
     v = row.entry.verification
+    return f"GPU re-timing ({v.date}, {v.device.get('gpu', 'GPU')}, kbench verify-on-gpu): " + gpu_figures(v)
+
+
+def gpu_figures(v) -> str:
+    """A re-timing record's measured figures beside the table's, on the same problems."""
     m, t = v.measured.overall, v.table.overall
     sample = (f" (a seeded random {m.problems:,} of the {v.problems_planned:,} test problems)"
               if m.problems < v.problems_planned else "")
-    return (f"GPU re-timing ({v.date}, {v.device.get('gpu', 'GPU')}, kbench verify-on-gpu): "
-            f"{fmt_x(m.speedup_geomean)} measured against {fmt_x(t.speedup_geomean)} from the table on the same "
+    return (f"{fmt_x(m.speedup_geomean)} measured against {fmt_x(t.speedup_geomean)} from the table on the same "
             f"{m.problems:,} problems{sample}; oracle margin {fmt_x(m.oracle_speedup_geomean)} measured, "
             f"{fmt_x(t.oracle_speedup_geomean)} table" + live_title(v))
 
@@ -300,7 +304,7 @@ def live_title(v) -> str:
 def gpu_note(board: Board) -> str | None:
     """A board note naming every entry with a GPU re-timing, measured next to table figures."""
     parts = [f"{r.entry.name} on an {r.entry.verification.device.get('gpu', 'unnamed GPU')}: "
-             + gpu_title(r).split(": ", 1)[1] for r in board.all_rows() if gpu_speedup(r)]
+             + gpu_figures(r.entry.verification) for r in board.all_rows() if gpu_speedup(r)]
     if not parts:
         return None
     return ("(GPU ×): speed-up over the reference measured by re-timing the chosen plans, mode A's first plan and "
