@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import importlib.metadata as md
 import importlib.util
 import os
@@ -34,6 +35,9 @@ FOLLOWED = ("kbench_baselines", "baselines")
 #: the folder holding the ``kbench`` package: a git checkout in development, site-packages when installed
 CODE_ROOT = Path(__file__).resolve().parents[1]
 NOT_A_CHECKOUT = "not a checkout"
+#: the manifest of a thinned copy of a checkout (no ``.git``) that travels to another machine:
+#: ``commit <sha>`` then ``git ls-files -s`` (kbench/collect/device_tree.sh writes it)
+SOURCE_MANIFEST = ".kbench-source"
 
 
 class GitState(BaseModel):
@@ -47,7 +51,8 @@ class GitState(BaseModel):
     def describe(self) -> str:
         if self.commit is None:
             return self.note or NOT_A_CHECKOUT
-        return self.commit[:12] + (" (dirty: uncommitted changes)" if self.dirty else "")
+        text = self.commit[:12] + (" (dirty: uncommitted changes)" if self.dirty else "")
+        return text + (f" ({self.note})" if self.note else "")
 
 
 class Environment(BaseModel):
@@ -86,6 +91,8 @@ def git_state(root: Path = CODE_ROOT) -> GitState:
     some other repository's folder is not that repository's code.
     """
     if not (root / ".git").exists():
+        if (root / SOURCE_MANIFEST).is_file():
+            return copy_state(root)
         return GitState(commit=None, dirty=None, note=NOT_A_CHECKOUT)
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
@@ -99,6 +106,36 @@ def git_state(root: Path = CODE_ROOT) -> GitState:
         return GitState(commit=None, dirty=None, note=f"{NOT_A_CHECKOUT} (git unavailable: {type(exc).__name__})")
     dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
     return GitState(commit=head.stdout.strip(), dirty=dirty)
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives a file's content (``git hash-object``): sha1 of ``blob <size>\\0`` and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def copy_state(root: Path) -> GitState:
+    """The commit of a copy of a checkout without ``.git``, checked against the manifest it carries.
+
+    The copy is dirty when a tracked file that is present differs from the commit's blob. Files the
+    copy left out (a thinned tree travels without its data) are counted in the note, not as changes.
+    """
+    lines = (root / SOURCE_MANIFEST).read_text(encoding="utf-8").splitlines()
+    if not lines or not lines[0].startswith("commit "):
+        return GitState(commit=None, dirty=None, note=f"{NOT_A_CHECKOUT} ({SOURCE_MANIFEST} has no commit line)")
+    commit = lines[0].split()[1]
+    present = changed = 0
+    for line in lines[1:]:
+        meta, _, path = line.partition("\t")
+        mode, blob = meta.split()[:2]
+        file = root / path
+        if mode == "160000" or not (file.exists() or file.is_symlink()):  # a submodule, or left out of the copy
+            continue
+        data = os.readlink(file).encode() if mode == "120000" else file.read_bytes()
+        present += 1
+        changed += git_blob_id(data) != blob
+    return GitState(commit=commit, dirty=changed > 0,
+                    note=f"a copy without .git: {present} of {len(lines) - 1} tracked files present, "
+                         f"{changed} differ from the commit")
 
 
 def _module_file(name: str) -> Path | None:

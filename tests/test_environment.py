@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import shutil
 import subprocess
 import textwrap
 from pathlib import Path
@@ -12,9 +13,11 @@ import pytest
 
 from kbench.environment import (
     NOT_A_CHECKOUT,
+    SOURCE_MANIFEST,
     Environment,
     _imports,
     environment,
+    git_blob_id,
     git_state,
     imported_top_level,
     method_modules,
@@ -90,6 +93,41 @@ def test_git_state_commit_dirty_and_not_a_checkout(tmp_path):
     state = git_state(repo)
     assert state.dirty is True and state.describe() == f"{sha[:12]} (dirty: uncommitted changes)"
     git_state.cache_clear()
+
+
+def test_git_blob_id_is_gits_hash_object(tmp_path):
+    # the blob id of "hello\n" as every git computes it (git hash-object), and of the empty file
+    assert git_blob_id(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
+    assert git_blob_id(b"") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+def test_a_thinned_copy_names_its_commit_and_whether_its_code_changed(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    (repo / "data.bin").write_bytes(b"\0" * 100)
+    (repo / "link").symlink_to("pkg/a.py")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    sha = _git(repo, "rev-parse", "HEAD")
+    # the script that thins the tree for the GPU machine writes the manifest, and 'back' removes it
+    script = REPO / "kbench" / "collect" / "device_tree.sh"
+    subprocess.run(["bash", str(script), "out", str(tmp_path / "stash")], cwd=repo, check=True, capture_output=True)
+    assert (repo / SOURCE_MANIFEST).read_text().splitlines()[0] == f"commit {sha}"
+    copy = tmp_path / "copy"  # what travels: the files, no .git
+    shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    (copy / "data.bin").unlink()  # left out of the thinned copy: not a change
+    git_state.cache_clear()
+    state = git_state(copy)
+    assert state.model_dump() == {"commit": sha, "dirty": False,
+                                  "note": "a copy without .git: 2 of 3 tracked files present, 0 differ from the commit"}
+    (copy / "pkg" / "a.py").write_text("x = 2\n")
+    git_state.cache_clear()
+    assert git_state(copy).dirty is True and "1 differ" in git_state(copy).note
+    git_state.cache_clear()
+    subprocess.run(["bash", str(script), "back", str(tmp_path / "stash")], cwd=repo, check=True, capture_output=True)
+    assert not (repo / SOURCE_MANIFEST).exists()
 
 
 def test_records_carry_the_environment_and_old_records_stay_valid(tmp_path):

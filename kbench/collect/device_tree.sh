@@ -11,7 +11,9 @@
 # (the ones a 'verify' call scores against) and every file under raw/ but the corpora
 # (raw/*/corpus.csv.gz): a collecting call resumes from the raw folder it carries (for example
 # .gpu/h200_raw), not from raw/. Files move one by one with their paths kept, so 'back' restores the
-# same tree; neither overwrites a file that exists at its destination.
+# same tree; neither overwrites a file that exists at its destination. 'out' also writes .kbench-source
+# (the commit and its tracked files' blob ids), so that records made from the copy name the commit
+# and whether the code that travelled differs from it (kbench.environment.copy_state); 'back' removes it.
 set -eu
 MODE=${1:-}
 case "$MODE" in
@@ -40,16 +42,19 @@ move_file() {  # move_file FROM TO: one file, refusing to overwrite
 
 if [ "$MODE" = out ]; then
   KEEP=" $* "
+  mkdir -p "$STASH"
   {
     for p in leaderboard bench/results experiments/results tools/results raw; do [ -d "$p" ] && find "$p" -type f; done
     for d in kbench/datasets/*/; do
       name=$(basename "$d"); case "$KEEP" in *" $name "*) ;; *) find "$d" -type f ;; esac
     done
   } | grep -v '^raw/[^/]*/corpus\.csv\.gz$' | sed 's|//|/|g' | while IFS= read -r f; do move_file "$f" "$STASH/$f"; done
+  { echo "commit $(git rev-parse HEAD)"; git -c core.quotepath=off ls-files -s; } > .kbench-source
   echo "device_tree.sh: moved $(find "$STASH" -type f | wc -l) files to $STASH"
 else
   [ -d "$STASH" ] || { echo "device_tree.sh back: $STASH not found" >&2; exit 2; }
   (cd "$STASH" && find . -type f | sed 's|^\./||') | while IFS= read -r f; do move_file "$STASH/$f" "$f"; done
   find "$STASH" -depth -type d -empty -delete
+  rm -f .kbench-source
   echo "device_tree.sh: moved everything back from $STASH"
 fi

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Train and score board entries on the lent GPU machine's CPU cores, many (baseline, seed) jobs at once.
+# Run from the repository root there, after 'bash kbench/collect/device_tree.sh out STASH DATASET ...'
+# here (the datasets the queue names travel; .kbench-source names the commit) and with the wheels of
+# the baselines' packages carried in .whl/:
+#
+#   bash tools/boards_on_device.sh QUEUE BUDGET_S [SLOTS]
+#
+# QUEUE holds lines "DATASET SPLIT BASELINE SEED", longest first. Each line is one
+# 'kbench run --dataset DATASET --split SPLIT --baselines BASELINE --seeds SEED', exactly as here, with
+# 2 threads a job (the baselines' n_jobs; BLAS is held to the same), SLOTS jobs at a time (default: the
+# host's cores / 2, less one). A job still running when BUDGET_S is spent is stopped; its seed has no
+# result.json and is run again by the next call. Brings back $OUT/boards_<dataset>_<split>.tgz (the
+# seed folders, as results/boards holds them; packed every minute, so a call cut short brings back
+# all but its last minute), $OUT/jobs.log (one line a job: rc and seconds) and $OUT/logs.tgz.
+# Unpack into results/boards here and run the same command with all five seeds and
+# --update-leaderboard: it resumes every finished seed and writes the entry.
+set -u
+QUEUE=${1:?give the queue file}
+BUDGET=${2:?give the budget in seconds}
+SLOTS=${3:-$(( $(nproc) / 2 - 1 ))}
+OUT=${OUT:-/tmp/out}
+T0=$(date +%s)
+mkdir -p "$OUT" /tmp/boards /tmp/board_logs
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# editable, as here: the records name kbench's version and the commit in .kbench-source
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /tmp/board_logs/install.log 2>&1 \
+  || { tail -5 /tmp/board_logs/install.log; exit 1; }
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+python3 -c "import kbench, kbench_baselines, numpy, pandas, sklearn, xgboost; from kbench.environment import git_state
+print('kbench', kbench.__version__, 'numpy', numpy.__version__, 'pandas', pandas.__version__, 'sklearn',
+      sklearn.__version__, 'xgboost', xgboost.__version__, git_state().describe())" || exit 1
+echo "$(grep -c . "$QUEUE") jobs, $SLOTS at a time, $BUDGET s"
+
+pack() {  # one archive per dataset and split, so that none passes the 16 MiB a file that comes back
+  for ds in /tmp/boards/*/*/; do
+    [ -d "$ds" ] || continue
+    local d s; d=$(basename "$(dirname "$ds")"); s=$(basename "$ds")
+    tar -C /tmp/boards -czf "$OUT/boards_${d}_${s}.tgz.part" --exclude=error.log "$d/$s" && mv "$OUT/boards_${d}_${s}.tgz.part" "$OUT/boards_${d}_${s}.tgz"
+  done
+  tar -C /tmp -czf "$OUT/logs.tgz" board_logs 2>/dev/null
+}
+
+run_job() {  # run_job DATASET SPLIT BASELINE SEED
+  local left=$(( T0 + BUDGET - $(date +%s) ))
+  [ "$left" -lt 60 ] && { echo "$1 $2 $3 $4 skipped (no time)"; return 0; }
+  local t=$(date +%s)
+  timeout -k 10 "$left" python3 -m kbench.cli run --dataset "$1" --split "$2" --baselines "$3" --seeds "$4" \
+      --out /tmp/boards --no-progress > "/tmp/board_logs/$1.$2.$3.$4.log" 2>&1
+  echo "$1 $2 $3 $4 rc=$? $(( $(date +%s) - t ))s"
+}
+export -f run_job
+export T0 BUDGET
+
+( while sleep 60; do pack; done ) &
+PACKER=$!
+grep . "$QUEUE" | xargs -P "$SLOTS" -L1 bash -c 'run_job "$@"' _ | tee "$OUT/jobs.log"
+kill $PACKER 2>/dev/null
+pack
+echo "done in $(( $(date +%s) - T0 )) s: $(grep -c 'rc=0' "$OUT/jobs.log") of $(grep -c . "$QUEUE") jobs finished"
