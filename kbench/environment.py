@@ -87,12 +87,16 @@ def cpu_description() -> str:
 def git_state(root: Path = CODE_ROOT) -> GitState:
     """The commit of ``root`` and whether tracked files differ from it; 'not a checkout' without ``.git``.
 
+    A copy carrying ``SOURCE_MANIFEST`` is checked against it instead (:func:`copy_state`).
+
     Only ``root/.git`` counts (a folder, or a file in a git worktree): an installed package inside
     some other repository's folder is not that repository's code.
     """
+    if (root / SOURCE_MANIFEST).is_file():
+        # a copy made to travel: the lent GPU machine's copy may carry a .git of its own, at another
+        # commit, so the manifest written with the copy is the one to trust
+        return copy_state(root)
     if not (root / ".git").exists():
-        if (root / SOURCE_MANIFEST).is_file():
-            return copy_state(root)
         return GitState(commit=None, dirty=None, note=NOT_A_CHECKOUT)
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
@@ -114,7 +118,7 @@ def git_blob_id(data: bytes) -> str:
 
 
 def copy_state(root: Path) -> GitState:
-    """The commit of a copy of a checkout without ``.git``, checked against the manifest it carries.
+    """The commit of a copy of a checkout, checked against the manifest it carries.
 
     The copy is dirty when a tracked file that is present differs from the commit's blob. Files the
     copy left out (a thinned tree travels without its data) are counted in the note, not as changes.
@@ -134,7 +138,7 @@ def copy_state(root: Path) -> GitState:
         present += 1
         changed += git_blob_id(data) != blob
     return GitState(commit=commit, dirty=changed > 0,
-                    note=f"a copy without .git: {present} of {len(lines) - 1} tracked files present, "
+                    note=f"a travelling copy: {present} of {len(lines) - 1} tracked files present, "
                          f"{changed} differ from the commit")
 
 

@@ -115,13 +115,15 @@ def test_a_thinned_copy_names_its_commit_and_whether_its_code_changed(tmp_path):
     script = REPO / "kbench" / "collect" / "device_tree.sh"
     subprocess.run(["bash", str(script), "out", str(tmp_path / "stash")], cwd=repo, check=True, capture_output=True)
     assert (repo / SOURCE_MANIFEST).read_text().splitlines()[0] == f"commit {sha}"
-    copy = tmp_path / "copy"  # what travels: the files, no .git
+    copy = tmp_path / "copy"  # what travels: the files, and a .git at another commit (as the GPU machine's copy)
     shutil.copytree(repo, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    _git(copy, "init", "-q")
+    _git(copy, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "other")
     (copy / "data.bin").unlink()  # left out of the thinned copy: not a change
     git_state.cache_clear()
     state = git_state(copy)
     assert state.model_dump() == {"commit": sha, "dirty": False,
-                                  "note": "a copy without .git: 2 of 3 tracked files present, 0 differ from the commit"}
+                                  "note": "a travelling copy: 2 of 3 tracked files present, 0 differ from the commit"}
     (copy / "pkg" / "a.py").write_text("x = 2\n")
     git_state.cache_clear()
     assert git_state(copy).dirty is True and "1 differ" in git_state(copy).note
