@@ -11,6 +11,9 @@
 * **Deployable selector**: where ``bench/bench_compact_selector.py`` measured the compact selector of a
   board's dataset and split (``bench/results/compact_selector_<dataset>.json``), a note under the table
   gives its size, latency and the share of the best entry's speed-up it keeps (:func:`selector_note`).
+* **Learning curve**: where ``experiments/learning_curve.py`` measured one for a board's dataset and split
+  (``experiments/results/learning_curve_<dataset>.json``), a note gives top-1 and geomean slowdown
+  against the share of the train part (:func:`curve_note`).
 * **GPU re-timing**: an entry with ``verification.json`` shows its measured speed-up beside the table's,
   and a note under the table gives the GPU, the problems timed and, for a run with live references,
   the speed-up over each with its interval (:func:`gpu_note`).
@@ -262,6 +265,28 @@ def selector_note(board: Board, repo_root: Path) -> str | None:
             f"{best['speedup_geomean']:.3f}x ({best['model_size_bytes'] / 1e6:.1f} MB, "
             f"{best['inference_latency_ms']:.1f} ms): it keeps {100 * b['kept_gain']:.1f}% of that gain. Measured by "
             f"`python bench/bench_compact_selector.py`, {SELECTOR_BENCH.format(dataset=board.dataset)}.")
+
+
+#: where experiments/learning_curve.py writes a dataset's learning curve
+LEARNING_CURVE = "experiments/results/learning_curve_{dataset}.json"
+
+
+def curve_note(board: Board, repo_root: Path) -> str | None:
+    """The note on how the board's best model scores against the size of the train part, read from
+    ``experiments/learning_curve.py``'s JSON, or None where no curve was measured for this dataset and split."""
+    path = repo_root / LEARNING_CURVE.format(dataset=board.dataset)
+    if not path.exists():
+        return None
+    c = read_json_object(path)
+    if c.get("split") != board.split:
+        return None
+    points = [f"{100 * p['fraction']:g}% ({p['train_problems']:,} problems): top-1 {100 * p['top1_mean']:.2f}% "
+              f"± {100 * p['top1_std']:.2f}, geomean slowdown {p['geomean_slowdown_mean']:.4f} "
+              f"± {p['geomean_slowdown_std']:.4f}" for p in sorted(c["summary"], key=lambda p: p["fraction"])]
+    seeds = max(p["seeds"] for p in c["summary"])
+    return (f"Learning curve of {c['model']} (a seeded random share of the train part, scored on the whole "
+            f"{c['part']} part; mean ± std over {seeds} seeds): " + "; ".join(points)
+            + f". `{c['command']}`, {LEARNING_CURVE.format(dataset=board.dataset)}.")
 
 
 def gpu_speedup(row: Row) -> float | None:

@@ -48,6 +48,7 @@ from kbench.leaderboard.board_extras import (
     code_href,
     code_html,
     code_url_prefix,
+    curve_note,
     details_href,
     details_html,
     external_badge,
@@ -540,8 +541,8 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             svgs = draw_tuning_plots(board)  # no kernel times: accuracy per parameter only
         else:
             board = make_board(dataset, split, entries)
-            note = selector_note(board, root.resolve().parent)
-            board.notes += [note] if note else []
+            notes = (selector_note(board, root.resolve().parent), curve_note(board, root.resolve().parent))
+            board.notes += [note for note in notes if note]
             svgs = draw_plots(board, root / "site" / "plots")
         files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
         files.update(board_files(board))

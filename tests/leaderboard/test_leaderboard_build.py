@@ -231,6 +231,27 @@ def test_empty_leaderboard_builds(tmp_path):
         build(tmp_path)
 
 
+def test_learning_curve_note_reads_its_experiment(tmp_path):
+    from kbench.leaderboard.board import Board
+    from kbench.leaderboard.board_extras import LEARNING_CURVE, curve_note
+    board = Board("mi100", "random", [], [], None, "rules")
+    assert curve_note(board, tmp_path) is None  # nothing measured: no note
+    curve = {"dataset": "mi100", "split": "random", "part": "test", "model": "xgboost", "seeds": [0, 1],
+             "command": "python experiments/learning_curve.py --dataset mi100 --model xgboost --seeds 0 1",
+             "summary": [{"fraction": 1.0, "train_problems": 127038, "seeds": 2, "top1_mean": 0.89, "top1_std": 0.0005,
+                          "geomean_slowdown_mean": 1.0173, "geomean_slowdown_std": 0.0001},
+                         {"fraction": 0.05, "train_problems": 6352, "seeds": 2, "top1_mean": 0.8075,
+                          "top1_std": 0.0018, "geomean_slowdown_mean": 1.0558, "geomean_slowdown_std": 0.0023}]}
+    path = tmp_path / LEARNING_CURVE.format(dataset="mi100")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(curve))
+    note = curve_note(board, tmp_path)
+    # smallest share first, percentages of the figures, the command that made them
+    assert note.index("5% (6,352 problems): top-1 80.75% ± 0.18") < note.index("100% (127,038 problems): top-1 89.00%")
+    assert "geomean slowdown 1.0558 ± 0.0023" in note and "over 2 seeds" in note and curve["command"] in note
+    assert curve_note(Board("mi100", "networks", [], [], None, "rules"), tmp_path) is None  # another split
+
+
 def test_deployable_selector_note_reads_its_benchmark(tmp_path):
     from kbench.leaderboard.board import Board
     from kbench.leaderboard.board_extras import SELECTOR_BENCH, selector_note
