@@ -15,6 +15,12 @@
 # all but its last minute), $OUT/jobs.log (one line a job: rc and seconds) and $OUT/logs.tgz.
 # Unpack into results/boards here and run the same command with all five seeds and
 # --update-leaderboard: it resumes every finished seed and writes the entry.
+#
+# Size the queue so that each job ends inside one call (a call is at most 600 s; a job is not
+# resumable). On nvidia-h200-x4 (64 Intel Xeon vCPUs), 24 jobs at a time, a job took 1.3 to 2 times
+# what it takes on the 2-core development machine: xgboost-plans 180-200 s on h100 and 330-350 s on
+# h200 (seed folders dated 2026-11-28); xgboost-plans-safe and hybrid-rf on h100/h200 (fits of 250 to
+# 550 s here) did not finish in 540 s, at 24 or at 31 jobs at a time.
 set -u
 QUEUE=${1:?give the queue file}
 BUDGET=${2:?give the budget in seconds}
