@@ -244,14 +244,21 @@ def details_html(board: Board, prefix: str | None) -> str:
 SELECTOR_BENCH = "bench/results/compact_selector_{dataset}.json"
 
 
+def measured_json(board: Board, repo_root: Path, template: str) -> dict | None:
+    """The JSON a script wrote for the board's dataset (``template`` with ``{dataset}``), or None where
+    there is none or it was measured on another split."""
+    path = repo_root / template.format(dataset=board.dataset)
+    if not path.exists():
+        return None
+    doc = read_json_object(path)
+    return doc if doc.get("split") == board.split else None
+
+
 def selector_note(board: Board, repo_root: Path) -> str | None:
     """The note on a board's deployable selector (``kbench.selector``), read from its benchmark's JSON,
     or None where none was measured for this dataset and split."""
-    path = repo_root / SELECTOR_BENCH.format(dataset=board.dataset)
-    if not path.exists():
-        return None
-    b = read_json_object(path)
-    if b.get("split") != board.split:
+    b = measured_json(board, repo_root, SELECTOR_BENCH)
+    if b is None:
         return None
     best, m = b["best_entry"], b["machine"]
     inputs = f"; its inputs: {b['inputs']}" if b.get("inputs") else ""
@@ -274,11 +281,8 @@ LEARNING_CURVE = "experiments/results/learning_curve_{dataset}.json"
 def curve_note(board: Board, repo_root: Path) -> str | None:
     """The note on how the board's best model scores against the size of the train part, read from
     ``experiments/learning_curve.py``'s JSON, or None where no curve was measured for this dataset and split."""
-    path = repo_root / LEARNING_CURVE.format(dataset=board.dataset)
-    if not path.exists():
-        return None
-    c = read_json_object(path)
-    if c.get("split") != board.split:
+    c = measured_json(board, repo_root, LEARNING_CURVE)
+    if c is None:
         return None
     points = [f"{100 * p['fraction']:g}% ({p['train_problems']:,} problems): top-1 {100 * p['top1_mean']:.2f}% "
               f"± {100 * p['top1_std']:.2f}, geomean slowdown {p['geomean_slowdown_mean']:.4f} "
