@@ -53,16 +53,19 @@ def test_out_keeps_what_the_collector_needs_and_back_restores_every_byte(tmp_pat
 
     out = _run(repo, "out", str(stash), "h200")
     assert out.returncode == 0, out.stderr
-    assert sorted(_digest(repo)) == sorted(KEPT)
+    # and the manifest that names the commit the copy travels at (kbench.environment.copy_state)
+    assert sorted(_digest(repo)) == sorted([*KEPT, ".kbench-source"])
+    assert (repo / ".kbench-source").read_text().startswith("commit ")
     assert f"moved {len(FILES) - len(KEPT)} files" in out.stdout
 
     carried = repo / ".gpu"  # ignored, as carried folders are (.git/info/exclude)
     carried.mkdir()
     (carried / "shard.parquet").write_bytes(b"s" * 123)
     (repo / ".git" / "info" / "exclude").write_text("/.gpu/\n")
-    # kept files 10 + 100 + 300 + 7 = 417 bytes, then the carried file (123)
-    assert _run(repo, "size").stdout.startswith("417 bytes travel")
-    assert _run(repo, "size", ".gpu").stdout.startswith(f"{417 + 123} bytes travel")
+    # kept files 10 + 100 + 300 + 7 = 417 bytes and the manifest, then the carried file (123)
+    manifest = (repo / ".kbench-source").stat().st_size
+    assert _run(repo, "size").stdout.startswith(f"{417 + manifest} bytes travel")
+    assert _run(repo, "size", ".gpu").stdout.startswith(f"{417 + manifest + 123} bytes travel")
     (carried / "shard.parquet").unlink()
     carried.rmdir()
 
