@@ -13,7 +13,7 @@
   gives its size, latency and the share of the best entry's speed-up it keeps (:func:`selector_note`).
 * **Learning curve**: where ``experiments/learning_curve.py`` measured one for a board's dataset and split
   (``experiments/results/learning_curve_<dataset>.json``), a note gives top-1 and geomean slowdown
-  against the share of the train part (:func:`curve_note`).
+  against the share of the train part (:func:`curve_note`) and a plot draws them (:func:`curve_plot`).
 * **GPU re-timing**: an entry with ``verification.json`` shows its measured speed-up beside the table's,
   and a note under the table gives the GPU, the problems timed and, for a run with live references,
   the speed-up over each with its interval (:func:`gpu_note`).
@@ -32,6 +32,7 @@ import json
 from pathlib import Path
 
 from kbench.errors import KbenchInputError, read_json_object
+from kbench.leaderboard import plots
 from kbench.leaderboard.board import Board, Row, fmt_x
 from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 
@@ -291,6 +292,21 @@ def curve_note(board: Board, repo_root: Path) -> str | None:
     return (f"Learning curve of {c['model']} (a seeded random share of the train part, scored on the whole "
             f"{c['part']} part; mean ± std over {seeds} seeds): " + "; ".join(points)
             + f". `{c['command']}`, {LEARNING_CURVE.format(dataset=board.dataset)}.")
+
+
+def curve_plot(board: Board, repo_root: Path) -> dict[str, bytes]:
+    """The learning curve's SVG (file name -> bytes; also appended to ``board.plots``), or nothing."""
+    c = measured_json(board, repo_root, LEARNING_CURVE)
+    if c is None:
+        return {}
+    name = f"{board.slug}-learning-curve.svg"
+    title = f"Learning curve of {c['model']}, {board.dataset} / {board.split} ({c['part']})"
+    points = sorted(c["summary"], key=lambda p: p["fraction"])
+    alt = (f"Geomean slowdown of {c['model']} on the {c['part']} part against the number of train problems it was "
+           "trained on (log scale), mean and std over seeds: "
+           + "; ".join(f"{p['train_problems']:,} problems {p['geomean_slowdown_mean']:.4f}" for p in points) + ".")
+    board.plots.append((name, title, alt))
+    return {name: plots.learning_curve(points, c["model"], title)}
 
 
 def gpu_speedup(row: Row) -> float | None:

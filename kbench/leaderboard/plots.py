@@ -220,3 +220,32 @@ def best_of_k(series: list[tuple[str, str, dict[int, float]]], styles: dict, tit
         ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
         ax.legend(loc="upper right", fontsize=8, frameon=False)
         return _svg(fig)
+
+
+def learning_curve(points: list[dict], model: str, title: str) -> bytes:
+    """Geomean slowdown (y, mean ± std over seeds) against train problems (x, log), one point per share
+    of the train part (``experiments/learning_curve.py``'s summary), each labelled with its top-1."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    points = sorted(points, key=lambda p: p["train_problems"])
+    xs = [p["train_problems"] for p in points]
+    with matplotlib.rc_context(RC):
+        fig, ax = _figure(6.4, 3.8)
+        ax.errorbar(xs, [p["geomean_slowdown_mean"] for p in points], yerr=[p["geomean_slowdown_std"] for p in points],
+                    color=PALETTE[0], marker="o", markersize=5, linewidth=1.6, capsize=3, label=model)
+        for p in points:
+            ax.annotate(f"{100 * p['fraction']:g}%: top-1 {100 * p['top1_mean']:.1f}%",
+                        (p["train_problems"], p["geomean_slowdown_mean"]), textcoords="offset points",
+                        xytext=(6, 6), fontsize=8, color="#333333")
+        ax.set_xscale("log")
+        ax.set_xlim(min(xs) / 1.6, max(xs) * 2.2)
+        ax.set_xticks(xs)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.axhline(1.0, color=CEILING_STYLE[0], linestyle=CEILING_STYLE[1], linewidth=1.0)
+        ax.set_xlabel("train problems (log scale)")
+        ax.set_ylabel("geomean slowdown (test; 1 = oracle)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(loc="upper right", fontsize=8, frameon=False)
+        ax.grid(True, which="major", color="#eeeeee", linewidth=0.6)
+        return _svg(fig)

@@ -11,7 +11,7 @@ Site layout (works from the file system and any static host; no CDN)::
     site/<dataset>.html         one page per dataset: facts, tables, plots, its data card
     site/assets/style.css, site/assets/sort.js, site/assets/filter.js
     site/boards/<dataset>-<split>.{csv,json}   each table's rows with the stored figures (board_extras)
-    site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency,best-of-k}.svg
+    site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency,best-of-k,learning-curve}.svg
     site/data_cards/<dataset>.md
 """
 
@@ -49,6 +49,7 @@ from kbench.leaderboard.board_extras import (
     code_html,
     code_url_prefix,
     curve_note,
+    curve_plot,
     details_href,
     details_html,
     external_badge,
@@ -544,6 +545,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             notes = (selector_note(board, root.resolve().parent), curve_note(board, root.resolve().parent))
             board.notes += [note for note in notes if note]
             svgs = draw_plots(board, root / "site" / "plots")
+            svgs.update(curve_plot(board, root.resolve().parent))
         files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
         files.update(board_files(board))
         boards.append(board)

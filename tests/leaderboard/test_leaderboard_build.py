@@ -250,6 +250,14 @@ def test_learning_curve_note_reads_its_experiment(tmp_path):
     assert note.index("5% (6,352 problems): top-1 80.75% ± 0.18") < note.index("100% (127,038 problems): top-1 89.00%")
     assert "geomean slowdown 1.0558 ± 0.0023" in note and "over 2 seeds" in note and curve["command"] in note
     assert curve_note(Board("mi100", "networks", [], [], None, "rules"), tmp_path) is None  # another split
+    # and its plot: one SVG under the board, deterministic, its title and the points' labels kept as text
+    from kbench.leaderboard.board_extras import curve_plot
+    svgs = curve_plot(board, tmp_path)
+    assert list(svgs) == ["mi100-random-learning-curve.svg"] and board.plots[-1][0] == "mi100-random-learning-curve.svg"
+    svg = svgs["mi100-random-learning-curve.svg"].decode()
+    assert "Learning curve of xgboost, mi100 / random (test)" in svg and "5%: top-1 80.8%" in svg
+    assert curve_plot(Board("mi100", "random", [], [], None, "rules"), tmp_path) == svgs
+    assert "6,352 problems 1.0558; 127,038 problems 1.0173" in board.plots[-1][2]  # the alt text, smallest first
 
 
 def test_deployable_selector_note_reads_its_benchmark(tmp_path):
