@@ -14,7 +14,7 @@ built them) and lists every GPU kernel one call launches, with its time::
         --verify raw/h200-pytorch/verify/xgboost-plans-safe --out experiments/results/depthwise_path_h200.json
 
 ``report`` joins each problem's kernels with the verification's times (PyTorch's op and mode A's
-plan, graph-timed medians) and groups them by layout, data type and direction: the share of calls
+plan, graph-timed medians) and with PyTorch's recorded choice in the dataset, and groups them by layout, data type and direction: the share of calls
 that ran a cuDNN kernel, an ATen depthwise kernel, and extra kernels (copies, fills) beside the
 convolution, and how much of PyTorch's time those extras take.
 """
@@ -106,6 +106,16 @@ def run(plan_path: Path, out: Path, time_budget: float) -> int:
     return 0
 
 
+def recorded_choice_is_mode_a_first(dataset: str, ids: list[str]) -> dict[str, bool]:
+    """{problem: PyTorch's recorded choice (the dataset's ``pytorch`` heuristic) is mode A's first plan}."""
+    import kbench
+    h = kbench.load(dataset).heuristics
+    h = h[h["problem_id"].isin(ids) & h["heuristic"].isin(["pytorch", "cudnn_mode_a"])]
+    first = h.sort_values("rank").groupby(["problem_id", "heuristic"], observed=True)["kernel"].first().unstack()
+    both = first.dropna(subset=["pytorch", "cudnn_mode_a"]) if {"pytorch", "cudnn_mode_a"} <= set(first) else first.iloc[:0]
+    return (both["pytorch"].astype(str) == both["cudnn_mode_a"].astype(str)).to_dict()
+
+
 def report(runs: Path, verify: Path, out: Path) -> int:
     opener = gzip.open if str(runs).endswith(".gz") else open
     with opener(runs, "rt") as f:
@@ -132,6 +142,8 @@ def report(runs: Path, verify: Path, out: Path) -> int:
                        op_minus_mode_a_us=1000.0 * (op_ms - mode_a_ms), mode_a_ms=mode_a_ms)
         recs.append(rec)
     d = pd.DataFrame(recs)
+    same = recorded_choice_is_mode_a_first(plan["dataset"]["name"], d["problem_id"].tolist())
+    d["pytorch_choice_is_mode_a_first"] = d["problem_id"].map(same)
 
     def geomean(s):
         s = s.dropna()
@@ -153,6 +165,7 @@ def report(runs: Path, verify: Path, out: Path) -> int:
                              "kernels_over_mode_a_geomean": geomean(g["kernels_over_mode_a"]),
                              "op_over_mode_a_geomean": geomean(g["op_over_mode_a"]),
                              "op_minus_mode_a_us_median": round(float(g["op_minus_mode_a_us"].median()), 1),
+                             "pytorch_choice_is_mode_a_first": int(g["pytorch_choice_is_mode_a_first"].eq(True).sum()),
                              f"problems_mode_a_ge_{LONG_MS}ms": int(len(long_ones)),
                              f"op_over_mode_a_geomean_mode_a_ge_{LONG_MS}ms": geomean(long_ones["op_over_mode_a"])})
     out.write_text(json.dumps({"runs": str(runs), "verify": str(verify), "groups": groups,
