@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from learning_curve import train_share  # noqa: E402  (experiments/, the script's own folder)
 
 import kbench  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
@@ -124,9 +125,7 @@ def curve(seeds, fractions=(0.05, 0.1, 0.3, 1.0), model: str = "xgboost-pooled")
     rows = []
     for fraction in fractions:
         for seed in seeds:
-            rng = np.random.default_rng(seed)
-            ids = train if fraction >= 1.0 else train[np.sort(rng.choice(len(train), int(round(fraction * len(train))),
-                                                                           replace=False))]
+            ids = train_share(train, fraction, seed)
             t0 = time.perf_counter()
             m = get_baseline(model).fit(ds, ids, parts["valid"], seed=seed)
             fit_s = time.perf_counter() - t0

@@ -279,10 +279,9 @@ def selector_note(board: Board, repo_root: Path) -> str | None:
 LEARNING_CURVE = "experiments/results/learning_curve_{dataset}.json"
 
 
-def curve_note(board: Board, repo_root: Path) -> str | None:
-    """The note on how the board's best model scores against the size of the train part, read from
-    ``experiments/learning_curve.py``'s JSON, or None where no curve was measured for this dataset and split."""
-    c = measured_json(board, repo_root, LEARNING_CURVE)
+def curve_note(board: Board, c: dict | None) -> str | None:
+    """The note on how the board's best model scores against the size of the train part, from
+    ``experiments/learning_curve.py``'s JSON ``c`` (:func:`measured_json`; None: no curve, no note)."""
     if c is None:
         return None
     points = [f"{100 * p['fraction']:g}% ({p['train_problems']:,} problems): top-1 {100 * p['top1_mean']:.2f}% "
@@ -294,9 +293,8 @@ def curve_note(board: Board, repo_root: Path) -> str | None:
             + f". `{c['command']}`, {LEARNING_CURVE.format(dataset=board.dataset)}.")
 
 
-def curve_plot(board: Board, repo_root: Path) -> dict[str, bytes]:
-    """The learning curve's SVG (file name -> bytes; also appended to ``board.plots``), or nothing."""
-    c = measured_json(board, repo_root, LEARNING_CURVE)
+def curve_plot(board: Board, c: dict | None) -> dict[str, bytes]:
+    """The SVG of the learning curve ``c`` (file name -> bytes; also appended to ``board.plots``), or nothing."""
     if c is None:
         return {}
     name = f"{board.slug}-learning-curve.svg"

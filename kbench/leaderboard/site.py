@@ -43,6 +43,7 @@ from kbench.leaderboard.board import (
     md_text,
 )
 from kbench.leaderboard.board_extras import (
+    LEARNING_CURVE,
     REPORTED,
     board_files,
     code_href,
@@ -56,6 +57,7 @@ from kbench.leaderboard.board_extras import (
     gpu_note,
     gpu_speedup,
     gpu_title,
+    measured_json,
     selector_note,
     tools_html,
 )
@@ -542,10 +544,11 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             svgs = draw_tuning_plots(board)  # no kernel times: accuracy per parameter only
         else:
             board = make_board(dataset, split, entries)
-            notes = (selector_note(board, root.resolve().parent), curve_note(board, root.resolve().parent))
+            curve = measured_json(board, root.resolve().parent, LEARNING_CURVE)
+            notes = (selector_note(board, root.resolve().parent), curve_note(board, curve))
             board.notes += [note for note in notes if note]
             svgs = draw_plots(board, root / "site" / "plots")
-            svgs.update(curve_plot(board, root.resolve().parent))
+            svgs.update(curve_plot(board, curve))
         files.update({f"site/plots/{name}": svg for name, svg in svgs.items()})
         files.update(board_files(board))
         boards.append(board)

@@ -233,9 +233,9 @@ def test_empty_leaderboard_builds(tmp_path):
 
 def test_learning_curve_note_reads_its_experiment(tmp_path):
     from kbench.leaderboard.board import Board
-    from kbench.leaderboard.board_extras import LEARNING_CURVE, curve_note
+    from kbench.leaderboard.board_extras import LEARNING_CURVE, curve_note, measured_json
     board = Board("mi100", "random", [], [], None, "rules")
-    assert curve_note(board, tmp_path) is None  # nothing measured: no note
+    assert measured_json(board, tmp_path, LEARNING_CURVE) is None and curve_note(board, None) is None  # nothing measured
     curve = {"dataset": "mi100", "split": "random", "part": "test", "model": "xgboost", "seeds": [0, 1],
              "command": "python experiments/learning_curve.py --dataset mi100 --model xgboost --seeds 0 1",
              "summary": [{"fraction": 1.0, "train_problems": 127038, "seeds": 2, "top1_mean": 0.89, "top1_std": 0.0005,
@@ -245,18 +245,18 @@ def test_learning_curve_note_reads_its_experiment(tmp_path):
     path = tmp_path / LEARNING_CURVE.format(dataset="mi100")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(curve))
-    note = curve_note(board, tmp_path)
+    note = curve_note(board, measured_json(board, tmp_path, LEARNING_CURVE))
     # smallest share first, percentages of the figures, the command that made them
     assert note.index("5% (6,352 problems): top-1 80.75% ± 0.18") < note.index("100% (127,038 problems): top-1 89.00%")
     assert "geomean slowdown 1.0558 ± 0.0023" in note and "over 2 seeds" in note and curve["command"] in note
-    assert curve_note(Board("mi100", "networks", [], [], None, "rules"), tmp_path) is None  # another split
+    assert measured_json(Board("mi100", "networks", [], [], None, "rules"), tmp_path, LEARNING_CURVE) is None  # another split
     # and its plot: one SVG under the board, deterministic, its title and the points' labels kept as text
     from kbench.leaderboard.board_extras import curve_plot
-    svgs = curve_plot(board, tmp_path)
+    svgs = curve_plot(board, measured_json(board, tmp_path, LEARNING_CURVE))
     assert list(svgs) == ["mi100-random-learning-curve.svg"] and board.plots[-1][0] == "mi100-random-learning-curve.svg"
     svg = svgs["mi100-random-learning-curve.svg"].decode()
     assert "Learning curve of xgboost, mi100 / random (test)" in svg and "5%: top-1 80.8%" in svg
-    assert curve_plot(Board("mi100", "random", [], [], None, "rules"), tmp_path) == svgs
+    assert curve_plot(Board("mi100", "random", [], [], None, "rules"), measured_json(board, tmp_path, LEARNING_CURVE)) == svgs
     assert "6,352 problems 1.0558; 127,038 problems 1.0173" in board.plots[-1][2]  # the alt text, smallest first
 
 

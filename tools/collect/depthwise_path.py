@@ -31,6 +31,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.gpu_check.command import read_live, read_raw
+from kbench.gpu_check.plan import PYTORCH_OP_UNIT
+from kbench.gpu_check.score import measured_times
+
 #: calls profiled per problem (the kernels' times are their mean)
 PROFILED_CALLS = 3
 #: plans at least this long (ms) hide a per-call cost of a few microseconds
@@ -122,9 +126,9 @@ def report(runs: Path, verify: Path, out: Path) -> int:
         rows = [json.loads(line) for line in f if line.strip()]
     plan = read_plan(verify / "plan.json.gz")
     problem = {it["problem_id"]: it["problem"] for it in plan["problems"]}
-    raw = [json.loads(line) for line in gzip.open(verify / "raw.jsonl.gz", "rt")]
-    times = pd.DataFrame([r for r in raw if r["kind"] == "time"]).groupby(["problem_id", "plan"])["ms"].median()
-    live = {r["problem_id"]: r["live"] for r in raw if r["kind"] == "problem"}
+    raw, _, _, _ = read_raw(verify / "raw.jsonl.gz")
+    times = measured_times(raw).set_index(["problem_id", "plan"])["ms"]
+    mode_a_unit = read_live(verify / "raw.jsonl.gz")[0].set_index("problem_id")["live_mode_a"].to_dict()
     recs = []
     for r in rows:
         pid, p = r["problem_id"], problem[r["problem_id"]]
@@ -136,8 +140,8 @@ def report(runs: Path, verify: Path, out: Path) -> int:
                "ran_cudnn": bool(by_kind.get("cudnn", 0) > 0), "ran_aten_depthwise": bool(by_kind.get("aten_depthwise", 0) > 0),
                "extra_share": float(by_kind.get("aten_other", 0.0) / total) if total else 0.0,
                "kernel_names": sorted(k["name"].str.slice(0, 80).unique().tolist()) if len(k) else []}
-        if pid in live and (pid, "pytorch:conv") in times.index:
-            op_ms, mode_a_ms = float(times[(pid, "pytorch:conv")]), float(times[(pid, live[pid]["live_mode_a"])])
+        if pid in mode_a_unit and (pid, PYTORCH_OP_UNIT) in times.index:
+            op_ms, mode_a_ms = float(times[(pid, PYTORCH_OP_UNIT)]), float(times[(pid, mode_a_unit[pid])])
             rec.update(op_over_mode_a=op_ms / mode_a_ms, kernels_over_mode_a=total / mode_a_ms,
                        op_minus_mode_a_us=1000.0 * (op_ms - mode_a_ms), mode_a_ms=mode_a_ms)
         recs.append(rec)
