@@ -53,8 +53,8 @@ hyper-parameter chosen on valid, as are the forest's leaf size:
 point with the lowest mean of LoP@1, @5, @10 and @30 on valid (the kbench
 scorer, :func:`kbench.metrics.score_rankings`); the final forest
 (``n_trees`` trees, same seed) is then trained on ``train`` alone. ``test`` is
-never read in ``fit``. Forests use ``n_jobs=2`` and ``random_state=seed``: a
-fixed seed reproduces the predictions exactly.
+never read in ``fit``. Forests use ``n_jobs=2`` (``KBENCH_THREADS`` overrides it) and
+``random_state=seed``: a fixed seed reproduces the predictions, for any thread count.
 
 Ordering across kernel schemas (``cross_schema``; tile datasets; the same option and
 default in ``hybrid-rf``, ``ml-rf`` and ``analytical``). Most benchmark layers list the
@@ -112,6 +112,7 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
+from kbench.environment import tree_threads
 from kbench.errors import KbenchInputError
 from kbench.metrics import build_scoring_table, score_rankings
 from kbench.sources.cnnopt import DATASET_TO_GPU
@@ -533,7 +534,7 @@ class _ForestBaseline(Baseline):
     def _forest(self, n_trees: int, cfg: dict, seed: int):
         from sklearn.ensemble import RandomForestRegressor
         return RandomForestRegressor(n_estimators=n_trees, max_features=cfg["max_features"],
-                                     min_samples_leaf=cfg["min_samples_leaf"], n_jobs=N_JOBS, random_state=seed)
+                                     min_samples_leaf=cfg["min_samples_leaf"], n_jobs=tree_threads(N_JOBS), random_state=seed)
 
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
         t0 = time.perf_counter()

@@ -1,7 +1,8 @@
 """XGBoost baselines: ``xgboost`` (multi-class classifier) and ``xgboost-ranker`` (XGBRanker).
 
 Both use the features of :mod:`kbench_baselines.features`, the histogram tree method,
-early stopping on the valid part (never the test part) and ``n_jobs=2``.
+early stopping on the valid part (never the test part) and ``n_jobs=2`` (``KBENCH_THREADS``
+overrides the thread count; the trees are the same for any count).
 
 ``xgboost`` — multi-class over the kernel vocabulary (the better of the two on
 mi100, so it carries the plain name; docs/baselines.md compares them)
@@ -66,6 +67,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kbench.environment import tree_threads
 from kbench.errors import KbenchInputError
 from kbench_baselines.base import (
     Baseline,
@@ -123,7 +125,7 @@ class _XGBBase(Baseline):
         return {"tree_method": "hist", "max_bin": p["max_bin"], "max_depth": p["max_depth"],
                 "learning_rate": p["learning_rate"], "subsample": p["subsample"],
                 "colsample_bytree": p["colsample_bytree"], "min_child_weight": p["min_child_weight"],
-                "reg_lambda": p["reg_lambda"], "nthread": p["n_jobs"], "seed": seed}
+                "reg_lambda": p["reg_lambda"], "nthread": tree_threads(p["n_jobs"]), "seed": seed}
 
 
 # ============================================================================ multi-class

@@ -22,8 +22,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
+from kbench.errors import KbenchInputError
 from kbench.version import __version__
 
 #: distributions every record lists: kbench and what loading and scoring use
@@ -35,6 +36,8 @@ FOLLOWED = ("kbench_baselines", "baselines")
 #: the folder holding the ``kbench`` package: a git checkout in development, site-packages when installed
 CODE_ROOT = Path(__file__).resolve().parents[1]
 NOT_A_CHECKOUT = "not a checkout"
+#: environment variable: thread count for the tree learners, recorded in the environment when set
+TREE_THREADS_VARIABLE = "KBENCH_THREADS"
 #: the manifest of a thinned copy of a checkout (no ``.git``) that travels to another machine:
 #: ``commit <sha>`` then ``git ls-files -s`` (kbench/collect/device_tree.sh writes it)
 SOURCE_MANIFEST = ".kbench-source"
@@ -65,6 +68,35 @@ class Environment(BaseModel):
     git: GitState
     os: str = Field(description="platform.platform(), e.g. 'Linux-6.1.0-x86_64-with-glibc2.36'")
     cpu: str = Field(description="CPU model and the cores this process may use")
+    tree_threads: int | None = Field(
+        None, description=f"{TREE_THREADS_VARIABLE} when it was set: the threads of the tree learners (XGBoost "
+                          "nthread, scikit-learn forests' n_jobs) in place of each method's own setting; absent "
+                          "when it was not set")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_threads(self, handler):
+        # absent unless set, so that records made without the override stay the same files
+        data = handler(self)
+        if isinstance(data, dict) and data.get("tree_threads", 0) is None:
+            data.pop("tree_threads")
+        return data
+
+
+def tree_threads(own: int) -> int:
+    """Threads for a tree learner whose method sets ``own``: ``KBENCH_THREADS`` when set, else ``own``.
+
+    Only the speed changes: XGBoost's ``hist`` trees and scikit-learn's seeded forests are the
+    same for any thread count (XGBoost bit for bit; a forest's average of the same trees up to
+    the order of a float sum). A machine with many cores can thus train a board's entries
+    faster than the 2 threads the methods set for a shared 2-core runner.
+    """
+    text = os.environ.get(TREE_THREADS_VARIABLE, "").strip()
+    if not text:
+        return int(own)
+    if not text.isdigit() or int(text) < 1:
+        raise KbenchInputError(f"{TREE_THREADS_VARIABLE}={text!r}: expected a whole number of threads >= 1 "
+                               f"(or leave it unset for each method's own setting)")
+    return int(text)
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -245,6 +277,8 @@ def environment(modules=()) -> Environment:
     With no modules: the scorer's own (kbench and the core packages).
     """
     impl = platform.python_implementation()
+    threads = os.environ.get(TREE_THREADS_VARIABLE, "").strip()
     return Environment(python=f"{platform.python_version()} ({impl})",
                        packages=package_versions(imported_top_level(modules)),
-                       git=git_state(), os=platform.platform(), cpu=cpu_description())
+                       git=git_state(), os=platform.platform(), cpu=cpu_description(),
+                       tree_threads=tree_threads(0) if threads else None)

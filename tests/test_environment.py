@@ -156,3 +156,38 @@ def test_records_carry_the_environment_and_old_records_stay_valid(tmp_path):
     newer = {**doc, "schema_version": RECORD_SCHEMA_VERSION + 1}
     with pytest.raises(KbenchInputError, match="schema_version 4 was written by a newer kbench"):
         parse_record(tmp_path / "result.json", newer)
+
+
+def test_tree_threads_override_is_validated_and_recorded(monkeypatch):
+    from kbench.environment import TREE_THREADS_VARIABLE, tree_threads
+    monkeypatch.delenv(TREE_THREADS_VARIABLE, raising=False)
+    assert tree_threads(2) == 2
+    env = environment()
+    assert env.tree_threads is None and "tree_threads" not in env.model_dump()  # unset: the key is absent
+    monkeypatch.setenv(TREE_THREADS_VARIABLE, "8")
+    assert tree_threads(2) == 8
+    env = environment()
+    assert env.tree_threads == 8 and env.model_dump()["tree_threads"] == 8
+    assert Environment.model_validate(json.loads(env.model_dump_json())) == env  # JSON round trip
+    for bad in ("0", "-1", "two", "1.5"):
+        monkeypatch.setenv(TREE_THREADS_VARIABLE, bad)
+        with pytest.raises(KbenchInputError, match=f"KBENCH_THREADS={bad!r}: expected a whole number"):
+            tree_threads(2)
+
+
+def test_xgboost_trees_do_not_depend_on_the_thread_count(monkeypatch):
+    # why the override may change only the fit time: the same booster for 1 and 3 threads
+    import numpy as np
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3000, 8)).astype(np.float32)
+    y = x[:, 0] * x[:, 1] + np.sin(x[:, 2])
+    from kbench_baselines.xgb_plans import XGBoostPlans
+    preds = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv("KBENCH_THREADS", threads)
+        params = XGBoostPlans().xgb_params(seed=5)
+        assert params["nthread"] == int(threads)
+        booster = xgb.train(params, xgb.DMatrix(x, label=y), 20)
+        preds.append(booster.predict(xgb.DMatrix(x)))
+    assert np.array_equal(preds[0], preds[1])

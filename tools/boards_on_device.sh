@@ -4,12 +4,13 @@
 # here (the datasets the queue names travel; .kbench-source names the commit) and with the wheels of
 # the baselines' packages carried in .whl/:
 #
-#   bash tools/boards_on_device.sh QUEUE BUDGET_S [SLOTS]
+#   bash tools/boards_on_device.sh QUEUE BUDGET_S [SLOTS [THREADS]]
 #
 # QUEUE holds lines "DATASET SPLIT BASELINE SEED", longest first. Each line is one
 # 'kbench run --dataset DATASET --split SPLIT --baselines BASELINE --seeds SEED', exactly as here, with
-# 2 threads a job (the baselines' n_jobs; BLAS is held to the same), SLOTS jobs at a time (default: the
-# host's cores / 2, less one). A job still running when BUDGET_S is spent is stopped; its seed has no
+# THREADS threads a job (default 2, the baselines' own n_jobs; more through KBENCH_THREADS, which
+# changes the fit time and not the trees; BLAS is held to the same), SLOTS jobs at a time (default:
+# the host's cores / THREADS, less one). A job still running when BUDGET_S is spent is stopped; its seed has no
 # result.json and is run again by the next call. Brings back $OUT/boards_<dataset>_<split>.tgz (the
 # seed folders, as results/boards holds them; packed every minute, so a call cut short brings back
 # all but its last minute), $OUT/jobs.log (one line a job: rc and seconds) and $OUT/logs.tgz.
@@ -24,7 +25,8 @@
 set -u
 QUEUE=${1:?give the queue file}
 BUDGET=${2:?give the budget in seconds}
-SLOTS=${3:-$(( $(nproc) / 2 - 1 ))}
+THREADS=${4:-2}
+SLOTS=${3:-$(( $(nproc) / THREADS - 1 ))}
 OUT=${OUT:-/tmp/out}
 T0=$(date +%s)
 mkdir -p "$OUT" /tmp/boards /tmp/board_logs
@@ -32,11 +34,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 # editable, as here: the records name kbench's version and the commit in .kbench-source
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /tmp/board_logs/install.log 2>&1 \
   || { tail -5 /tmp/board_logs/install.log; exit 1; }
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
+  MKL_NUM_THREADS=$THREADS
+[ "$THREADS" != 2 ] && export KBENCH_THREADS=$THREADS  # 2 is the baselines' own: records without the key
 python3 -c "import kbench, kbench_baselines, numpy, pandas, sklearn, xgboost; from kbench.environment import git_state
 print('kbench', kbench.__version__, 'numpy', numpy.__version__, 'pandas', pandas.__version__, 'sklearn',
       sklearn.__version__, 'xgboost', xgboost.__version__, git_state().describe())" || exit 1
-echo "$(grep -c . "$QUEUE") jobs, $SLOTS at a time, $BUDGET s"
+echo "$(grep -c . "$QUEUE") jobs, $SLOTS at a time, $THREADS threads each, $BUDGET s"
 
 pack() {  # one archive per dataset and split, so that none passes the 16 MiB a file that comes back
   for ds in /tmp/boards/*/*/; do
