@@ -1,7 +1,9 @@
 """Issue 40: do the table's times agree with the same plans run as a PyTorch program runs them?
 
-Reads the GPU re-timings with live references (``raw/<dataset>/verify/<method>*/`` whose record has a
-``live`` part: the run plan and its raw rows, ``kbench verify-on-gpu --live-references``). Each re-timed plan was timed twice there, with the
+Reads the GPU re-timings with live references (every ``verification<suffix>.json`` under
+``raw/<dataset>/verify/`` whose record has a ``live`` part, with the run plan ``plan<suffix>.json.gz``
+and raw rows ``raw<suffix>.jsonl.gz`` beside it: ``kbench verify-on-gpu --live-references``; an
+entry's earlier run keeps its files under a suffix such as ``-entry-2026-11-25``). Each re-timed plan was timed twice there, with the
 tensors PyTorch passes (its strides, ``tensor_strides: pytorch`` in the run's environment):
 
 * **graph**: the collector's protocol (k runs captured in a CUDA graph, median of replays, median over
@@ -34,22 +36,36 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = sorted(p.parent for p in ROOT.glob("raw/*/verify/*/verification.json")
-              if json.loads(p.read_text()).get("live") and (p.parent / "raw.jsonl.gz").exists())
+
+
+def live_runs(root: Path = ROOT) -> dict[str, tuple[Path, Path]]:
+    """{run name: (plan, raw rows)} of every re-timing with live references and its files beside it.
+
+    The name is the folder under ``raw/`` without ``verify/``, plus the files' suffix:
+    ``h100/xgboost-plans-safe-entry-2026-11-25``, ``h200-pytorch/networks/xgboost-plans-safe``.
+    """
+    runs = {}
+    for record in sorted(root.glob("raw/*/verify/**/verification*.json")):
+        suffix = record.name[len("verification"):-len(".json")]
+        plan, raw = record.parent / f"plan{suffix}.json.gz", record.parent / f"raw{suffix}.jsonl.gz"
+        if json.loads(record.read_text()).get("live") and plan.exists() and raw.exists():
+            folder = record.parent.relative_to(root / "raw").parts
+            runs["/".join((folder[0], *folder[2:])) + suffix] = (plan, raw)
+    return runs
 MIN_MS = 0.05  # the issue's threshold: shorter kernels are launch-bound
 OFF = np.log(1.5)
 GRAPH_AGREES = np.log(1.2)
 BINS = [MIN_MS, 0.1, 0.2, 0.5, 1.0, 5.0, np.inf]
 
 
-def raw_rows(run: Path) -> list[dict]:
-    """The run's raw rows (``raw.jsonl.gz``), read once for every figure."""
-    return [json.loads(line) for line in gzip.open(run / "raw.jsonl.gz", "rt")]
+def raw_rows(raw_path: Path) -> list[dict]:
+    """The run's raw rows, read once for every figure."""
+    return [json.loads(line) for line in gzip.open(raw_path, "rt")]
 
 
-def pairs(run: Path, rows: list[dict]) -> tuple[pd.DataFrame, dict]:
+def pairs(plan_path: Path, rows: list[dict]) -> tuple[pd.DataFrame, dict]:
     """(problem, plan) pairs of the run's table plans: table, graph and eager ms; and the run's device."""
-    plan = json.loads(gzip.open(run / "plan.json.gz", "rt").read())
+    plan = json.loads(gzip.open(plan_path, "rt").read())
     device = next((r for r in rows if r.get("kind") == "run"), {}).get("env", {})
     raw = pd.DataFrame([r for r in rows if r.get("kind") in ("time", "eager")])
     graph = (raw[raw["kind"] == "time"].groupby(["problem_id", "plan"])["ms"].median().rename("graph_ms"))
@@ -118,10 +134,9 @@ def pytorch_op_vs_mode_a(rows: list[dict]) -> dict:
 
 def main() -> int:
     out = {"min_ms": MIN_MS, "runs": {}}
-    for run in RUNS:
-        rows = raw_rows(run)
-        df, device = pairs(run, rows)
-        key = f"{run.parts[-3]}/{run.name}"
+    for key, (plan_path, raw_path) in live_runs().items():
+        rows = raw_rows(raw_path)
+        df, device = pairs(plan_path, rows)
         out["runs"][key] = {"gpu": device.get("gpu"), "tensor_strides": device.get("tensor_strides"), **summary(df),
                             "pytorch_op_vs_live_mode_a": pytorch_op_vs_mode_a(rows)}
         s = out["runs"][key]

@@ -271,6 +271,19 @@ def method_modules(cls) -> list[str]:
     return mods
 
 
+def code_path(module_name: str) -> str:
+    """Where a module's source is, as a path in the repository (``kbench_baselines.xgb`` -> ``baselines/xgb.py``).
+
+    The baselines' import name is not their folder's, so the path comes from the module's file; outside
+    the checkout (an installed package, no file) it falls back to the dotted name.
+    """
+    module = sys.modules.get(module_name)
+    try:
+        return Path(module.__file__).resolve().relative_to(CODE_ROOT).as_posix()
+    except (AttributeError, TypeError, ValueError):
+        return module_name.replace(".", "/") + ".py"
+
+
 def environment(modules=()) -> Environment:
     """The environment of this process for a method whose code is in ``modules`` (module names).
 

@@ -191,3 +191,15 @@ def test_xgboost_trees_do_not_depend_on_the_thread_count(monkeypatch):
         booster = xgb.train(params, xgb.DMatrix(x, label=y), 20)
         preds.append(booster.predict(xgb.DMatrix(x)))
     assert np.array_equal(preds[0], preds[1])
+
+
+def test_code_path_is_the_repository_file_of_a_baseline():
+    # the import name (kbench_baselines) is not the folder's (baselines): the site links the file
+    from kbench.environment import code_path
+    from kbench_baselines import base
+    base.discover()
+    for name in ("xgboost-plans", "hybrid-rf", "reformer"):
+        path = code_path(base.BASELINES[name].__module__)
+        assert path.startswith("baselines/") and (REPO / path).is_file()
+    assert code_path("kbench.metrics") == "kbench/metrics.py"
+    assert code_path("not_imported.module") == "not_imported/module.py"

@@ -316,6 +316,8 @@ def gpu_speedup(row: Row) -> float | None:
 #: how a board names the references that a GPU re-timing decided on the GPU itself
 LIVE_REFERENCE_LABELS = {"live_mode_a": "cuDNN mode A", "live_mode_b": "cuDNN mode B",
                          "pytorch_op": "PyTorch's own convolution"}
+#: the strongest reference may also be the table's mode-A plan, timed in the same run (first on a tie)
+STRONGEST_LABELS = {**LIVE_REFERENCE_LABELS, "table_mode_a": "cuDNN mode A's first plan in the table"}
 
 
 def gpu_title(row: Row) -> str:
@@ -339,7 +341,7 @@ def live_title(v) -> str:
         return ""
     refs = [f"{label} {fmt_x(r.speedup_geomean)} [{r.speedup_ci95[0]:.3f}, {r.speedup_ci95[1]:.3f}]"
             for key, label in LIVE_REFERENCE_LABELS.items() if (r := v.live.references.get(key))]
-    strongest = LIVE_REFERENCE_LABELS.get(v.live.strongest_reference, v.live.strongest_reference)
+    strongest = STRONGEST_LABELS.get(v.live.strongest_reference, v.live.strongest_reference)
     return (f". Over references asked on the GPU with the {v.live.variant} variant's filter (95% bootstrap "
             f"intervals): " + "; ".join(refs) + f"; the strongest is {strongest}")
 

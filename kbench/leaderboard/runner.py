@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.environment import cpu_description, environment, method_modules
+from kbench.environment import code_path, cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
 from kbench.evaluate import Evaluator, sha256_bytes
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
@@ -366,7 +366,7 @@ def aggregate_method(folder: Path, name: str, cls: type, records: list[Evaluatio
         "ceiling" if getattr(cls, "uses_test_labels", False) else "entry")
     paper = getattr(cls, "paper", None)
     module = getattr(cls, "wrapped", None) or cls
-    code = getattr(cls, "code", None) or (module.__module__.replace(".", "/") + ".py")
+    code = getattr(cls, "code", None) or code_path(module.__module__)
     meta = SubmissionMeta(
         method=name, display_name=getattr(cls, "display_name", None),
         description=(getattr(cls, "description", "") or "").strip().split("\n")[0],

@@ -84,6 +84,12 @@ def test_live_references_and_a_sampled_run_are_named_in_the_note(board):
     assert ("Over references asked on the GPU with the pytorch variant's filter (95% bootstrap intervals): "
             "cuDNN mode A 1.062× [1.000, 1.125]; cuDNN mode B 1.031× [1.008, 1.055]; "
             "PyTorch's own convolution 1.125× [1.062, 1.188]; the strongest is cuDNN mode B") in note
+    # on a networks board the table's mode-A plan can be the strongest: named in words, not by its key
+    record = record.model_copy(update={"live": live.model_copy(update={"strongest_reference": "table_mode_a"})})
+    (board / "toy/random/toy-model/verification.json").write_text(record.model_dump_json(indent=1))
+    build(board)
+    note = next(line for line in (board / "README.md").read_text().splitlines() if line.startswith("_(GPU ×)"))
+    assert note.endswith("the strongest is cuDNN mode A's first plan in the table._")
 
 
 def test_bad_verification_record_is_one_clear_error(board, capsys):
