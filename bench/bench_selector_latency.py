@@ -114,7 +114,9 @@ def main(argv=None) -> None:
            "fit_s": round(fit_s, 1), "fit_info": model.fit_info,
            "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in load_after],
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "processor": platform.processor() or platform.machine()}}
-    preds = ROOT / "leaderboard" / "h100" / args.split / args.baseline / "preds.csv.gz"
+    entry = ROOT / "leaderboard" / "h100" / args.split / args.baseline
+    record = entry / "result.json"  # names the entry's predictions file (preds.parquet or preds.csv.gz)
+    preds = entry / (json.loads(record.read_text())["predictions"]["path"] if record.exists() else "preds.parquet")
     if preds.exists():
         saved = mean_saved_ms(ds, args.split, preds)
         out["table_saving"] = saved
