@@ -107,6 +107,7 @@ fits histogram-binned, depth-limited, second-order trees, a different model.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 
 import numpy as np
@@ -140,6 +141,8 @@ N_JOBS = 2
 SELECT_LOP_AT = (1, 5, 10, 30)
 #: rows the numpy predictor handles at once (bounds its memory)
 PREDICT_ROWS = 262_144
+#: inputs of at least this many rows are predicted on several threads (a batch-1 call stays on one)
+THREADED_ROWS = 4_096
 #: feature-matrix cells (rows x columns) of kernel-selection candidates built at once
 PREDICT_CELLS = 40_000_000
 
@@ -240,28 +243,39 @@ class TreeEnsemble:
         """(rows x trees) global index of the leaf each row reaches in each tree.
 
         Tree by tree (one tree's nodes stay in cache), one level per pass over the
-        rows still at an inner node.
+        rows still at an inner node. Large inputs spread the trees over
+        ``tree_threads`` threads (numpy's indexing runs without the GIL); each tree's
+        column is computed the same way on any thread, so the result does not change.
         """
         x = np.ascontiguousarray(np.asarray(X, dtype=np.float32))
         if x.ndim != 2 or x.shape[1] != self.n_features:
             raise KbenchInputError(f"TreeEnsemble: expected {self.n_features} features, got shape {x.shape}")
         n, t = x.shape[0], self.n_trees
         out = np.empty((n, t), dtype=np.int64)
+        threads = min(tree_threads(N_JOBS), t) if n >= THREADED_ROWS else 1
         for a in range(0, n, PREDICT_ROWS):
             b = min(n, a + PREDICT_ROWS)
             flat = x[a:b].ravel()
             xbase = np.arange(b - a, dtype=np.int64) * self.n_features
-            for i in range(t):
-                root = self.offsets[i]
-                node = np.full(b - a, root, dtype=np.int64)
-                active = np.zeros(0, dtype=np.int64) if self._leaf[root] else np.arange(b - a)
-                while active.size:
-                    nd = node[active]
-                    right = flat[xbase[active] + self._feat[nd]] > self.threshold[nd]
-                    nxt = self._children[2 * nd + right]
-                    node[active] = nxt
-                    active = active[~self._leaf[nxt]]
-                out[a:b, i] = node
+
+            def leaves(trees, a=a, b=b, flat=flat, xbase=xbase):
+                for i in trees:
+                    root = self.offsets[i]
+                    node = np.full(b - a, root, dtype=np.int64)
+                    active = np.zeros(0, dtype=np.int64) if self._leaf[root] else np.arange(b - a)
+                    while active.size:
+                        nd = node[active]
+                        right = flat[xbase[active] + self._feat[nd]] > self.threshold[nd]
+                        nxt = self._children[2 * nd + right]
+                        node[active] = nxt
+                        active = active[~self._leaf[nxt]]
+                    out[a:b, i] = node
+
+            if threads == 1:
+                leaves(range(t))
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(leaves, np.array_split(np.arange(t), threads)))
         return out
 
     def predict(self, X: np.ndarray) -> np.ndarray:

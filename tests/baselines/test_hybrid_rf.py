@@ -172,6 +172,25 @@ def test_tree_ensemble_matches_sklearn(tmp_path):
     np.testing.assert_array_equal(back.predict(Xt), ens.predict(Xt))
 
 
+def test_tree_ensemble_threads_give_the_same_leaves(monkeypatch):
+    # inputs of THREADED_ROWS rows or more spread the trees over threads: the same leaves, bit for bit,
+    # also across the PREDICT_ROWS chunks
+    from sklearn.ensemble import RandomForestRegressor
+
+    from kbench_baselines import hybrid_rf
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 4))
+    rf = RandomForestRegressor(n_estimators=9, random_state=0, n_jobs=1).fit(X, X[:, 0] * X[:, 1])
+    ens = TreeEnsemble.from_sklearn(rf)
+    Xt = rng.normal(size=(hybrid_rf.THREADED_ROWS + 77, 4))
+    monkeypatch.setenv("KBENCH_THREADS", "1")
+    one = ens.apply(Xt)
+    monkeypatch.setenv("KBENCH_THREADS", "4")
+    monkeypatch.setattr(hybrid_rf, "PREDICT_ROWS", 1000)
+    np.testing.assert_array_equal(ens.apply(Xt), one)
+    np.testing.assert_array_equal(one - ens.offsets[:-1], rf.apply(Xt))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=False),
        st.floats(allow_nan=False, allow_infinity=False, min_value=-3e38, max_value=3e38))
