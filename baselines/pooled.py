@@ -92,10 +92,14 @@ def device_features(dataset, ids) -> pd.DataFrame:
 
 
 def sibling_names(dataset) -> list[str]:
-    """Registered kernel-selection datasets of the same vendor and library as ``dataset`` (itself included)."""
+    """Registered kernel-selection datasets of the same vendor, library and candidate-set variant as
+    ``dataset`` (itself included): h100 pools with h200, not with h100-pytorch."""
     info = dataset.info
+    variant = info.get("variant", "default")
+    registered = DATASETS.get(dataset.name)  # the registry names the library alike for every collected set
+    library = registered.library if registered is not None else info.get("library")
     names = [s.name for s in DATASETS.values() if s.task == "kernel-selection" and s.vendor == info.get("vendor")
-             and s.library == info.get("library")]
+             and s.library == library and s.variant == variant]
     return names if dataset.name in names else names + [dataset.name]
 
 
@@ -109,6 +113,50 @@ def _load(name: str, dataset):
     if name not in _LOADED:
         _LOADED[name] = load(name)
     return _LOADED[name]
+
+
+def infer_split(dataset, train_ids: pd.Index) -> tuple[str, float]:
+    """(split name, fraction): the standard split whose train part holds ``train_ids``."""
+    given = set(train_ids)
+    for split in dataset.info.get("splits", {}) or ("random", "networks"):
+        train = dataset.split(split)["train"]
+        if given <= set(train):
+            return split, len(given) / max(len(train), 1)
+    raise KbenchInputError(f"{dataset.name}: the train ids are not (part of) the train part of a standard "
+                           "split; pass split=NAME to the pooled baseline or train on a standard split.")
+
+
+def training_parts(dataset, train_ids: pd.Index, valid_ids: pd.Index, seed: int, siblings: list[str],
+                   split: str = "auto", leave_out: bool = False) -> dict:
+    """{device name: (train ids, valid ids)} of every dataset of ``siblings`` a pooled model trains on.
+
+    The target's own parts are the ids given (none with ``leave_out``). A sibling gives the train part
+    of the same split (the same fraction of it, drawn by the seed, when ``train_ids`` are a share of the
+    target's), less every problem whose geometry lies in the target's valid or test part, and its valid part.
+    """
+    split, fraction = (split, None) if split != "auto" else infer_split(dataset, train_ids)
+    if fraction is None:
+        fraction = len(train_ids) / max(len(dataset.split(split)["train"]), 1)
+    geometry = dataset.problems.set_index("problem_id")["geometry_id"]
+    target_parts = dataset.split(split)
+    held_out = set(geometry.reindex(as_id_index(target_parts["valid"]).append(
+        as_id_index(target_parts["test"]))).dropna())
+    parts = {}
+    for name in siblings:
+        if name == dataset.name:
+            if not leave_out:
+                parts[name] = (train_ids, valid_ids)
+            continue
+        sib = _load(name, dataset)
+        sp = sib.split(split)
+        sgeo = sib.problems.set_index("problem_id")["geometry_id"]
+        tr, va = as_id_index(sp["train"]), as_id_index(sp["valid"])
+        tr = tr[~sgeo.reindex(tr).isin(held_out).to_numpy()]
+        if fraction < 1.0:  # the same share of every sibling, drawn by the seed
+            rng = np.random.default_rng([seed, len(name)] + [ord(c) for c in name])
+            tr = tr[np.sort(rng.choice(len(tr), int(round(fraction * len(tr))), replace=False))]
+        parts[name] = (tr, va)
+    return parts
 
 
 def _cache_root() -> Path:
@@ -132,46 +180,21 @@ class XGBoostPooled(XGBoostMulticlass):
 
     def supports(self, dataset) -> bool:
         info = getattr(dataset, "info", {}) or {}
-        return info.get("task") == "kernel-selection" and len(sibling_names(dataset)) >= 2
+        if info.get("task") != "kernel-selection" or len(sibling_names(dataset)) < 2:
+            return False
+        # the descriptors must tell the GPUs apart: H100 and H200 are both sm_90 with 132 SMs
+        # (xgboost-plans-pooled describes them by the manifests' device_spec instead)
+        described = [tuple(device_descriptors({"device": DATASETS[n].device, "arch": DATASETS[n].arch}).values())
+                     if n in DATASETS else tuple(device_descriptors(info).values()) for n in sibling_names(dataset)]
+        return len(set(described)) == len(described)
 
     # -- which rows -----------------------------------------------------------------------
-    @staticmethod
-    def infer_split(dataset, train_ids: pd.Index) -> tuple[str, float]:
-        """(split name, fraction): the standard split whose train part holds ``train_ids``."""
-        given = set(train_ids)
-        for split in dataset.info.get("splits", {}) or ("random", "networks"):
-            train = dataset.split(split)["train"]
-            if given <= set(train):
-                return split, len(given) / max(len(train), 1)
-        raise KbenchInputError(f"{dataset.name}: the train ids are not (part of) the train part of a standard "
-                               "split; pass split=NAME to the pooled baseline or train on a standard split.")
+    infer_split = staticmethod(infer_split)
 
     def training_parts(self, dataset, train_ids: pd.Index, valid_ids: pd.Index, seed: int):
         """{device name: (train ids, valid ids)} of every dataset the model is trained on."""
-        split, fraction = (self.params["split"], None) if self.params["split"] != "auto" else \
-            self.infer_split(dataset, train_ids)
-        if fraction is None:
-            fraction = len(train_ids) / max(len(dataset.split(split)["train"]), 1)
-        geometry = dataset.problems.set_index("problem_id")["geometry_id"]
-        target_parts = dataset.split(split)
-        held_out = set(geometry.reindex(as_id_index(target_parts["valid"]).append(
-            as_id_index(target_parts["test"]))).dropna())
-        parts = {}
-        for name in sibling_names(dataset):
-            if name == dataset.name:
-                if not self.params["leave_out"]:
-                    parts[name] = (train_ids, valid_ids)
-                continue
-            sib = _load(name, dataset)
-            sp = sib.split(split)
-            sgeo = sib.problems.set_index("problem_id")["geometry_id"]
-            tr, va = as_id_index(sp["train"]), as_id_index(sp["valid"])
-            tr = tr[~sgeo.reindex(tr).isin(held_out).to_numpy()]
-            if fraction < 1.0:  # the same share of every sibling, drawn by the seed
-                rng = np.random.default_rng([seed, len(name)] + [ord(c) for c in name])
-                tr = tr[np.sort(rng.choice(len(tr), int(round(fraction * len(tr))), replace=False))]
-            parts[name] = (tr, va)
-        return parts
+        return training_parts(dataset, train_ids, valid_ids, seed, sibling_names(dataset),
+                              self.params["split"], self.params["leave_out"])
 
     def _stack(self, dataset, parts: dict, which: int):
         """(features, best kernel, direction) of the rows of every part, stacked."""

@@ -49,6 +49,32 @@ SPEC = {
 }
 
 
+#: the manifest's ``device_spec``: what the collector recorded of the GPU (its environment records), so
+#: that a model over several GPUs describes each by its properties, not by a name
+DEVICE_SPEC = {"sm_count": "sm_count", "l2_bytes": "l2_bytes", "memory_bytes": "gpu_memory_bytes",
+               "clock_max_sm_mhz": "smi_clocks_max_sm", "clock_max_mem_mhz": "smi_clocks_max_mem"}
+
+
+def device_spec(env: pd.DataFrame) -> dict[str, int]:
+    """The GPU's :data:`DEVICE_SPEC` from a raw folder's environment records (:func:`load_env`).
+
+    Every run must have recorded the same values: one dataset, one kind of GPU.
+    """
+    missing = [key for key in DEVICE_SPEC.values() if key not in env.columns]
+    if len(env) == 0 or missing:
+        raise KbenchInputError(f"environment records without {', '.join(missing) or 'any run'}: the collector "
+                               "records them at every run's start (kbench.collect.environment); collect again "
+                               "with this kbench")
+    out = {}
+    for name, key in DEVICE_SPEC.items():
+        values = set(pd.to_numeric(env[key].dropna(), errors="coerce").dropna().astype("int64"))
+        if len(values) != 1:
+            raise KbenchInputError(f"environment records: {key} is {sorted(values) or 'not a number'} across the "
+                                   "runs; a dataset holds one kind of GPU, so package each GPU's runs apart")
+        out[name] = int(values.pop())
+    return out
+
+
 #: candidate sets: ``default`` (strict FP32 for FP32 data, no reduced-precision reduction for
 #: FP16/BF16), ``tf32`` (every correct plan) and ``pytorch`` (what PyTorch's cuDNN path may run
 #: with its default flags, :func:`kbench.collect.cudnn.candidates.pytorch_default_mask`)
@@ -400,7 +426,8 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     spec = SPEC.get(name.removesuffix(f"-{variant}"), {})
     info = {
         "name": name, "aliases": [], "version": version or DATASET_VERSION, "variant": variant,
-        "device": spec.get("device", gpu), "arch": spec.get("arch", ""), "vendor": "NVIDIA",
+        "device": spec.get("device", gpu), "arch": spec.get("arch", ""), "device_spec": device_spec(env),
+        "vendor": "NVIDIA",
         "library": f"cuDNN {start.get('cudnn_backend', '')} (frontend {start.get('cudnn_frontend', '')})",
         "task": "kernel-selection", "license": "MIT",
         "source": {"collector": "kbench collect cudnn", "gpu": gpu, "driver": start.get("smi_driver_version"),
