@@ -66,6 +66,7 @@ def write_record(ds, split, method, preds_test, preds_valid, extra, out_root):
         extra["valid"] = {k: v.metrics[k] for k in ("average_accuracy", "perfect_prediction", "valid_share", "n")}
     extra.setdefault("hardware", machine_description())
     rec.extra = extra
+    rec.environment = method_environment(method)
     atomic_write_text(folder / "result.json", rec.model_dump_json(indent=2) + "\n")
     m = rec.metrics
     print(f"{method:38s} avg_acc {m['average_accuracy']:.4f}  perfect {m['perfect_prediction']:.4f}  "
@@ -266,6 +267,19 @@ FAMILY = {
 DETERMINISTIC = ("nearest-neighbour",)
 
 
+def family_of(method: str) -> str | None:
+    """The FAMILY a method name belongs to (its longest prefix), or None for a reference-only method."""
+    return next((fam for fam in sorted(FAMILY, key=len, reverse=True) if method.startswith(fam)), None)
+
+
+def method_environment(method: str):
+    """The record's environment, with the packages of the method's code (its FAMILY module)."""
+    from kbench.environment import environment
+
+    family = family_of(method)
+    return environment([f"kbench_baselines.{Path(FAMILY[family][0]).stem}"] if family else [])
+
+
 def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
     """Aggregate seed 0 (``out_root``) and ``seeds_root/seed-<k>`` records per method into leaderboard entries.
 
@@ -288,7 +302,7 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
             recs.setdefault(rec.method, {})[int(rec.extra.get("seed", 0))] = (rec, f.parent / "preds.csv.gz")
     written = []
     for method, by_seed in sorted(recs.items()):
-        family = next((fam for fam in sorted(FAMILY, key=len, reverse=True) if method.startswith(fam)), None)
+        family = family_of(method)
         if family is None:
             print(f"{method}: not a leaderboard method (subset or reference only), kept in experiments/results/")
             continue
