@@ -291,7 +291,8 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
     from kbench import __version__
     from kbench.leaderboard.runner import machine_description
     from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems
-    from kbench.leaderboard.store import write_entry
+    from kbench.leaderboard.store import seed_predictions_parquet, write_entry
+    from kbench.prediction_files import read_predictions
     from kbench.records import DatasetRef, aggregate_seeds
 
     ds = kbench.load(DATASET)
@@ -333,7 +334,10 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
         if issues:
             print(f"{method}: not written: {issues}")
             continue
-        written.append(write_entry(Path(root), agg, meta, by_seed[seeds[0]][1].read_bytes()))
+        # every seed's predictions in one table, as kbench run stores an entry (kbench leaderboard validate
+        # re-scores each seed from it)
+        frames = {k: read_predictions(by_seed[k][1])[0] for k in seeds}
+        written.append(write_entry(Path(root), agg, meta, seed_predictions_parquet(frames)))
         m, sd = agg.seeds.mean, agg.seeds.std
         print(f"{method:38s} avg_acc {m['average_accuracy']:.4f} ± {sd['average_accuracy'] or 0:.4f}  "
               f"perfect {m['perfect_prediction']:.4f} ± {sd['perfect_prediction'] or 0:.4f}  seeds {seeds}")
