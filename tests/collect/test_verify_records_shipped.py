@@ -30,29 +30,46 @@ def _significant(obj, digits: int = 12):
 
 
 def _timings_folder(record: dict):
-    return REPO_ROOT / "raw" / record["dataset"]["name"] / "verify" / record["method"]
+    """``raw/<dataset>/verify/<method>/`` for the ``random`` split, ``.../verify/<split>/<method>/`` else."""
+    split = [] if record["split"] == "random" else [record["split"]]
+    return REPO_ROOT.joinpath("raw", record["dataset"]["name"], "verify", *split, record["method"])
+
+
+def _first_seed_sha256(entry) -> str:
+    """The sha256 a re-timing of the entry's first seed records (as kbench leaderboard validate computes it)."""
+    from kbench.evaluate import sha256_bytes
+    from kbench.leaderboard.store import predictions_csv_gz, read_seed_predictions
+    seeds = read_seed_predictions(entry / "preds.parquet")
+    return sha256_bytes(predictions_csv_gz(seeds[min(seeds)]))
 
 
 def test_the_gpu_records_stay_in_the_repository():
     """The re-timings of xgboost-plans-safe and xgboost-plans on the H100 and the H200 are kept with
-    their raw timings after their dataset versions are superseded (the board then shows none)."""
-    kept = {(p.parts[-4], p.parts[-2]) for p in (REPO_ROOT / "raw").glob("*/verify/*/verification.json")}
+    their raw timings after their dataset version or their entry is superseded (an earlier run's files
+    carry a suffix, e.g. ``verification-1.4.0.json`` or ``verification-entry-2026-11-25.json``)."""
+    kept = {(p.parts[-4], p.parts[-2]) for p in (REPO_ROOT / "raw").glob("*/verify/*/verification*.json")}
     assert kept >= {(d, m) for d in ("h100", "h200") for m in ("xgboost-plans-safe", "xgboost-plans")}
 
 
-def test_every_gpu_record_of_a_shipped_version_is_on_the_board():
-    """A re-timing record in raw/<dataset>/verify/ belongs on the board while its dataset version ships;
-    one of an older version (as h200 1.3.0's were while its entries were re-scored on 1.4.0 and not yet
-    re-timed) must not stand beside entries it did not time."""
+def test_every_gpu_record_of_the_current_entry_is_on_the_board():
+    """A re-timing record in raw/<dataset>/verify/ that timed an entry's current predictions (its dataset
+    version ships and its predictions are the entry's first seed) belongs on the board; one of an older
+    version or of predictions the entry no longer makes must not stand beside the entry."""
     import kbench
-    on_board = {(p.parts[-4], p.parts[-2]) for p in BOARD_RECORDS}
-    records = sorted((REPO_ROOT / "raw").glob("*/verify/*/verification.json"))
+    records = sorted((REPO_ROOT / "raw").glob("*/verify/**/verification.json"))
     assert records
     for path in records:
         record = json.loads(path.read_text(encoding="utf-8"))
-        name, method = record["dataset"]["name"], record["method"]
-        shipped = kbench.load(name).info["version"]
-        assert ((name, method) in on_board) == (record["dataset"]["version"] == shipped), path
+        name, method, split = record["dataset"]["name"], record["method"], record["split"]
+        entry = REPO_ROOT / "leaderboard" / name / split / method
+        current = (record["dataset"]["version"] == kbench.load(name).info["version"] and (entry / "result.json").exists()
+                   and record["predictions"]["sha256"] == _first_seed_sha256(entry))
+        board = entry / "verification.json"
+        if current and path.parent == _timings_folder(record):
+            assert board.exists(), path
+        if board.exists():  # whatever stands on the board timed the entry's current predictions
+            on_board = json.loads(board.read_text(encoding="utf-8"))
+            assert on_board["predictions"]["sha256"] == _first_seed_sha256(entry), board
 
 
 @pytest.mark.parametrize("board_record", BOARD_RECORDS, ids=lambda p: "/".join(p.parts[-4:-1]))

@@ -160,14 +160,14 @@ def test_tables_show_only_figures_rescored_from_stored_predictions(board, toy):
 def test_code_links_work_when_the_site_is_served_alone(board, toy):
     build(board)
     page = (board / "site/toy.html").read_text()
-    assert 'href="../../' not in page and "<code>lbtoy.py</code>" in page  # a repository path: text
-    assert "lbtoy.py" in (board / "README.md").read_text()  # the README links inside the repository
+    assert 'href="../../' not in page and "<code>tests/leaderboard/lbtoy.py</code>" in page  # a repository path: text
+    assert "(../tests/leaderboard/lbtoy.py)" in (board / "README.md").read_text()  # the README links inside the repository
     assert 'href="toy.html#entry-toy-random-toy-model"' in (board / "site/index.html").read_text()
     assert '<details class="entry" id="entry-toy-random-toy-model">' in page
     (board / "site.json").write_text(json.dumps({"code_url_prefix": "https://example.org/kbench/blob/main"}))
     build(board)
     page = (board / "site/toy.html").read_text()
-    assert '<a href="https://example.org/kbench/blob/main/lbtoy.py">' in page
+    assert '<a href="https://example.org/kbench/blob/main/tests/leaderboard/lbtoy.py">' in page
     (board / "site.json").write_text(json.dumps({"code_url_prefix": "javascript:alert(1)//"}))
     with pytest.raises(KbenchInputError, match="site.json: expected"):
         build(board)
@@ -184,7 +184,7 @@ def test_external_data_is_shown(board, toy):
     assert 'class="ext"' in row and 'class="ext"' not in re.search(r'<tr data-method="toy-rules">.*?</tr>',
                                                                    html).group(0)
     assert "external data</dt><dd>yes" in html
-    assert "toy-model](../lbtoy.py) (external data)" in (board / "README.md").read_text()
+    assert "toy-model](../tests/leaderboard/lbtoy.py) (external data)" in (board / "README.md").read_text()
     assert json.loads((board / "site/boards/toy-random.json").read_text())["entries"][1]["external_data"] is True
 
 
