@@ -290,8 +290,8 @@ def environment(modules=()) -> Environment:
     With no modules: the scorer's own (kbench and the core packages).
     """
     impl = platform.python_implementation()
-    threads = os.environ.get(TREE_THREADS_VARIABLE, "").strip()
+    overridden = bool(os.environ.get(TREE_THREADS_VARIABLE, "").strip())
     return Environment(python=f"{platform.python_version()} ({impl})",
                        packages=package_versions(imported_top_level(modules)),
                        git=git_state(), os=platform.platform(), cpu=cpu_description(),
-                       tree_threads=tree_threads(0) if threads else None)
+                       tree_threads=tree_threads(1) if overridden else None)
