@@ -30,11 +30,13 @@ SLOTS=${3:-$(( $(nproc) / THREADS - 1 ))}
 OUT=${OUT:-/tmp/out}
 T0=$(date +%s)
 mkdir -p "$OUT" /tmp/boards /tmp/board_logs
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+# WHEELS and SITE (defaults .whl and /tmp/site) let a GPU run of kbench/collect/run_on_device.sh share the call
+WHEELS=${WHEELS:-.whl} SITE=${SITE:-/tmp/site}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
 # editable, as here: the records name kbench's version and the commit in .kbench-source
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /tmp/board_logs/install.log 2>&1 \
   || { tail -5 /tmp/board_logs/install.log; exit 1; }
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
+export PYTHONPATH=$SITE PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
   MKL_NUM_THREADS=$THREADS
 [ "$THREADS" != 2 ] && export KBENCH_THREADS=$THREADS  # 2 is the baselines' own: records without the key
 python3 -c "import kbench, kbench_baselines, numpy, pandas, sklearn, xgboost; from kbench.environment import git_state

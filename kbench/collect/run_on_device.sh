@@ -45,7 +45,7 @@
 # the steps apart by their start times (each run's start record holds its cpu_count, the cores it
 # could use).
 #
-# Installs the carried wheels (.whl/) into /tmp/site and runs the collector into /tmp/raw
+# Installs the carried wheels (WHEELS, default .whl/) into SITE (default /tmp/site) and runs the collector into /tmp/raw
 # (re-starting it after a fatal CUDA error while time is left: it resumes). 'collect'/'live'
 # pack the raw folder into $OUT/raw.tgz; 'torchrun' packs only the new shard folders into
 # $OUT/raw_shards.tgz, on a host of several GPUs one archive per GPU, $OUT/raw_shards_gpuG.tgz (a
@@ -61,8 +61,10 @@ BASE=${BASE:-raw/h100}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 T0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# WHEELS and SITE let a GPU run share a call with tools/boards_on_device.sh, whose CPU wheels it does not need
+WHEELS=${WHEELS:-.whl} SITE=${SITE:-/tmp/site}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
+export PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1
 # The collector uses no collective communication (each rank times its own GPU; torchrun only
 # starts the ranks and sets RANK/WORLD_SIZE/LOCAL_RANK), so NCCL is never initialised. NVLink
 # multicast stays off all the same, as the lent machines require for every program.
