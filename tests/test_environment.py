@@ -208,12 +208,11 @@ def test_code_path_is_the_repository_file_of_a_baseline():
 def test_every_shipped_board_record_names_its_environment():
     """Issue 44's aim: each entry on the boards says which Python, packages, commit, OS and CPU made it,
     so that a figure can be traced to the software that produced it."""
-    records = sorted((REPO / "leaderboard").glob("*/*/*/result.json"))
+    records = {str(p.relative_to(REPO)): json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted((REPO / "leaderboard").glob("*/*/*/result.json"))}
     assert len(records) > 100
-    without = [str(p.relative_to(REPO)) for p in records
-               if not json.loads(p.read_text(encoding="utf-8")).get("environment")]
-    assert without == []
-    for path in records:
-        env = json.loads(path.read_text(encoding="utf-8"))["environment"]
+    assert [path for path, record in records.items() if not record.get("environment")] == []
+    for path, record in records.items():
+        env = record["environment"]
         assert env["python"] and env["packages"].get("kbench") and env["os"] and env["cpu"], path
         assert env["git"]["commit"] == NOT_A_CHECKOUT or len(env["git"]["commit"]) == 40, path

@@ -22,8 +22,9 @@
 # what it takes on the 2-core development machine: xgboost-plans 180-200 s on h100 and 330-350 s on
 # h200 (seed folders dated 2026-11-28); xgboost-plans-safe and hybrid-rf on h100/h200 (fits of 250 to
 # 550 s here) did not finish in 540 s, at 24 or at 31 jobs at a time. On nvidia-h200-x2 (32 vCPUs) they
-# do with fewer, wider jobs: hybrid-rf on h100 random 430-443 s at 5 jobs of 3 threads, on h100-pytorch
-# random 352-359 s at 5 jobs of 6 threads; the AMD reformer family 72-116 s at 28 jobs of one thread.
+# do with fewer, wider jobs; the fits (the entries' extra.fit_time_s_per_seed) took 288-298 s for hybrid-rf
+# on h100 random at 5 jobs of 3 threads, 230-236 s on h100-pytorch random at 5 jobs of 6 threads, and
+# 60-104 s for the AMD reformer family at 28 jobs of one thread, each job ending inside its call.
 set -u
 QUEUE=${1:?give the queue file}
 BUDGET=${2:?give the budget in seconds}

@@ -29,7 +29,6 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.prediction_files import sha256_bytes
 
 PLAN_NAME = "plan.json"
 RECORD_NAME = "verification.json"
@@ -45,16 +44,14 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     from kbench.dataset import load
     from kbench.evaluate import read_predictions
     from kbench.gpu_check.plan import build_plan, live_block, require_cudnn_collected, role_plans
-    from kbench.leaderboard.store import PREDS_FILE, predictions_csv_gz, read_seed_predictions
+    from kbench.leaderboard.store import PREDS_FILE, first_seed, read_seed_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(predictions, (str, Path)) and Path(predictions).name == PREDS_FILE:
         # a leaderboard entry's store: its first seed, named by the sha256 of that seed as the gzip CSV
         # kbench run writes (what `kbench leaderboard validate` compares a verification.json with)
         path = str(predictions)
-        seeds = read_seed_predictions(Path(predictions))
-        predictions = seeds[min(seeds)]
-        sha = sha256_bytes(predictions_csv_gz(predictions))
+        predictions, sha = first_seed(read_seed_predictions(Path(predictions)))
     elif isinstance(predictions, (str, Path)):
         path = str(predictions)
         predictions, sha = read_predictions(predictions)

@@ -19,8 +19,7 @@ from kbench.errors import KbenchInputError
 from kbench.evaluate import Evaluator, evaluate_tuning
 from kbench.leaderboard.datasets import load_dataset
 from kbench.leaderboard.schema import validate_tree, verification_problems
-from kbench.leaderboard.store import PREDS_FILE, VERIFICATION_FILE, frame_digest, predictions_csv_gz, read_entries
-from kbench.prediction_files import sha256_bytes
+from kbench.leaderboard.store import PREDS_FILE, VERIFICATION_FILE, first_seed, frame_digest, read_entries
 from kbench.records import TuningResult, aggregate_seeds
 
 REL_TOL = 1e-9
@@ -167,10 +166,9 @@ def validate_board(root: Path, check_data: bool = True) -> dict:
                 problems.append(str(exc))
                 continue
             if (entry.folder / VERIFICATION_FILE).exists():
-                first = predictions_csv_gz(seed_preds[min(seed_preds)])
                 problems += [f"{rel}: {p}" for p in verification_problems(
                     entry.folder / VERIFICATION_FILE, entry.record, dataset, split, entry.folder.name,
-                    first_seed_sha256=sha256_bytes(first))]
+                    first_seed_sha256=first_seed(seed_preds)[1])]
             summary["rescored"] += 1
             if not done.complete:
                 summary["partial"].append(rel)

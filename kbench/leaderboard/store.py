@@ -140,6 +140,14 @@ def seed_predictions_parquet(frames: dict[int, pd.DataFrame]) -> bytes:
     return buf.getvalue()
 
 
+def first_seed(seed_preds: dict[int, pd.DataFrame]) -> tuple[pd.DataFrame, str]:
+    """An entry's first seed's predictions and the sha256 of their gzip CSV (as ``kbench run`` writes it):
+    what a GPU re-timing of the entry times and records, and what ``kbench leaderboard validate``
+    compares the entry's ``verification.json`` with."""
+    frame = seed_preds[min(seed_preds)]
+    return frame, sha256_bytes(predictions_csv_gz(frame))
+
+
 def read_seed_predictions(path: Path) -> dict[int, pd.DataFrame]:
     """The predictions of every seed stored in ``path`` (:data:`PREDS_FILE`), each with its text columns."""
     path = Path(path)

@@ -36,11 +36,9 @@ def _timings_folder(record: dict):
 
 
 def _first_seed_sha256(entry) -> str:
-    """The sha256 a re-timing of the entry's first seed records (as kbench leaderboard validate computes it)."""
-    from kbench.evaluate import sha256_bytes
-    from kbench.leaderboard.store import predictions_csv_gz, read_seed_predictions
-    seeds = read_seed_predictions(entry / "preds.parquet")
-    return sha256_bytes(predictions_csv_gz(seeds[min(seeds)]))
+    """The sha256 a re-timing of the entry's first seed records."""
+    from kbench.leaderboard.store import first_seed, read_seed_predictions
+    return first_seed(read_seed_predictions(entry / "preds.parquet"))[1]
 
 
 def test_the_gpu_records_stay_in_the_repository():
