@@ -12,7 +12,15 @@ defaults). ``bench/bench_compact_selector.py`` measures the chosen setting's lat
 
 A setting ``d<depth>r<rounds>`` means max_depth, max_rounds, at learning rate 0.1 (0.05 for ``full``);
 ``d<depth>r<rounds>ab<k>`` ranks only the plans of the first k places of mode A or mode B
-(``candidates="modes_ab_top_k"``: fewer rows per problem, so a faster selector).
+(``candidates="modes_ab_top_k"``: fewer rows per problem, so a faster selector). Suffixes:
+``lr<digits>`` sets the learning rate to 0.<digits> (``lr05`` = 0.05); ``all`` (after ``ab<k>``) trains
+on the rows of every proposed plan, with the heuristic features (list lengths, relative places, number
+of candidates) taken over all of them, and scores only the first k places (:class:`AllRowsPlans`).
+
+``--restrict-entry`` asks how much of the gain the deployable candidate set itself costs: it re-ranks the
+board entry's stored test predictions (``leaderboard/<dataset>/<split>/xgboost-plans-safe``, every seed)
+within the plans of the first k places of mode A or mode B, k = 4, 8, 16, and scores them
+(``entry_restricted`` in the results; the test part, since the predictions are the entry's test ones).
 
 ``positions<k>`` is the other design tried: one row per problem instead of one per plan. A multi-class
 XGBoost (:class:`XGBoostPositions`, defined here) predicts which of the first k places of mode A's and
@@ -45,9 +53,9 @@ from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402
 from kbench_baselines.xgb import _xgb, _XGBBase  # noqa: E402
-from kbench_baselines.xgb_plans import plan_candidates  # noqa: E402
+from kbench_baselines.xgb_plans import XGBoostPlansSafe, plan_candidates  # noqa: E402
 
-SETTING = re.compile(r"^d(\d+)r(\d+)(?:ab(\d+))?$")
+SETTING = re.compile(r"^d(\d+)r(\d+)(?:ab(\d+)(all)?)?(?:lr(\d+))?$")
 POSITIONS = re.compile(r"^positions(\d+)$")
 
 
@@ -58,8 +66,10 @@ def params_of(setting: str) -> dict:
         return {"positions": int(m.group(1))}
     m = SETTING.fullmatch(setting)
     if not m:
-        raise SystemExit(f"setting {setting!r} is none of full, d<depth>r<rounds>[ab<k>], positions<k>")
-    out = {"max_depth": int(m.group(1)), "max_rounds": int(m.group(2)), "learning_rate": 0.1}
+        raise SystemExit(f"setting {setting!r} is none of full, d<depth>r<rounds>[ab<k>[all]][lr<digits>], "
+                         "positions<k>")
+    out = {"max_depth": int(m.group(1)), "max_rounds": int(m.group(2)),
+           "learning_rate": float(f"0.{m.group(5)}") if m.group(5) else 0.1}
     if m.group(3):
         out.update(candidates="modes_ab_top_k", top_k=int(m.group(3)))
     return out
@@ -68,7 +78,57 @@ def params_of(setting: str) -> dict:
 def model_of(setting: str):
     if POSITIONS.fullmatch(setting):
         return XGBoostPositions(**params_of(setting))
+    m = SETTING.fullmatch(setting)
+    if m and m.group(4):
+        return AllRowsPlans(**params_of(setting))
     return get_baseline("xgboost-plans-safe", **params_of(setting))
+
+
+class AllRowsPlans(XGBoostPlansSafe):
+    """``xgboost-plans-safe`` fitted on the rows of every proposed plan, scoring only its candidate set.
+
+    The heuristic features are taken over every proposed plan in fit and predict alike, so a row's
+    features do not depend on the candidate filter; the filter (``candidates``, ``top_k``) only drops rows
+    before they are scored."""
+
+    def _candidates(self, dataset, ids: pd.Index) -> pd.DataFrame:
+        return plan_candidates(dataset.heuristics, ids, "all", 0)
+
+    def row_scores(self, dataset, ids):
+        problems, rows, score = super().row_scores(dataset, ids)
+        kept = plan_candidates(dataset.heuristics, as_id_index(problems["problem_id"]), self.params["candidates"],
+                               int(self.params["top_k"]))[["problem_id", "kernel"]]
+        keep = pd.MultiIndex.from_frame(rows[["problem_id", "kernel"]]).isin(pd.MultiIndex.from_frame(kept))
+        return problems, rows[keep].reset_index(drop=True), score[keep]
+
+
+def entry_restricted(ds, split: str, ks=(4, 8, 16)) -> dict:
+    """The board entry's stored test rankings re-ranked within the first k places of mode A or mode B, per seed:
+    speed-up over the reference and geomean slowdown (the entry's own, unrestricted, under k = "all")."""
+    path = ROOT / f"leaderboard/{ds.name}/{split}/xgboost-plans-safe/preds.parquet"
+    stored = pd.read_parquet(path)
+    evaluator = Evaluator(ds, split, part="test")
+    ids = as_id_index(ds.split(split)["test"])
+    allowed = {k: plan_candidates(ds.heuristics, ids, "modes_ab_top_k", k)[["problem_id", "kernel"]] for k in ks}
+    out: dict = {"predictions": str(path.relative_to(ROOT)), "part": "test", "per_seed": {}}
+    for seed, preds in stored.groupby("seed"):
+        preds = preds.reset_index(drop=True)
+        long = preds[["problem_id", "ranking"]].explode("ranking").rename(columns={"ranking": "kernel"})
+        long["place"] = long.groupby("problem_id").cumcount()
+        row = {}
+        for k, plans in [("all", None), *allowed.items()]:
+            kept = long if plans is None else long.merge(plans, on=["problem_id", "kernel"])
+            ranked = kept.sort_values(["problem_id", "place"]).groupby("problem_id")["kernel"].agg(list)
+            # a problem none of whose ranked plans is in the set keeps its ranking (as plan_candidates does)
+            ranking = preds["problem_id"].map(ranked).where(lambda r: r.notna(), preds["ranking"])
+            o = evaluator(predictions_frame(preds["problem_id"], ranking.map(";".join).to_numpy())).overall
+            row[str(k)] = {"speedup_geomean": o["speedup_geomean"], "geomean_slowdown": o["geomean_slowdown"]}
+        out["per_seed"][str(seed)] = row
+    for k in ["all", *map(str, ks)]:
+        gains = [(r[k]["speedup_geomean"] - 1) / (r["all"]["speedup_geomean"] - 1) for r in out["per_seed"].values()]
+        out[f"kept_gain_top{k}" if k != "all" else "n_seeds"] = (round(float(np.mean(gains)), 4) if k != "all"
+                                                                 else len(gains))
+    return out
 
 
 #: the classes of ``xgboost-positions``: the first ``POSITIONS`` places of cuDNN mode A's and mode B's lists,
@@ -215,8 +275,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="h200-pytorch")
     ap.add_argument("--split", default="random")
-    ap.add_argument("--settings", nargs="+", default=["d6r100", "d8r200", "d8r400", "full"])
+    ap.add_argument("--settings", nargs="*", default=["d6r100", "d8r200", "d8r400", "full"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--restrict-entry", action="store_true",
+                    help="also re-rank the board entry's stored test predictions within the first k places")
     a = ap.parse_args()
     out = ROOT / f"experiments/results/compact_plans_trial_{a.dataset}.json"
     doc = json.loads(out.read_text()) if out.exists() else {"dataset": a.dataset, "split": a.split, "part": "valid",
@@ -229,7 +291,10 @@ def main() -> int:
         model = model_of(setting).fit(ds, parts["train"], parts["valid"], seed=a.seed)
         fit_s = time.perf_counter() - t0
         o = evaluator(model.predict(ds, parts["valid"])).overall
-        row = {"params": {**params_of(setting), "seed": a.seed}, "rounds": model.fit_info["rounds"],
+        params = {**params_of(setting), "seed": a.seed}
+        if isinstance(model, AllRowsPlans):
+            params["train_rows"] = "all"
+        row = {"params": params, "rounds": model.fit_info["rounds"],
                "tree_nodes": model.n_parameters(), "fit_s": round(fit_s, 1),
                "geomean_slowdown": o["geomean_slowdown"], "top1": o["top1"],
                "speedup_geomean": o["speedup_geomean"]}
@@ -239,6 +304,12 @@ def main() -> int:
         print(f"{setting}: {row['tree_nodes']:,} nodes, {row['rounds']} rounds, valid slowdown "
               f"{row['geomean_slowdown']:.4f}, speed-up over the reference {row['speedup_geomean']:.4f} "
               f"({fit_s:.0f} s)", flush=True)
+        out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    if a.restrict_entry:
+        doc["entry_restricted"] = entry_restricted(ds, a.split)
+        print("the entry's test rankings within the first k places keep "
+              + ", ".join(f"{v:.1%} (k = {k[len('kept_gain_top'):]})" for k, v in doc["entry_restricted"].items()
+                          if k.startswith("kept_gain_top")) + " of its gain", flush=True)
         out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     full = doc["rows"].get("full")
     if full:

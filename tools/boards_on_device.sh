@@ -25,6 +25,11 @@
 # do with fewer, wider jobs; the fits (the entries' extra.fit_time_s_per_seed) took 288-298 s for hybrid-rf
 # on h100 random at 5 jobs of 3 threads, 230-236 s on h100-pytorch random at 5 jobs of 6 threads, and
 # 60-104 s for the AMD reformer family at 28 jobs of one thread, each job ending inside its call.
+# hybrid-rf on h200-pytorch is the heaviest job: on nvidia-h200-x4, 10 jobs of 5 and 7 threads at once
+# (random and networks, two queues) were all still running when their budgets stopped them at 493 and
+# 537 s; 5 jobs of 12 threads (one split) ended in 467-470 s, fits of 240-242 s (the entry's records);
+# h100-pytorch networks at 5 jobs of 12 threads: 296-319 s a job, fits of 120-137 s (jobs.log in commit
+# 5afe1b6's message).
 set -u
 QUEUE=${1:?give the queue file}
 BUDGET=${2:?give the budget in seconds}
