@@ -7,7 +7,9 @@
 #   bash tools/boards_on_device.sh QUEUE BUDGET_S [SLOTS [THREADS]]
 #
 # QUEUE holds lines "DATASET SPLIT BASELINE SEED", longest first. Each line is one
-# 'kbench run --dataset DATASET --split SPLIT --baselines BASELINE --seeds SEED', exactly as here, with
+# 'kbench run --dataset DATASET --split SPLIT --baselines BASELINE --seeds SEED', exactly as here (a
+# comma list "mi100,mi50,..." runs its datasets one after another in one job, so that a pooled
+# baseline fits once and the next datasets take the fitted model from its cache), with
 # THREADS threads a job (default 2, the baselines' own n_jobs; more through KBENCH_THREADS, which
 # changes the fit time and not the trees; BLAS is held to the same), SLOTS jobs at a time (default:
 # the host's cores / THREADS, less one). A job still running when BUDGET_S is spent is stopped; its seed has no
@@ -61,13 +63,15 @@ pack() {  # one archive per dataset and split, so that none passes the 16 MiB a 
   tar -C /tmp -czf "$OUT/logs.tgz" board_logs 2>/dev/null
 }
 
-run_job() {  # run_job DATASET SPLIT BASELINE SEED
-  local left=$(( T0 + BUDGET - $(date +%s) ))
-  [ "$left" -lt 60 ] && { echo "$1 $2 $3 $4 skipped (no time)"; return 0; }
-  local t=$(date +%s)
-  timeout -k 10 "$left" python3 -m kbench.cli run --dataset "$1" --split "$2" --baselines "$3" --seeds "$4" \
-      --out /tmp/boards --no-progress > "/tmp/board_logs/$1.$2.$3.$4.log" 2>&1
-  echo "$1 $2 $3 $4 rc=$? $(( $(date +%s) - t ))s"
+run_job() {  # run_job DATASET[,DATASET...] SPLIT BASELINE SEED: the datasets one after another
+  local t=$(date +%s) rc=0 d left
+  for d in ${1//,/ }; do
+    left=$(( T0 + BUDGET - $(date +%s) ))
+    [ "$left" -lt 60 ] && { echo "$d $2 $3 $4 skipped (no time)"; rc=124; break; }
+    timeout -k 10 "$left" python3 -m kbench.cli run --dataset "$d" --split "$2" --baselines "$3" --seeds "$4" \
+        --out /tmp/boards --no-progress > "/tmp/board_logs/$d.$2.$3.$4.log" 2>&1 || { rc=$?; break; }
+  done
+  echo "$1 $2 $3 $4 rc=$rc $(( $(date +%s) - t ))s"
 }
 export -f run_job
 export T0 BUDGET
