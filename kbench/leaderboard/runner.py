@@ -308,8 +308,14 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 t0 = time.perf_counter()
                 model.fit(dataset, ids["train"], ids["valid"], seed=seed)
                 fit_time = time.perf_counter() - t0
+                info = getattr(model, "fit_info", None) or {}
+                cached = info.get("cached_training_time_s")  # a fit loaded from the model's own cache
+                if cached is not None:
+                    fit_time = float(cached)  # the training it took, not the load
                 rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
                                       latency=not measured)
+                if cached is not None:
+                    rec.extra["fit_from_cache"] = True
                 rec.environment = environment(method_modules(cls))
                 measured = True
             _write_seed(seed_dir, rec, gz)

@@ -89,6 +89,9 @@ def test_fit_predict_cache_and_save_round_trip(two_gpus, tmp_path):
     assert (preds["ranking"].str.count(";") + 1).tolist() == allowed.sum(axis=1).tolist()  # every allowed kernel
     again = get_baseline("xgboost-pooled", max_rounds=3).fit(target, parts["train"], parts["valid"], seed=0)
     assert again.fit_info["cache"] == model.fit_info["cache"]
+    # the loaded fit says what its training took (kbench run records it), the trained one does not
+    assert "cached_training_time_s" not in model.fit_info
+    assert again.fit_info["cached_training_time_s"] == model.fit_info["training_time_s"] > 0
     pd.testing.assert_frame_equal(again.predict(target, parts["test"]), preds)
     model.save(tmp_path / "m")
     loaded = type(model).load(tmp_path / "m")

@@ -62,6 +62,32 @@ def test_run_resumes_and_picks_up_new_baselines(toy, fakes, tmp_path):
         assert next(o for o in report.outcomes if o.method == name).resumed == [0, 1, 2, 3, 4]
 
 
+def test_a_fit_loaded_from_the_models_cache_records_its_training_time(toy, fakes, tmp_path):
+    """A model that loads a fit it cached (the pooled models score six boards with one training) says
+    what the training took; the run records that as the fit time, not the load, and marks the seed."""
+    from kbench_baselines import base
+
+    class Cached(FakeBaseline):
+        stochastic = True
+
+        def fit(self, dataset, train_ids, valid_ids=None, seed=0):
+            super().fit(dataset, train_ids, valid_ids, seed)
+            self.fit_info["cached_training_time_s"] = 471.25 + seed
+            return self
+
+    Cached.name = "cached"
+    base.BASELINES["cached"] = Cached
+    _run(tmp_path, baselines=["cached", "toy-model"], seeds=[0, 1])
+    folder = tmp_path / "results" / "toy" / "random"
+    for seed in (0, 1):
+        extra = json.loads((folder / "cached" / f"seed-{seed}" / "result.json").read_text())["extra"]
+        assert extra["fit_time_s"] == 471.25 + seed and extra["fit_from_cache"] is True
+        assert "fit_from_cache" not in json.loads((folder / "toy-model" / f"seed-{seed}" / "result.json")
+                                                  .read_text())["extra"]
+    assert json.loads((folder / "cached" / "result.json").read_text())["extra"]["fit_time_s_per_seed"] == [471.25,
+                                                                                                           472.25]
+
+
 def test_run_redoes_records_of_other_data(toy, fakes, tmp_path):
     _run(tmp_path, baselines=["toy-model"], seeds=[0, 1])
     path = tmp_path / "results/toy/random/toy-model/seed-1/result.json"
