@@ -49,6 +49,7 @@ import kbench  # noqa: E402
 from kbench import selector  # noqa: E402
 from kbench.errors import KbenchInputError  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402
@@ -106,28 +107,26 @@ def entry_restricted(ds, split: str, ks=(4, 8, 16)) -> dict:
     """The board entry's stored test rankings re-ranked within the first k places of mode A or mode B, per seed:
     speed-up over the reference and geomean slowdown (the entry's own, unrestricted, under k = "all")."""
     path = ROOT / f"leaderboard/{ds.name}/{split}/xgboost-plans-safe/preds.parquet"
-    stored = pd.read_parquet(path)
     evaluator = Evaluator(ds, split, part="test")
     ids = as_id_index(ds.split(split)["test"])
-    allowed = {k: plan_candidates(ds.heuristics, ids, "modes_ab_top_k", k)[["problem_id", "kernel"]] for k in ks}
+    allowed = {str(k): plan_candidates(ds.heuristics, ids, "modes_ab_top_k", k)[["problem_id", "kernel"]] for k in ks}
     out: dict = {"predictions": str(path.relative_to(ROOT)), "part": "test", "per_seed": {}}
-    for seed, preds in stored.groupby("seed"):
-        preds = preds.reset_index(drop=True)
-        long = preds[["problem_id", "ranking"]].explode("ranking").rename(columns={"ranking": "kernel"})
+    for seed, preds in read_seed_predictions(path).items():
+        long = preds.assign(kernel=preds["ranking"].str.split(";"))[["problem_id", "kernel"]].explode("kernel")
         long["place"] = long.groupby("problem_id").cumcount()
         row = {}
         for k, plans in [("all", None), *allowed.items()]:
             kept = long if plans is None else long.merge(plans, on=["problem_id", "kernel"])
-            ranked = kept.sort_values(["problem_id", "place"]).groupby("problem_id")["kernel"].agg(list)
+            ranked = kept.sort_values(["problem_id", "place"]).groupby("problem_id")["kernel"].agg(";".join)
             # a problem none of whose ranked plans is in the set keeps its ranking (as plan_candidates does)
-            ranking = preds["problem_id"].map(ranked).where(lambda r: r.notna(), preds["ranking"])
-            o = evaluator(predictions_frame(preds["problem_id"], ranking.map(";".join).to_numpy())).overall
-            row[str(k)] = {"speedup_geomean": o["speedup_geomean"], "geomean_slowdown": o["geomean_slowdown"]}
+            ranking = preds["problem_id"].map(ranked).fillna(preds["ranking"])
+            o = evaluator(predictions_frame(preds["problem_id"], ranking.to_numpy())).overall
+            row[k] = {"speedup_geomean": o["speedup_geomean"], "geomean_slowdown": o["geomean_slowdown"]}
         out["per_seed"][str(seed)] = row
-    for k in ["all", *map(str, ks)]:
-        gains = [(r[k]["speedup_geomean"] - 1) / (r["all"]["speedup_geomean"] - 1) for r in out["per_seed"].values()]
-        out[f"kept_gain_top{k}" if k != "all" else "n_seeds"] = (round(float(np.mean(gains)), 4) if k != "all"
-                                                                 else len(gains))
+    out["n_seeds"] = len(out["per_seed"])
+    for k in allowed:
+        out[f"kept_gain_top{k}"] = round(float(np.mean([(r[k]["speedup_geomean"] - 1) / (r["all"]["speedup_geomean"] - 1)
+                                                         for r in out["per_seed"].values()])), 4)
     return out
 
 
