@@ -1,13 +1,13 @@
-"""Pooled AMD model: the mi100 push (chosen on valid), the learning curve, leave-one-device-out.
+"""Pooled AMD model: the mi100 push (chosen on valid), the learning curve, the tables of the boards' rows.
 
     python experiments/pooled_amd_trial.py push     # valid only: xgboost, xgboost-pooled, their blends
     python experiments/pooled_amd_trial.py final    # the choice made on valid, scored once on test
     python experiments/pooled_amd_trial.py curve    # mi100 learning curve, 5/10/30/100 % of train, 3 seeds
-    python experiments/pooled_amd_trial.py lodo     # trained without each AMD GPU, scored on it (test)
     python experiments/pooled_amd_trial.py devices  # the pooled model on every AMD GPU's test part
-    python experiments/pooled_amd_trial.py tables   # the tables of docs/pooled.md, from the JSON files
+    python experiments/pooled_amd_trial.py tables   # the tables of docs/pooled.md, from the JSON files and
+                                                    # the leaderboard entries (pooled, leave-one-device-out)
 
-Each writes ``experiments/results/pooled_amd_<mode>.json``. Pooled fits are cached (``$KBENCH_CACHE``,
+Each but ``tables`` writes ``experiments/results/pooled_amd_<mode>.json``. Pooled fits are cached (``$KBENCH_CACHE``,
 see ``baselines/pooled.py``), so a seed trained by ``kbench run --baselines xgboost-pooled`` is reused.
 
 ``push``: both models are fitted on mi100 random's train part (the pooled one on every AMD GPU's
@@ -140,21 +140,6 @@ def curve(seeds, fractions=(0.05, 0.1, 0.3, 1.0), model: str = "xgboost-pooled")
             "rows": rows, "summary": table.reset_index().to_dict("records")})
 
 
-def lodo(seeds, devices=AMD) -> None:
-    rows = []
-    for name in devices:
-        ds = kbench.load(name)
-        parts = ds.split("random")
-        ev = Evaluator(ds, "random", part="test", reference="default")
-        for seed in seeds:
-            t0 = time.perf_counter()
-            m = get_baseline("xgboost-pooled-lodo").fit(ds, parts["train"], parts["valid"], seed=seed)
-            rows.append({"device": name, "seed": seed, "fit_s": round(time.perf_counter() - t0, 1),
-                         "train_rows": m.fit_info.get("train_rows"), **_metrics(ev(m.predict(ds, parts["test"])))})
-            print(json.dumps(rows[-1]), flush=True)
-            _write("lodo", {"split": "random", "part": "test", "seeds": list(seeds), "rows": rows})
-
-
 def _board(name: str, split: str, method: str) -> dict | None:
     """The leaderboard entry's mean figures (for the old -> new comparison), or None."""
     path = ROOT / "leaderboard" / name / split / method / "result.json"
@@ -197,27 +182,31 @@ def _fmt(m: dict | None) -> str:
     return "–" if not m else f"{100 * m['top1']:.2f}% / {m['geomean_slowdown']:.4f}"
 
 
+def _board_cell(name: str, split: str, method: str) -> str:
+    """'top-1 ± std / geomean slowdown (seeds)' of a leaderboard entry, or '–' if it has none."""
+    path = ROOT / "leaderboard" / name / split / method / "result.json"
+    if not path.is_file():
+        return "–"
+    seeds = json.loads(path.read_text())["seeds"]
+    mean, std, n = seeds["mean"], seeds["std"], len(seeds["seeds"])
+    spread = n > 1 and std["top1"] > 0  # deterministic methods (rules, nearest-neighbour) have none
+    return (f"{100 * mean['top1']:.2f}% ± {100 * std['top1']:.2f} / {mean['geomean_slowdown']:.4f}"
+            if spread else _fmt(mean)) + f" ({n})"
+
+
 def tables() -> str:
-    """Markdown tables of every result file present (numbers only from the JSON files)."""
+    """Markdown tables of every result file present (numbers only from the JSON files and the boards)."""
     out = []
-    dev, lo = _read("devices"), _read("lodo")
-    lodo_by = {}
-    for r in (lo or {}).get("rows", []):
-        lodo_by.setdefault(r["device"], []).append(r)
-    if dev:
-        for split in dict.fromkeys(r["split"] for r in dev["rows"]):
-            out += [f"#### Pooled AMD model, split `{split}`, test part (top-1 / geomean slowdown)", "",
-                    "| device | xgboost (board, 5 seeds) | xgboost-pooled (seeds) | leave-one-device-out (seeds) |",
-                    "|---|---|---|---|"]
-            rows = [r for r in dev["rows"] if r["split"] == split]
-            for name in dict.fromkeys(r["device"] for r in rows):
-                mine = [r for r in rows if r["device"] == name]
-                mean = {k: float(np.mean([r["test"][k] for r in mine])) for k in KEYS}
-                lodo_rows = lodo_by.get(name, []) if split == "random" else []
-                lodo_mean = {k: float(np.mean([r[k] for r in lodo_rows])) for k in KEYS} if lodo_rows else None
-                out.append(f"| {name} | {_fmt(mine[0]['board_xgboost'])} | {_fmt(mean)} ({len(mine)}) | "
-                           f"{_fmt(lodo_mean)}{f' ({len(lodo_rows)})' if lodo_rows else ''} |")
-            out.append("")
+    board_methods = ("xgboost", "xgboost-pooled", "xgboost-pooled-lodo", "nearest-neighbour", "rules")
+    for split in ("random", "networks"):
+        out += [f"#### Pooled AMD model, split `{split}`, test part (top-1 ± std over seeds / geomean "
+                "slowdown, from the leaderboard entries; seeds in brackets)", "",
+                "| device | xgboost (own GPU) | xgboost-pooled | xgboost-pooled-lodo (GPU left out) | "
+                "nearest-neighbour | MIOpen rules |", "|---|---|---|---|---|---|"]
+        for name in AMD:
+            out.append(f"| {name} | " + " | ".join(_board_cell(name, split, m) for m in board_methods) + " |")
+        out.append("")
+    dev = _read("devices")
     push_r = _read("push")
     if push_r:
         out += ["#### mi100 push, valid part (mean over seeds " + ", ".join(map(str, push_r["seeds"])) + ")", "",
@@ -283,7 +272,7 @@ def write_tables(doc: Path = ROOT / "docs" / "pooled.md") -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=("push", "final", "curve", "lodo", "devices", "tables"))
+    ap.add_argument("mode", choices=("push", "final", "curve", "devices", "tables"))
     ap.add_argument("--splits", nargs="+", default=["random"])
     ap.add_argument("--seeds", nargs="+", type=int, default=None)
     ap.add_argument("--devices", nargs="+", default=list(AMD))
@@ -298,8 +287,6 @@ def main() -> None:
         curve(a.seeds or [0, 1, 2], tuple(a.fractions), a.model)
     elif a.mode == "tables":
         write_tables()
-    elif a.mode == "lodo":
-        lodo(a.seeds or [0], a.devices)
     else:
         devices(a.seeds or [0], a.devices, tuple(a.splits))
 
