@@ -14,12 +14,20 @@ so no device's test problems are seen. Early stopping reads every device's valid
 ``xgboost-plans-pooled-lodo`` (``leave_out=True``) trains without the target GPU at all: the
 zero-shot row of the transfer track.
 
+A fitted pooled model does not depend on the GPU it is scored on (the rows are the same for
+either target), so it is cached as :mod:`kbench_baselines.pooled` caches the AMD one
+(``$KBENCH_CACHE/pooled/plans-<key>``, a saved model): one training scores both GPUs' boards.
+
 Problem ids of the devices are kept apart by a ``<dataset>|`` prefix inside the model; predictions
 carry the target's own ids. ``docs/pooled.md`` has the results.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -27,7 +35,7 @@ import pandas as pd
 
 from kbench.errors import KbenchInputError
 from kbench_baselines.base import as_id_index
-from kbench_baselines.pooled import _load, sibling_names, training_parts
+from kbench_baselines.pooled import _cache_root, _load, cache_key, sibling_names, training_parts
 from kbench_baselines.xgb_plans import XGBoostPlansSafe
 
 #: the manifest's ``device_spec`` fields, in the model's column order
@@ -72,7 +80,7 @@ class XGBoostPlansPooled(XGBoostPlansSafe):
     external_data = True  # trained on the sibling GPU's train part as well
     benchmark = False  # two GPUs' rows: run it by name
     code = "baselines/plans_pooled.py"
-    DEFAULTS = {**XGBoostPlansSafe.DEFAULTS, "leave_out": False, "split": "auto"}
+    DEFAULTS = {**XGBoostPlansSafe.DEFAULTS, "leave_out": False, "split": "auto", "cache": True}
 
     def __init__(self, **params):
         super().__init__(**params)
@@ -99,11 +107,30 @@ class XGBoostPlansPooled(XGBoostPlansSafe):
         valid_ids = as_id_index([] if valid_ids is None else valid_ids)
         parts = training_parts(dataset, train_ids, valid_ids, seed, sibling_names(dataset),
                                self.params["split"], self.params["leave_out"])
+        key = "plans-" + cache_key(self.params, seed, parts)
+        folder = _cache_root() / key
+        if self.params["cache"] and (folder / "baseline.json").is_file():
+            self.seed = int(seed)
+            self.set_state(json.loads((folder / "baseline.json").read_text())["state"], {}, folder)
+            # what the training took when it ran: kbench run records it as the seed's fit time
+            self.fit_info.update(cache=key, cached_training_time_s=self.fit_info["training_time_s"])
+            return self
+        t0 = time.perf_counter()
         view = pooled_view({name: _load(name, dataset) for name in parts})
         tr = pd.Index(np.concatenate([tagged(n, ids[0]) for n, ids in parts.items()]), dtype=object)
         va = pd.Index(np.concatenate([tagged(n, ids[1]) for n, ids in parts.items()]), dtype=object)
         super().fit(view, tr, va, seed)
         self.fit_info["devices"] = {name: [len(ids[0]), len(ids[1])] for name, ids in parts.items()}
+        self.fit_info["training_time_s"] = round(time.perf_counter() - t0, 2)
+        if self.params["cache"]:
+            # saved beside, then renamed: a folder under its key is always complete
+            tmp = folder.with_name(f"{key}.tmp-{os.getpid()}")
+            self.save(tmp)
+            try:
+                tmp.rename(folder)
+            except OSError:  # another job saved the same fit meanwhile
+                shutil.rmtree(tmp, ignore_errors=True)
+        self.fit_info["cache"] = key
         return self
 
     def _view(self, dataset) -> SimpleNamespace:

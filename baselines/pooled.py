@@ -165,6 +165,21 @@ def _cache_root() -> Path:
     return Path(os.environ.get("KBENCH_CACHE", Path.home() / ".cache" / "kbench")) / "pooled"
 
 
+def cache_key(params: dict, seed: int, parts: dict, **extra) -> str:
+    """A pooled fit's cache key: its settings (not ``cache``, ``split``, ``n_jobs``, which change
+    neither the rows nor the trees), seed, ``extra`` and the ids of every part it trains on. A pooled
+    model does not depend on the GPU it is scored on, so every sibling's board finds the same key."""
+    h = hashlib.sha256()
+    settings = {k: v for k, v in params.items() if k not in ("cache", "split", "n_jobs")}
+    h.update(json.dumps({"settings": settings, "seed": seed, **extra}, sort_keys=True).encode())
+    for name in sorted(parts):
+        h.update(name.encode())
+        for ids in parts[name]:
+            h.update("\n".join(sorted(map(str, ids))).encode())
+            h.update(b"|")
+    return h.hexdigest()[:24]
+
+
 class XGBoostPooled(XGBoostMulticlass):
     name = "xgboost-pooled"
     description = ("XGBoost multi-class trained on every GPU of the vendor (train parts only), "
@@ -231,15 +246,7 @@ class XGBoostPooled(XGBoostMulticlass):
         return KernelSpace.fit(view, view.problems["problem_id"])
 
     def _cache_key(self, seed: int, parts: dict) -> str:
-        h = hashlib.sha256()
-        settings = {k: v for k, v in self.params.items() if k not in ("cache", "split", "n_jobs")}
-        h.update(json.dumps({"settings": settings, "seed": seed, "columns": self.columns}, sort_keys=True).encode())
-        for name in sorted(parts):
-            h.update(name.encode())
-            for ids in parts[name]:
-                h.update("\n".join(sorted(map(str, ids))).encode())
-                h.update(b"|")
-        return h.hexdigest()[:24]
+        return cache_key(self.params, seed, parts, columns=self.columns)
 
     # -- fit / predict --------------------------------------------------------------------
     def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):

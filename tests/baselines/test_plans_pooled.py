@@ -52,8 +52,9 @@ def two_gpus():
 
 
 @pytest.fixture()
-def family(two_gpus, monkeypatch):
+def family(two_gpus, monkeypatch, tmp_path):
     h100, h200 = two_gpus
+    monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(plans_pooled, "sibling_names", lambda ds: [h100.name, h200.name])
     monkeypatch.setattr(pooled, "_LOADED", {h100.name: h100, h200.name: h200})
     return h100, h200
@@ -91,6 +92,33 @@ def test_fit_predict_and_leave_one_out(family, tmp_path):
     lodo = get_baseline("xgboost-plans-pooled-lodo", max_rounds=20).fit(h200, parts["train"], parts["valid"], seed=0)
     assert lodo.fit_info["devices"] == {h100.name: [300, 80]}
     assert list(lodo.predict(h200, parts["test"])["problem_id"]) == list(parts["test"])
+
+
+def test_one_pooled_training_scores_both_gpus_from_the_cache(family):
+    h100, h200 = family
+    fit = dict(seed=0)
+    first = get_baseline("xgboost-plans-pooled", max_rounds=20)
+    first.fit(h200, h200.split("random")["train"], h200.split("random")["valid"], **fit)
+    assert "cached_training_time_s" not in first.fit_info and first.fit_info["training_time_s"] > 0
+    # the same rows whichever GPU is the target (the splits are a hash of the geometry): h100's
+    # board loads h200's training, and it says what that training took
+    other = get_baseline("xgboost-plans-pooled", max_rounds=20)
+    other.fit(h100, h100.split("random")["train"], h100.split("random")["valid"], **fit)
+    assert other.fit_info["cache"] == first.fit_info["cache"]
+    assert other.fit_info["cached_training_time_s"] == first.fit_info["training_time_s"]
+    assert other.fit_info["devices"] == first.fit_info["devices"]
+    test = h100.split("random")["test"]
+    fresh = get_baseline("xgboost-plans-pooled", max_rounds=20, cache=False)
+    fresh.fit(h100, h100.split("random")["train"], h100.split("random")["valid"], **fit)
+    pd.testing.assert_frame_equal(other.predict(h100, test), fresh.predict(h100, test))
+    # another seed or setting is another training; leave-one-out trains on the other GPU only
+    seed1 = get_baseline("xgboost-plans-pooled", max_rounds=20)
+    seed1.fit(h200, h200.split("random")["train"], h200.split("random")["valid"], seed=1)
+    assert seed1.fit_info["cache"] != first.fit_info["cache"] and "cached_training_time_s" not in seed1.fit_info
+    lodo = [get_baseline("xgboost-plans-pooled-lodo", max_rounds=20).fit(ds, ds.split("random")["train"],
+                                                                          ds.split("random")["valid"], seed=0)
+            for ds in (h100, h200)]
+    assert lodo[0].fit_info["cache"] != lodo[1].fit_info["cache"]
 
 
 def test_supports_only_collected_sets_with_a_device_spec():
