@@ -140,12 +140,17 @@ def curve(seeds, fractions=(0.05, 0.1, 0.3, 1.0), model: str = "xgboost-pooled")
             "rows": rows, "summary": table.reset_index().to_dict("records")})
 
 
+def _entry(name: str, split: str, method: str) -> dict | None:
+    """The leaderboard entry's record, or None where the board has none."""
+    path = ROOT / "leaderboard" / name / split / method / "result.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def _board(name: str, split: str, method: str) -> dict | None:
     """The leaderboard entry's mean figures (for the old -> new comparison), or None."""
-    path = ROOT / "leaderboard" / name / split / method / "result.json"
-    if not path.is_file():
+    rec = _entry(name, split, method)
+    if rec is None:
         return None
-    rec = json.loads(path.read_text())
     return {"seeds": len(rec["seeds"]["seeds"]), **{k: float(rec["metrics"]["overall"][k]) for k in KEYS}}
 
 
@@ -184,10 +189,10 @@ def _fmt(m: dict | None) -> str:
 
 def _board_cell(name: str, split: str, method: str) -> str:
     """'top-1 ± std / geomean slowdown (seeds)' of a leaderboard entry, or '–' if it has none."""
-    path = ROOT / "leaderboard" / name / split / method / "result.json"
-    if not path.is_file():
+    rec = _entry(name, split, method)
+    if rec is None:
         return "–"
-    seeds = json.loads(path.read_text())["seeds"]
+    seeds = rec["seeds"]
     mean, std, n = seeds["mean"], seeds["std"], len(seeds["seeds"])
     spread = n > 1 and std["top1"] > 0  # deterministic methods (rules, nearest-neighbour) have none
     return (f"{100 * mean['top1']:.2f}% ± {100 * std['top1']:.2f} / {mean['geomean_slowdown']:.4f}"
