@@ -16,6 +16,8 @@ device's own valid and test parts (geomean slowdown; speed-up over the dataset's
 
     python experiments/nvidia_pooled_trial.py [--variant pytorch] [--model xgboost-plans-compact]
     # -> experiments/results/nvidia_pooled_trial_<variant>.json
+    python experiments/nvidia_pooled_trial.py --tables
+    # -> docs/pooled.md's tables of the registered baselines' board rows, read from the leaderboard entries
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ sys.path.insert(0, str(ROOT))
 import kbench  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
+from tools.report import update_doc_block  # noqa: E402
 
 DEVICES = ("h100", "h200")
+BOARD_DATASETS = ("h100-pytorch", "h200-pytorch", "h100", "h200")
+BOARD_METHODS = {"xgboost-plans-safe": "xgboost-plans-safe (own GPU)", "xgboost-plans-pooled": "xgboost-plans-pooled",
+                 "xgboost-plans-pooled-lodo": "xgboost-plans-pooled-lodo (GPU left out)"}
+TABLES_START, TABLES_END = "<!-- pooled-nvidia:start -->", "<!-- pooled-nvidia:end -->"
 DESCRIPTORS = {"sm_count": "sm_count", "l2_bytes": "l2_bytes", "gpu_memory_bytes": "gpu_memory_bytes",
                "clock_max_sm_mhz": "smi_clocks_max_sm", "clock_max_mem_mhz": "smi_clocks_max_mem"}
 SEP = "|"
@@ -83,12 +90,50 @@ def score(model, data, gpu: str, ds, part: str) -> dict:
     return {"geomean_slowdown": o["geomean_slowdown"], "speedup_geomean": o["speedup_geomean"], "top1": o["top1"]}
 
 
+def _entry(name: str, split: str, method: str) -> dict | None:
+    path = ROOT / "leaderboard" / name / split / method / "result.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _entry_cell(rec: dict | None) -> str:
+    """'geomean slowdown ± std / speed-up over mode B (seeds)' of a leaderboard entry, or '–'."""
+    if rec is None:
+        return "–"
+    seeds = rec["seeds"]
+    over_b = rec["metrics"]["overall"]["references"]["cudnn_mode_b"]["speedup_geomean"]
+    return (f"{seeds['mean']['geomean_slowdown']:.4f} ± {seeds['std']['geomean_slowdown']:.4f} / "
+            f"{over_b:.3f}x ({len(seeds['seeds'])})")
+
+
+def board_tables() -> str:
+    """Markdown tables of the pooled baselines' rows on the NVIDIA boards, beside the per-GPU best recipe
+    and cuDNN's two heuristics (numbers only from the leaderboard entries)."""
+    out = []
+    for split in ("random", "networks"):
+        out += [f"#### cuDNN plans, split `{split}`, test part (geomean slowdown ± std over seeds / speed-up "
+                "over cuDNN mode B, TensorFlow's default; seeds in brackets; the two cuDNN columns are the "
+                "heuristics' own geomean slowdown)", "",
+                "| dataset | " + " | ".join(BOARD_METHODS.values()) + " | cuDNN mode A | cuDNN mode B |",
+                "|---|" + "---|" * (len(BOARD_METHODS) + 2)]
+        for name in BOARD_DATASETS:
+            recs = {m: _entry(name, split, m) for m in BOARD_METHODS}
+            refs = next((r["metrics"]["overall"]["references"] for r in recs.values() if r), None)
+            ref_cells = [f"{refs[k]['best_of_1']:.4f}" if refs else "–" for k in ("cudnn_mode_a", "cudnn_mode_b")]
+            out.append(f"| {name} | " + " | ".join([_entry_cell(r) for r in recs.values()] + ref_cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", default="pytorch", choices=("pytorch", "default"))
     ap.add_argument("--model", default="xgboost-plans-compact")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tables", action="store_true", help="write docs/pooled.md's board tables and exit")
     a = ap.parse_args()
+    if a.tables:
+        update_doc_block(ROOT / "docs" / "pooled.md", TABLES_START, TABLES_END, board_tables() + "\n")
+        return 0
     names = {g: (f"{g}-pytorch" if a.variant == "pytorch" else g) for g in DEVICES}
     datasets = {g: kbench.load(n) for g, n in names.items()}
     devices = {g: descriptors(g) for g in DEVICES}

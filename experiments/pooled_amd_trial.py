@@ -38,6 +38,7 @@ import kbench  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import predictions_frame, problems_of, rank_by_scores  # noqa: E402
+from tools.report import update_doc_block  # noqa: E402
 
 RESULTS = ROOT / "experiments" / "results"
 AMD = ("mi100", "mi50", "mi210", "mi250x", "mi300x", "gfx1030")
@@ -268,11 +269,7 @@ def tables() -> str:
 
 
 def write_tables(doc: Path = ROOT / "docs" / "pooled.md") -> None:
-    text = doc.read_text()
-    start, end = "<!-- pooled:start -->", "<!-- pooled:end -->"
-    i, j = text.index(start) + len(start), text.index(end)
-    doc.write_text(text[:i] + "\n" + tables() + "\n" + text[j:])
-    print(f"wrote the tables of {doc.relative_to(ROOT)}")
+    update_doc_block(doc, "<!-- pooled:start -->", "<!-- pooled:end -->", tables() + "\n")
 
 
 def main() -> None:
