@@ -35,6 +35,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pooled_amd_trial import board_entry  # noqa: E402  (experiments/, the script's own folder)
+
 import kbench  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
@@ -90,11 +92,6 @@ def score(model, data, gpu: str, ds, part: str) -> dict:
     return {"geomean_slowdown": o["geomean_slowdown"], "speedup_geomean": o["speedup_geomean"], "top1": o["top1"]}
 
 
-def _entry(name: str, split: str, method: str) -> dict | None:
-    path = ROOT / "leaderboard" / name / split / method / "result.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _entry_cell(rec: dict | None) -> str:
     """'geomean slowdown ± std / speed-up over mode B (seeds)' of a leaderboard entry, or '–'."""
     if rec is None:
@@ -116,7 +113,7 @@ def board_tables() -> str:
                 "| dataset | " + " | ".join(BOARD_METHODS.values()) + " | cuDNN mode A | cuDNN mode B |",
                 "|---|" + "---|" * (len(BOARD_METHODS) + 2)]
         for name in BOARD_DATASETS:
-            recs = {m: _entry(name, split, m) for m in BOARD_METHODS}
+            recs = {m: board_entry(name, split, m) for m in BOARD_METHODS}
             refs = next((r["metrics"]["overall"]["references"] for r in recs.values() if r), None)
             ref_cells = [f"{refs[k]['best_of_1']:.4f}" if refs else "–" for k in ("cudnn_mode_a", "cudnn_mode_b")]
             out.append(f"| {name} | " + " | ".join([_entry_cell(r) for r in recs.values()] + ref_cells) + " |")

@@ -36,6 +36,7 @@ from learning_curve import train_share  # noqa: E402  (experiments/, the script'
 
 import kbench  # noqa: E402
 from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.leaderboard.store import entry_dir  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import predictions_frame, problems_of, rank_by_scores  # noqa: E402
 from tools.report import update_doc_block  # noqa: E402
@@ -141,15 +142,16 @@ def curve(seeds, fractions=(0.05, 0.1, 0.3, 1.0), model: str = "xgboost-pooled")
             "rows": rows, "summary": table.reset_index().to_dict("records")})
 
 
-def _entry(name: str, split: str, method: str) -> dict | None:
-    """The leaderboard entry's record, or None where the board has none."""
-    path = ROOT / "leaderboard" / name / split / method / "result.json"
+def board_entry(name: str, split: str, method: str) -> dict | None:
+    """The leaderboard entry's record, or None where the board has none (docs/pooled.md's NVIDIA tables,
+    experiments/nvidia_pooled_trial.py, read it too)."""
+    path = entry_dir(ROOT / "leaderboard", name, split, method) / "result.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _board(name: str, split: str, method: str) -> dict | None:
     """The leaderboard entry's mean figures (for the old -> new comparison), or None."""
-    rec = _entry(name, split, method)
+    rec = board_entry(name, split, method)
     if rec is None:
         return None
     return {"seeds": len(rec["seeds"]["seeds"]), **{k: float(rec["metrics"]["overall"][k]) for k in KEYS}}
@@ -190,7 +192,7 @@ def _fmt(m: dict | None) -> str:
 
 def _board_cell(name: str, split: str, method: str) -> str:
     """'top-1 ± std / geomean slowdown (seeds)' of a leaderboard entry, or '–' if it has none."""
-    rec = _entry(name, split, method)
+    rec = board_entry(name, split, method)
     if rec is None:
         return "–"
     seeds = rec["seeds"]
