@@ -22,6 +22,12 @@ board entry's stored test predictions (``leaderboard/<dataset>/<split>/xgboost-p
 within the plans of the first k places of mode A or mode B, k = 4, 8, 16, and scores them
 (``entry_restricted`` in the results; the test part, since the predictions are the entry's test ones).
 
+``distil<pct>`` (last) distils: the train rows' target is ``pct`` % the teacher's predicted log(t / t_best)
+and the rest the measured one (valid, for early stopping, keeps the measured one). The teacher is the
+full recipe pooled over the variant's GPUs, ``xgboost-plans-pooled`` (level with ``xgboost-plans-safe`` on
+h200-pytorch ``random``), at ``--teacher-seed``; its fit is taken from the pooled cache when a board
+run made it, and its training never saw the target's valid or test problems.
+
 ``positions<k>`` is the other design tried: one row per problem instead of one per plan. A multi-class
 XGBoost (:class:`XGBoostPositions`, defined here) predicts which of the first k places of mode A's and
 mode B's lists holds the fastest plan, from the problem's features and the engine of each place's plan;
@@ -53,10 +59,11 @@ from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402
+from kbench_baselines.plans_pooled import SEP, tagged  # noqa: E402
 from kbench_baselines.xgb import _xgb, _XGBBase  # noqa: E402
 from kbench_baselines.xgb_plans import XGBoostPlansSafe, plan_candidates  # noqa: E402
 
-SETTING = re.compile(r"^d(\d+)r(\d+)(?:ab(\d+)(all)?)?(?:lr(\d+))?$")
+SETTING = re.compile(r"^d(\d+)r(\d+)(?:ab(\d+)(all)?)?(?:lr(\d+))?(?:distil(\d+))?$")
 POSITIONS = re.compile(r"^positions(\d+)$")
 
 
@@ -73,16 +80,55 @@ def params_of(setting: str) -> dict:
            "learning_rate": float(f"0.{m.group(5)}") if m.group(5) else 0.1}
     if m.group(3):
         out.update(candidates="modes_ab_top_k", top_k=int(m.group(3)))
+    if m.group(6):
+        out["distil"] = int(m.group(6)) / 100
     return out
 
 
-def model_of(setting: str):
+def model_of(setting: str, teacher_seed: int = 0):
     if POSITIONS.fullmatch(setting):
         return XGBoostPositions(**params_of(setting))
     m = SETTING.fullmatch(setting)
+    params = params_of(setting)
+    if m and m.group(6):
+        share = params.pop("distil")
+        return DistilledPlans(share, teacher_seed, **params)
     if m and m.group(4):
-        return AllRowsPlans(**params_of(setting))
-    return get_baseline("xgboost-plans-safe", **params_of(setting))
+        return AllRowsPlans(**params)
+    return get_baseline("xgboost-plans-safe", **params)
+
+
+class DistilledPlans(XGBoostPlansSafe):
+    """``xgboost-plans-safe`` whose train rows learn ``share`` of the teacher's predicted log(t / t_best)."""
+
+    def __init__(self, share: float, teacher_seed: int, **params):
+        super().__init__(**params)
+        self.share, self.teacher_seed = float(share), int(teacher_seed)
+        self._train_ids: pd.Index | None = None
+        self._valid_ids: pd.Index | None = None
+
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0):
+        # the teacher is fitted (or loaded from the pooled cache) on the same parts as a board run's
+        self._train_ids, self._valid_ids = as_id_index(train_ids), as_id_index([] if valid_ids is None else valid_ids)
+        try:
+            return super().fit(dataset, train_ids, valid_ids, seed)
+        finally:
+            self._train_ids = self._valid_ids = None
+
+    def _labelled(self, dataset, ids: pd.Index):
+        problems, rows, ratio = super()._labelled(dataset, ids)
+        if self._train_ids is None or not ids.equals(self._train_ids):
+            return problems, rows, ratio  # valid keeps the measured target
+        teacher = get_baseline("xgboost-plans-pooled").fit(dataset, ids, self._valid_ids, seed=self.teacher_seed)
+        _, trows, tscore = teacher.row_scores(teacher._view(dataset), tagged(dataset.name, ids))
+        predicted = pd.Series(-tscore, index=pd.MultiIndex.from_arrays(
+            [trows["problem_id"].astype(str).str.split(SEP, n=1).str[1], trows["kernel"].astype(str)]))
+        log_t = predicted.reindex(pd.MultiIndex.from_frame(rows[["problem_id", "kernel"]].astype(str))).to_numpy()
+        if np.isnan(log_t).any():
+            raise KbenchInputError(f"the teacher scored no row for {int(np.isnan(log_t).sum())} student rows")
+        target = (1 - self.share) * np.log(ratio) + self.share * log_t
+        self.fit_info_teacher = teacher.fit_info
+        return problems, rows, np.exp(target)
 
 
 class AllRowsPlans(XGBoostPlansSafe):
@@ -276,6 +322,7 @@ def main() -> int:
     ap.add_argument("--split", default="random")
     ap.add_argument("--settings", nargs="*", default=["d6r100", "d8r200", "d8r400", "full"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--teacher-seed", type=int, default=0, help="seed of the distil<pct> settings' teacher")
     ap.add_argument("--restrict-entry", action="store_true",
                     help="also re-rank the board entry's stored test predictions within the first k places")
     a = ap.parse_args()
@@ -287,12 +334,15 @@ def main() -> int:
     evaluator = Evaluator(ds, a.split, part="valid")
     for setting in a.settings:
         t0 = time.perf_counter()
-        model = model_of(setting).fit(ds, parts["train"], parts["valid"], seed=a.seed)
+        model = model_of(setting, a.teacher_seed).fit(ds, parts["train"], parts["valid"], seed=a.seed)
         fit_s = time.perf_counter() - t0
         o = evaluator(model.predict(ds, parts["valid"])).overall
         params = {**params_of(setting), "seed": a.seed}
         if isinstance(model, AllRowsPlans):
             params["train_rows"] = "all"
+        if isinstance(model, DistilledPlans):
+            params.update(distil=model.share, teacher="xgboost-plans-pooled", teacher_seed=a.teacher_seed,
+                          teacher_cache=model.fit_info_teacher.get("cache"))
         row = {"params": params, "rounds": model.fit_info["rounds"],
                "tree_nodes": model.n_parameters(), "fit_s": round(fit_s, 1),
                "geomean_slowdown": o["geomean_slowdown"], "top1": o["top1"],
