@@ -141,10 +141,13 @@ class XGBoostPlansPooled(XGBoostPlansSafe):
             self._views[id(dataset)] = held
         return held[1]
 
-    def predict(self, dataset, ids) -> pd.DataFrame:
-        ids = as_id_index(ids)
-        frame = super().predict(self._view(dataset), tagged(dataset.name, ids))
-        return frame.assign(problem_id=frame["problem_id"].astype(str).str.split(SEP, n=1).str[1])
+    def row_scores(self, dataset, ids) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+        """The recipe's rows and scores for the target ``dataset``, under its own problem ids (predict ranks them)."""
+        problems, rows, score = super().row_scores(self._view(dataset), tagged(dataset.name, as_id_index(ids)))
+
+        def untagged(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame.assign(problem_id=frame["problem_id"].astype(str).str.split(SEP, n=1).str[1])
+        return untagged(problems), untagged(rows), score
 
 
 class XGBoostPlansPooledLeaveOut(XGBoostPlansPooled):

@@ -59,7 +59,6 @@ from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402
-from kbench_baselines.plans_pooled import SEP, tagged  # noqa: E402
 from kbench_baselines.xgb import _xgb, _XGBBase  # noqa: E402
 from kbench_baselines.xgb_plans import XGBoostPlansSafe, plan_candidates  # noqa: E402
 
@@ -120,9 +119,8 @@ class DistilledPlans(XGBoostPlansSafe):
         if self._train_ids is None or not ids.equals(self._train_ids):
             return problems, rows, ratio  # valid keeps the measured target
         teacher = get_baseline("xgboost-plans-pooled").fit(dataset, ids, self._valid_ids, seed=self.teacher_seed)
-        _, trows, tscore = teacher.row_scores(teacher._view(dataset), tagged(dataset.name, ids))
-        predicted = pd.Series(-tscore, index=pd.MultiIndex.from_arrays(
-            [trows["problem_id"].astype(str).str.split(SEP, n=1).str[1], trows["kernel"].astype(str)]))
+        _, trows, tscore = teacher.row_scores(dataset, ids)
+        predicted = pd.Series(-tscore, index=pd.MultiIndex.from_frame(trows[["problem_id", "kernel"]].astype(str)))
         log_t = predicted.reindex(pd.MultiIndex.from_frame(rows[["problem_id", "kernel"]].astype(str))).to_numpy()
         if np.isnan(log_t).any():
             raise KbenchInputError(f"the teacher scored no row for {int(np.isnan(log_t).sum())} student rows")
