@@ -182,6 +182,13 @@ class Baseline:
     stochastic : the predictions depend on the seed (else one fit serves every seed)
     benchmark : part of the default set that ``kbench run`` trains
     uses_test_labels : reads the measured runtimes of the problems it predicts (the oracle only)
+
+    Instance attribute
+    ------------------
+    fit_checkpoint : where a fit that trains epoch by epoch writes its training state after each
+        epoch and resumes from when the file exists (``kbench run`` sets it per seed and removes the
+        file once the seed is written); ``None``, the default: no checkpoint. Baselines that honour it
+        say so in their docstring; the others ignore it.
     """
 
     name: str = ""
@@ -189,6 +196,7 @@ class Baseline:
     stochastic: bool = False
     benchmark: bool = True
     uses_test_labels: bool = False
+    fit_checkpoint: Path | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -664,6 +664,9 @@ class TuningModel:
         return obj
 
 
+#: version of the training-state file ``fit_arrays(checkpoint=...)`` writes
+FIT_STATE_FORMAT = 1
+
 DEFAULTS = dict(beam_width=10, constrained=True, decode="beam", use_conv=True, field_dim=8, token_dim=16,
                 conv_channels=64, conv_layers=2, conv_kernel=3, enc_hidden=64, dec_hidden=128, attn_dim=64,
                 out_emb=16, dropout=0.1, lr=3e-3, lr_schedule="none", label_smoothing=0.1, batch_size=128,
@@ -704,11 +707,15 @@ class Seq2Seq(TuningModel):
 
     # -- training -----------------------------------------------------------------
     def fit_arrays(self, train_problems, train_idx, valid_problems=None, valid_idx=None, seed: int = 0,
-                   log=None, selector=None):
+                   log=None, selector=None, checkpoint=None):
         """Train on problem rows and target value-index matrices (N, P); ``log(record)`` per epoch.
 
         ``selector(model) -> dict`` (optional) replaces the default model selection: its
-        ``"key"`` (a tuple, higher is better) ranks epochs; its other entries are logged."""
+        ``"key"`` (a tuple, higher is better) ranks epochs; its other entries are logged.
+        ``checkpoint`` (optional, a file path): the training state is written there after every
+        epoch, and a fit that finds the file resumes after its last epoch with the same weights,
+        optimiser, random generators and model selection, so it ends with the same model as an
+        uninterrupted fit (``fit_info['resumed_at_epochs']`` lists where it resumed)."""
         torch = _torch()
         p = self.params
         torch.set_num_threads(int(p["threads"]))
@@ -731,8 +738,17 @@ class Seq2Seq(TuningModel):
             vtok, vnum = self._inputs(valid_problems)
             valid = (vtok, vnum, np.asarray(valid_idx, dtype=np.int64))
         best_key, best_state, best_epoch, bad, history = None, None, -1, 0, []
-        stopped_by = "max_epochs"
-        for epoch in range(int(p["max_epochs"])):
+        stopped_by, start_epoch, elapsed_before, resumed_at = None, 0, 0.0, []
+        state_path = Path(checkpoint) if checkpoint is not None else None
+        fingerprint = self._fit_fingerprint(seed, len(y), len(valid_problems) if have_valid else 0)
+        if state_path is not None and state_path.exists():
+            loop, best_state = self._load_fit_state(state_path, fingerprint, opt, sched, rng)
+            best_key, best_epoch, bad = tuple(loop["best_key"]), loop["best_epoch"], loop["bad"]
+            history, stopped_by = loop["history"], loop["stopped_by"]
+            start_epoch, elapsed_before = loop["epochs_done"], loop["elapsed_s"]
+            resumed_at = [*loop["resumed_at_epochs"], start_epoch]
+        t_start -= elapsed_before  # the time limit and fit_time_s count every session's training
+        for epoch in range(start_epoch, int(p["max_epochs"]) if stopped_by is None else start_epoch):
             self.net.train()
             perm = rng.permutation(len(y))
             tot = self._train_epoch(opt, sched, perm, tok_t, num_t, y_t)
@@ -750,17 +766,80 @@ class Seq2Seq(TuningModel):
                 bad += 1
             if bad >= int(p["patience"]):
                 stopped_by = "patience"
-                break
-            if time.perf_counter() - t_start > float(p["max_seconds"]):
+            elif time.perf_counter() - t_start > float(p["max_seconds"]):
                 stopped_by = "max_seconds"
+            if state_path is not None:
+                self._save_fit_state(state_path, fingerprint, opt, sched, rng, best_state, {
+                    "epochs_done": epoch + 1, "best_key": list(best_key), "best_epoch": best_epoch, "bad": bad,
+                    "history": history, "stopped_by": stopped_by, "elapsed_s": time.perf_counter() - t_start,
+                    "resumed_at_epochs": resumed_at})
+            if stopped_by is not None:
                 break
+        stopped_by = stopped_by or "max_epochs"
         self.net.load_state_dict(best_state)
         self.net.eval()
         self.fit_info = {"best_epoch": best_epoch, "epochs_run": len(history), "stopped_by": stopped_by,
+                         "resumed_at_epochs": resumed_at,
                          "fit_time_s": time.perf_counter() - t_start, "history": history,
                          "n_parameters": self.n_parameters(), "threads": int(p["threads"]),
                          "n_train": int(len(y)), "n_valid": int(len(valid_problems)) if have_valid else 0}
         return self
+
+    # -- training state (checkpoint) -----------------------------------------------
+    def _fit_fingerprint(self, seed: int, n_train: int, n_valid: int) -> dict:
+        """What a training state must match to be resumed: format, parameters, seed, data sizes."""
+        return json.loads(json.dumps({"format": FIT_STATE_FORMAT, "params": self.params, "seed": int(seed),
+                                      "n_train": int(n_train), "n_valid": int(n_valid),
+                                      "output_sizes": [len(v) for v in self.space.values]}))
+
+    def _save_fit_state(self, path: Path, fingerprint: dict, opt, sched, rng, best_state, loop: dict) -> None:
+        """One safetensors file: the weights, the best epoch's weights, Adam's moments and the torch
+        generator as arrays; the loop's counters, the numpy generator, the optimiser's groups and
+        the schedule as JSON in its metadata. Written to a temporary name and renamed: a fit
+        stopped while writing leaves the last epoch's complete state."""
+        torch = _torch()
+        arrays = {f"net.{k}": v.detach().cpu().numpy() for k, v in self.net.state_dict().items()}
+        arrays.update({f"best.{k}": v.detach().cpu().numpy() for k, v in best_state.items()})
+        osd = opt.state_dict()
+        for i, entry in osd["state"].items():
+            for name, v in entry.items():
+                arrays[f"opt.{i}.{name}"] = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v)
+        arrays["torch_rng"] = torch.get_rng_state().numpy()
+        doc = {"fingerprint": fingerprint, "loop": loop, "optimizer_groups": osd["param_groups"],
+               "schedule": sched.state_dict() if sched is not None else None,
+               "numpy_rng": rng.bit_generator.state}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".part")
+        save_safetensors(tmp, arrays, {"fit_state": json.dumps(doc)})
+        tmp.replace(path)
+
+    def _load_fit_state(self, path: Path, fingerprint: dict, opt, sched, rng) -> tuple[dict, dict]:
+        """Restore a state written by ``_save_fit_state`` into the net, ``opt``, ``sched`` and
+        ``rng``; returns (the loop's counters, the best epoch's weights)."""
+        torch = _torch()
+        arrays, meta = load_safetensors(path)
+        try:
+            doc = json.loads(meta.get("fit_state", ""))
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint:
+            raise KbenchInputError(f"{path}: a training state of another configuration, seed or training "
+                                   "set, or not one kbench wrote; remove the file to train from the start.")
+
+        def tensors(prefix: str) -> dict:
+            return {k[len(prefix):]: torch.tensor(v) for k, v in arrays.items() if k.startswith(prefix)}
+
+        self.net.load_state_dict(tensors("net."))
+        moments: dict[int, dict] = {}
+        for key, v in tensors("opt.").items():
+            index, name = key.split(".", 1)
+            moments.setdefault(int(index), {})[name] = v
+        opt.load_state_dict({"state": moments, "param_groups": doc["optimizer_groups"]})
+        if sched is not None:
+            sched.load_state_dict(doc["schedule"])
+        rng.bit_generator.state = doc["numpy_rng"]
+        torch.set_rng_state(torch.tensor(arrays["torch_rng"]))
+        return doc["loop"], tensors("best.")
 
     def _optimizer(self, n_train: int):
         """Adam over the network's parameters and the learning-rate schedule (None: constant)."""
@@ -823,14 +902,14 @@ class Seq2Seq(TuningModel):
                 prev = v + self.net.offsets[t]
         return np.column_stack(out)
 
-    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0, log=None) -> Seq2Seq:
+    def fit(self, dataset, train_ids, valid_ids=None, seed: int = 0, log=None, checkpoint=None) -> Seq2Seq:
         tgt, prob = _tuning_problems(dataset, self.solver, train_ids)
         vprob = vidx = None
         if valid_ids is not None:
             vt, vprob = _tuning_problems(dataset, self.solver, valid_ids)
             vidx = self.space.encode(vt[list(self.space.params)].to_numpy())
         return self.fit_arrays(prob, self.space.encode(tgt[list(self.space.params)].to_numpy()), vprob, vidx, seed,
-                               log)
+                               log, checkpoint=checkpoint)
 
     # -- inference ------------------------------------------------------------------
     def search(self, problems: pd.DataFrame, width: int | None = None, constrained: bool | None = None,
@@ -951,7 +1030,7 @@ class Seq2SeqTiles(Baseline):
         if valid_ids is not None:
             vprob, vy = best_of(valid_ids)
             selector = self._valid_selector(dataset, kt, vprob)
-        self.model.fit_arrays(prob, y, vprob, vy, seed, selector=selector)
+        self.model.fit_arrays(prob, y, vprob, vy, seed, selector=selector, checkpoint=self.fit_checkpoint)
         self.fit_info = dict(self.model.fit_info)
         return self
 

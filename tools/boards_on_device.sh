@@ -13,7 +13,9 @@
 # THREADS threads a job (default 2, the baselines' own n_jobs; more through KBENCH_THREADS, which
 # changes the fit time and not the trees; BLAS is held to the same), SLOTS jobs at a time (default:
 # the host's cores / THREADS, less one). A job still running when BUDGET_S is spent is stopped; its seed has no
-# result.json and is run again by the next call. Brings back $OUT/boards_<dataset>_<split>.tgz (the
+# result.json and is run again by the next call, from the start: a fit's training state
+# (seed-N/fit-state.safetensors, seq2seq's, about 10 MB a seed on h200) stays on the machine, since the
+# states of a queue would pass what a call brings back and carries. Brings back $OUT/boards_<dataset>_<split>.tgz (the
 # seed folders, as results/boards holds them; packed every minute, so a call cut short brings back
 # all but its last minute), $OUT/jobs.log (one line a job: rc and seconds) and $OUT/logs.tgz.
 # Unpack into results/boards here and run the same command with all five seeds and
@@ -58,7 +60,7 @@ pack() {  # one archive per dataset and split, so that none passes the 16 MiB a 
   for ds in /tmp/boards/*/*/; do
     [ -d "$ds" ] || continue
     local d s; d=$(basename "$(dirname "$ds")"); s=$(basename "$ds")
-    tar -C /tmp/boards -czf "$OUT/boards_${d}_${s}.tgz.part" --exclude=error.log "$d/$s" && mv "$OUT/boards_${d}_${s}.tgz.part" "$OUT/boards_${d}_${s}.tgz"
+    tar -C /tmp/boards -czf "$OUT/boards_${d}_${s}.tgz.part" --exclude=error.log --exclude='fit-state.safetensors*' "$d/$s" && mv "$OUT/boards_${d}_${s}.tgz.part" "$OUT/boards_${d}_${s}.tgz"
   done
   tar -C /tmp -czf "$OUT/logs.tgz" board_logs 2>/dev/null
 }

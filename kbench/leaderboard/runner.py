@@ -53,6 +53,8 @@ DEFAULT_SPLIT = "random"
 LATENCY_CALLS = 20          # single-problem predict calls timed per fitted model
 LATENCY_BUDGET_S = 10.0     # stop timing earlier than that if a call is slow
 SEED_DIR = "seed-{seed}"
+#: a seed folder's training state while its fit runs (``Baseline.fit_checkpoint``); removed once the seed is written
+FIT_CHECKPOINT = "fit-state.safetensors"
 
 
 # ----------------------------------------------------------------------------- registry
@@ -304,6 +306,8 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 rec = _reseed(records[src_seed], seed)
             else:
                 model = cls()
+                # a fit that trains epoch by epoch writes its state here and resumes from it
+                model.fit_checkpoint = seed_dir / FIT_CHECKPOINT
                 step("fit")
                 t0 = time.perf_counter()
                 model.fit(dataset, ids["train"], ids["valid"], seed=seed)
@@ -312,13 +316,19 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
                 cached = info.get("cached_training_time_s")  # a fit loaded from the model's own cache
                 if cached is not None:
                     fit_time = float(cached)  # the training it took, not the load
+                resumed_at = info.get("resumed_at_epochs") or []
+                if resumed_at:  # the training of every run that worked on this seed, not this run's share
+                    fit_time = float(info["fit_time_s"])
                 rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
                                       latency=not measured)
                 if cached is not None:
                     rec.extra["fit_from_cache"] = True
+                if resumed_at:
+                    rec.extra["fit_resumed_at_epochs"] = list(resumed_at)
                 rec.environment = environment(method_modules(cls))
                 measured = True
             _write_seed(seed_dir, rec, gz)
+            (seed_dir / FIT_CHECKPOINT).unlink(missing_ok=True)  # the seed is done: its training state is not kept
             records[seed] = rec
             outcome.ran.append(seed)
             if bar is not None:

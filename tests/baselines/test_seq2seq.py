@@ -243,6 +243,43 @@ def test_fixed_seed_reproduces(toy):
     assert any((v != other.net.state_dict()[k]).any() for k, v in model.net.state_dict().items())
 
 
+def test_an_interrupted_fit_resumes_to_the_uninterrupted_model(tmp_path):
+    """Stopped during its third epoch of four and run again on its training-state file, a fit ends with
+    the same weights, history and chosen epoch as a fit that never stopped (dropout, shuffling and
+    Adam's moments included); a state of another seed is refused, not silently used."""
+    ds = _toy_dataset()
+    ids = ds.problems["problem_id"].to_numpy()
+    params = {**SMALL, "max_epochs": 4, "patience": 10, "dropout": 0.3}
+    straight = Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=0)
+
+    class PowerCut(Exception):
+        pass
+
+    def cut_in_epoch_2(rec):  # called before the epoch's state is written: epochs 0 and 1 are saved
+        if rec["epoch"] == 2:
+            raise PowerCut
+
+    state = tmp_path / "seed-0" / "fit-state.safetensors"
+    with pytest.raises(PowerCut):
+        Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=0, log=cut_in_epoch_2, checkpoint=state)
+    assert state.exists() and not list(state.parent.glob("*.part"))
+    resumed = Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=0, checkpoint=state)
+    assert resumed.fit_info["resumed_at_epochs"] == [2] and straight.fit_info["resumed_at_epochs"] == []
+    for k, v in straight.net.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), resumed.net.state_dict()[k].numpy())
+    drop = ("elapsed_s",)
+    assert ([{k: v for k, v in r.items() if k not in drop} for r in straight.fit_info["history"]]
+            == [{k: v for k, v in r.items() if k not in drop} for r in resumed.fit_info["history"]])
+    assert resumed.fit_info["best_epoch"] == straight.fit_info["best_epoch"]
+    pd.testing.assert_frame_equal(straight.predict(ds, ids), resumed.predict(ds, ids))
+    # the state now holds the whole fit: running again trains no epoch and gives the same model
+    again = Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=0, checkpoint=state)
+    assert again.fit_info["resumed_at_epochs"] == [2, 4] and len(again.fit_info["history"]) == 4
+    pd.testing.assert_frame_equal(straight.predict(ds, ids), again.predict(ds, ids))
+    with pytest.raises(KbenchInputError, match="another configuration, seed or training set"):
+        Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=1, checkpoint=state)
+
+
 def test_no_conv_ablation_builds_without_conv_layers():
     ds = _toy_dataset(16)
     ids = ds.problems["problem_id"].to_numpy()
@@ -379,6 +416,15 @@ def test_seq2seq_engines_ranks_only_measured_configurations(tmp_path):
         assert set(ranking.split(";")) <= measured[pid]
     m.save(tmp_path / "e")
     pd.testing.assert_frame_equal(pred, Seq2SeqEngines.load(tmp_path / "e").predict(ds, ids))
+    # with the runner's training-state path, a second fit on the finished state trains nothing and
+    # keeps the epoch the valid selector chose
+    first, second = Seq2SeqEngines(**{**SMALL, "beam_width": 4}), Seq2SeqEngines(**{**SMALL, "beam_width": 4})
+    first.fit_checkpoint = second.fit_checkpoint = tmp_path / "seed-0" / "fit-state.safetensors"
+    first.fit(ds, ids[:16], ids[16:20], seed=0)
+    second.fit(ds, ids[:16], ids[16:20], seed=0)
+    assert second.fit_info["resumed_at_epochs"] == [SMALL["max_epochs"]]
+    assert second.fit_info["best_epoch"] == first.fit_info["best_epoch"] == m.fit_info["best_epoch"]
+    pd.testing.assert_frame_equal(pred, second.predict(ds, ids))
 
 
 # ------------------------------------------------------------------------------------ comparison baselines

@@ -88,6 +88,36 @@ def test_a_fit_loaded_from_the_models_cache_records_its_training_time(toy, fakes
                                                                                                            472.25]
 
 
+def test_a_fit_gets_a_checkpoint_per_seed_and_a_resumed_fit_records_its_whole_training(toy, fakes, tmp_path):
+    """The runner hands each seed's fit a training-state path inside the seed folder; a fit that
+    resumed from it (seq2seq) reports every session's training time, which the record keeps with the
+    epochs it resumed at; the state file is removed once the seed is written."""
+    from kbench_baselines import base
+
+    seen = {}
+
+    class Resuming(FakeBaseline):
+        stochastic = True
+
+        def fit(self, dataset, train_ids, valid_ids=None, seed=0):
+            super().fit(dataset, train_ids, valid_ids, seed)
+            seen[seed] = self.fit_checkpoint
+            self.fit_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            self.fit_checkpoint.write_bytes(b"state")  # as a fit writes after each epoch
+            self.fit_info.update({"resumed_at_epochs": [3] if seed == 1 else [], "fit_time_s": 812.5})
+            return self
+
+    Resuming.name = "resuming"
+    base.BASELINES["resuming"] = Resuming
+    _run(tmp_path, baselines=["resuming"], seeds=[0, 1])
+    folder = tmp_path / "results" / "toy" / "random" / "resuming"
+    assert seen == {s: folder / f"seed-{s}" / "fit-state.safetensors" for s in (0, 1)}
+    assert not list(folder.rglob("fit-state.safetensors"))
+    extra = {s: json.loads((folder / f"seed-{s}" / "result.json").read_text())["extra"] for s in (0, 1)}
+    assert extra[1]["fit_time_s"] == 812.5 and extra[1]["fit_resumed_at_epochs"] == [3]
+    assert extra[0]["fit_time_s"] != 812.5 and "fit_resumed_at_epochs" not in extra[0]
+
+
 def test_run_redoes_records_of_other_data(toy, fakes, tmp_path):
     _run(tmp_path, baselines=["toy-model"], seeds=[0, 1])
     path = tmp_path / "results/toy/random/toy-model/seed-1/result.json"
