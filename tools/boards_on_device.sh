@@ -33,7 +33,9 @@
 # (random and networks, two queues) were all still running when their budgets stopped them at 493 and
 # 537 s; 5 jobs of 12 threads (one split) ended in 467-470 s, fits of 240-242 s (the entry's records);
 # h100-pytorch networks at 5 jobs of 12 threads: 296-319 s a job, fits of 120-137 s (jobs.log in commit
-# 5afe1b6's message).
+# 5afe1b6's message). seq2seq-engines on h200 (one thread a fit, 445 to 535 s of fit on the 2-core
+# development machine by its entries' records) ended none of 10 jobs at a time on nvidia-h200 (16 vCPUs)
+# inside a 565 s call (2026-11-29): its seeds need a call longer than one fit.
 set -u
 QUEUE=${1:?give the queue file}
 BUDGET=${2:?give the budget in seconds}
