@@ -18,6 +18,11 @@ def register_dataset(dataset) -> None:
     _EXTRA_DATASETS[dataset.name] = dataset
 
 
+def registered_dataset(name: str):
+    """A dataset registered in-process under ``name``, or None (nothing is loaded)."""
+    return _EXTRA_DATASETS.get(name)
+
+
 def unregister_dataset(name: str) -> None:
     _EXTRA_DATASETS.pop(name, None)
     _CACHE.pop(name, None)

@@ -24,10 +24,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.datasets import load_dataset
+from kbench.leaderboard.datasets import load_dataset, registered_dataset
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.prediction_files import sha256_bytes
 from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
+from kbench.registry import DATASETS
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
@@ -272,6 +273,15 @@ GENERATED = {"README.md", "site"}
 OWN_LAYOUT = {"transfer"}
 
 
+def dataset_device(name: str) -> str | None:
+    """The GPU a dataset was measured on (the registry's, or a registered dataset's card); None if unknown."""
+    spec = DATASETS.get(name)
+    if spec is not None:
+        return spec.device
+    registered = registered_dataset(name)
+    return (registered.info or {}).get("device") if registered is not None else None
+
+
 def verification_problems(path: Path, record, dataset: str, split: str, method: str,
                           first_seed_sha256: str | None = None) -> list[str]:
     """What is wrong with an entry's GPU re-timing record (``verification.json``), if anything."""
@@ -286,6 +296,11 @@ def verification_problems(path: Path, record, dataset: str, split: str, method: 
         out.append(f"verification.json method {v.method!r} is not the folder's {method!r}")
     if v.dataset.checksum != record.dataset.checksum:
         out.append("verification.json was made on another version of the dataset than result.json")
+    # a re-timing on another GPU model measures other hardware: no confirmation of this board's figures
+    gpu, device = str(v.device.get("gpu") or ""), dataset_device(dataset)
+    if gpu and device and not device.startswith(gpu):
+        out.append(f"verification.json was timed on an {gpu}, not on the dataset's {device}: keep it with "
+                   f"the raw timings (raw/{dataset}/verify/), not beside the entry")
     # a re-run entry gets new predictions: the old re-timing then measured choices the entry no longer makes.
     # It timed the first seed's predictions as a CSV (gzip, as kbench.leaderboard.store.predictions_csv_gz
     # writes them): ``first_seed_sha256`` is that file's sha256, computed by the caller that reads them.

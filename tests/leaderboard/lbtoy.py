@@ -46,7 +46,7 @@ def make_toy(n: int = 240, seed: int = 7, name: str = "toy") -> Dataset:
     tables = {"problems": problems, "runtimes": runtimes, "kernels": kernels, "splits": splits,
               "heuristics": heur}
     manifest = {"name": name, "version": "1.0.0", "checksum": "ab" * 32, "task": "kernel-selection",
-                "device": "Toy GPU", "library": "toylib", "license": "MIT"}
+                "device": "NVIDIA H200 (a toy card)", "library": "toylib", "license": "MIT"}
     return Dataset(name, tables, manifest)
 
 

@@ -102,7 +102,7 @@ def test_bad_verification_record_is_one_clear_error(board, capsys):
     assert "verification.json" in err and "measured" in err and "Traceback" not in err
 
 
-def test_validate_accepts_a_matching_record_and_names_a_mismatch(board):
+def test_validate_accepts_a_matching_record_and_names_a_mismatch(board, toy):
     from kbench.leaderboard.schema import validate_tree
     path = board / "toy/random/toy-model/verification.json"
     record = json.loads((board / "toy/random/toy-model/result.json").read_text())
@@ -114,6 +114,12 @@ def test_validate_accepts_a_matching_record_and_names_a_mismatch(board):
         validate_tree(board, check_data=False)
     assert "verification.json is for toy/networks/test, not toy/random/test" in str(err.value)
     assert "verification.json method 'other' is not the folder's 'toy-model'" in str(err.value)
+    # the toy data card says an H200 measured it: a re-timing on another GPU model confirms nothing here
+    path.write_text(good.model_copy(update={"device": {"gpu": "NVIDIA H100 80GB HBM3"}}).model_dump_json())
+    with pytest.raises(Exception) as err:
+        validate_tree(board, check_data=False)
+    assert ("verification.json was timed on an NVIDIA H100 80GB HBM3, not on the dataset's NVIDIA H200 "
+            "(a toy card): keep it with the raw timings (raw/toy/verify/), not beside the entry") in str(err.value)
 
 
 def test_validate_names_a_record_of_other_predictions(board, toy):
