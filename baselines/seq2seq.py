@@ -740,7 +740,8 @@ class Seq2Seq(TuningModel):
         best_key, best_state, best_epoch, bad, history = None, None, -1, 0, []
         stopped_by, start_epoch, elapsed_before, resumed_at = None, 0, 0.0, []
         state_path = Path(checkpoint) if checkpoint is not None else None
-        fingerprint = self._fit_fingerprint(seed, len(y), len(valid_problems) if have_valid else 0)
+        fingerprint = (self._fit_fingerprint(seed, len(y), len(valid_problems) if have_valid else 0)
+                       if state_path is not None else None)
         if state_path is not None and state_path.exists():
             loop, best_state = self._load_fit_state(state_path, fingerprint, opt, sched, rng)
             best_key, best_epoch, bad = tuple(loop["best_key"]), loop["best_epoch"], loop["bad"]

@@ -7,6 +7,7 @@ can use it without importing each other.
 from __future__ import annotations
 
 from kbench.dataset import load
+from kbench.registry import DATASETS
 
 #: datasets registered in-process (tests, custom data) by name; checked before kbench.load
 _EXTRA_DATASETS: dict = {}
@@ -18,9 +19,13 @@ def register_dataset(dataset) -> None:
     _EXTRA_DATASETS[dataset.name] = dataset
 
 
-def registered_dataset(name: str):
-    """A dataset registered in-process under ``name``, or None (nothing is loaded)."""
-    return _EXTRA_DATASETS.get(name)
+def dataset_device(name: str) -> str | None:
+    """The GPU a dataset was measured on, resolved as :func:`load_dataset` resolves the name (a dataset
+    registered in-process first, then the registry) without loading any table; None if unknown."""
+    if name in _EXTRA_DATASETS:
+        return (_EXTRA_DATASETS[name].info or {}).get("device")
+    spec = DATASETS.get(name)
+    return spec.device if spec is not None else None
 
 
 def unregister_dataset(name: str) -> None:

@@ -24,11 +24,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.datasets import load_dataset, registered_dataset
+from kbench.leaderboard.datasets import dataset_device, load_dataset
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.prediction_files import sha256_bytes
 from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
-from kbench.registry import DATASETS
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
@@ -271,15 +270,6 @@ ENTRY_FILES = {"result.json", "meta.json", PREDS_FILE, "verification.json"}
 GENERATED = {"README.md", "site"}
 #: the transfer track's records (their own layout, read by kbench.leaderboard.transfer)
 OWN_LAYOUT = {"transfer"}
-
-
-def dataset_device(name: str) -> str | None:
-    """The GPU a dataset was measured on (the registry's, or a registered dataset's card); None if unknown."""
-    spec = DATASETS.get(name)
-    if spec is not None:
-        return spec.device
-    registered = registered_dataset(name)
-    return (registered.info or {}).get("device") if registered is not None else None
 
 
 def verification_problems(path: Path, record, dataset: str, split: str, method: str,
