@@ -1,6 +1,7 @@
 """``kbench collect ...``: build a cuDNN dataset for your own NVIDIA GPU.
 
     kbench collect corpus  --out problems.csv               # the problem corpus (deterministic)
+    kbench collect corpus3d --out problems3d.csv            # the 3D corpus: real 3D network layers + neighbours
     kbench collect cudnn   --problems problems.csv --out DIR [--directions F,B,W] [--dtypes FP16,BF16,FP32]
     kbench collect cudnn   ... --shard K/N                  # one shard (or from torchrun / a SLURM array)
     kbench collect merge   DIR... --out RAW                 # join shard folders (same GPU and versions)
@@ -23,7 +24,7 @@ import json
 import os
 import sys
 
-from kbench.collect import corpus
+from kbench.collect import corpus, corpus3d
 from kbench.errors import KbenchError, KbenchInputError
 from kbench.gpu_check import command as verify_on_gpu
 from kbench.output_files import check_output, check_output_folder
@@ -38,6 +39,7 @@ def register_cli(subparsers) -> None:
     # `kbench collect --help` lists the subcommands in the order they are added here
     _add_cudnn_parser(sub)
     _add_corpus_parser(sub)
+    _add_corpus3d_parser(sub)
     _add_compact_parser(sub)
     _add_merge_parser(sub)
     _add_travel_copy_parser(sub)
@@ -57,7 +59,8 @@ def _add_cudnn_parser(sub) -> None:
     c.add_argument("--out", required=True, help="raw output folder (created; a re-run resumes it)")
     c.add_argument("--directions", default="F,B,W", help="comma list of F,B,W (default all)")
     c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
-    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (default: the file's, or both)")
+    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (2D) or NCDHW,NDHWC (3D); NCHW and NCDHW "
+                   "both mean contiguous, NHWC and NDHWC channels-last (default: the file's, or both)")
     c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds, counted from the command's start "
                         "(loading the records and starting CUDA included)")
@@ -102,6 +105,14 @@ def _add_corpus_parser(sub) -> None:
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
     corpus.add_arguments(c)
     c.set_defaults(func=cmd_corpus)
+
+
+def _add_corpus3d_parser(sub) -> None:
+    """``kbench collect corpus3d``: its arguments belong to :mod:`kbench.collect.corpus3d`."""
+    c = sub.add_parser("corpus3d", help="write the deterministic 3D problem corpus (real 3D network layers "
+                                        "and random neighbours)")
+    corpus3d.add_arguments(c)
+    c.set_defaults(func=cmd_corpus3d)
 
 
 def _add_compact_parser(sub) -> None:
@@ -223,7 +234,7 @@ def cmd_cudnn(args) -> int:
     _check_positive(args.ranks_per_gpu, "--ranks-per-gpu")
     directions = C.parse_list(args.directions, C.DIRECTIONS, "directions")
     dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
-    layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
+    layouts = C.parse_list(args.layouts, C.LAYOUTS + C.LAYOUTS_3D, "layouts") if args.layouts else None
     opts = C.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
                      torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
                      kernel_cache=args.kernel_cache, seed=args.seed, tensor_strides=args.tensor_strides)
@@ -248,6 +259,10 @@ def cmd_cudnn(args) -> int:
 
 def cmd_corpus(args) -> int:
     return corpus.run(args)
+
+
+def cmd_corpus3d(args) -> int:
+    return corpus3d.run(args)
 
 
 def cmd_compact(args) -> int:

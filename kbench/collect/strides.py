@@ -17,6 +17,13 @@ passes is fixed by ATen:
 So every tensor reaches cuDNN with the dense strides of its layout, size-1 dimensions included
 (:func:`pytorch_strides`): a channels-last 1x1 filter ``[128, 64, 1, 1]`` as ``(64, 1, 64, 64)``.
 
+5-D tensors follow the same two functions: ``cudnn_conv_suggest_memory_format`` gives
+``ChannelsLast3d`` when the input or the 5-D weight suggests it (``aten/src/ATen/native/ConvUtils.h``),
+``getTensorDescriptorWithTypeVirtual`` counts ``ChannelsLast3d`` as channels-last, and
+``fixSizeOneDimStride`` walks C, W, H, D, N (channels-last) or W, H, D, C, N (contiguous): the dense
+strides of NDHWC or NCDHW, size-1 dimensions included (a channels-last 1x1x1 filter ``[64, 32, 1, 1, 1]``
+as ``(32, 1, 32, 32, 32)``).
+
 The ``legacy`` convention is what the collector passed before: an NCHW-dense tensor made
 ``.contiguous(memory_format=torch.channels_last)``, which PyTorch returns unchanged when it already
 counts as channels-last contiguous (channel count 1, or height and width 1), so those tensors kept
@@ -35,7 +42,7 @@ STRIDE_CONVENTIONS = ("pytorch", "legacy")
 UNRECORDED_CONVENTION = "legacy"
 
 # dimensions of an [N, C, H, W] tensor from the innermost outwards
-_ORDER = {"NHWC": (1, 3, 2, 0), "NCHW": (3, 2, 1, 0)}
+_ORDER = {"NHWC": (1, 3, 2, 0), "NCHW": (3, 2, 1, 0), "NDHWC": (1, 4, 3, 2, 0), "NCDHW": (4, 3, 2, 1, 0)}
 
 
 def _dense(shape, order) -> tuple[int, ...]:
@@ -48,12 +55,19 @@ def _dense(shape, order) -> tuple[int, ...]:
 
 
 def pytorch_strides(shape, layout: str) -> tuple[int, ...]:
-    """The strides PyTorch's cuDNN descriptor carries for an [N, C, H, W] tensor of ``layout``."""
+    """The strides PyTorch's cuDNN descriptor carries for an [N, C, H, W] tensor of ``layout`` (NCHW,
+    NHWC), or an [N, C, D, H, W] one (NCDHW, NDHWC)."""
+    if len(shape) != len(_ORDER[layout]):
+        raise ValueError(f"a {layout} tensor has {len(_ORDER[layout])} dimensions, not {len(shape)}")
     return _dense(shape, _ORDER[layout])
 
 
 def legacy_strides(shape, layout: str) -> tuple[int, ...]:
-    """The strides the collector passed before PyTorch's convention was adopted."""
+    """The strides the collector passed before PyTorch's convention was adopted (2D runs only: every 3D
+    run used PyTorch's)."""
+    if len(shape) != 4:
+        raise ValueError("the legacy stride convention exists for 2D problems only; 3D problems are "
+                         "measured with the pytorch convention")
     n, c, h, w = (int(v) for v in shape)
     keeps_nchw = layout == "NHWC" and (c == 1 or (h == 1 and w == 1))
     return _dense(shape, _ORDER["NCHW" if keeps_nchw else layout])

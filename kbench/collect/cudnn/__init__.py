@@ -1,6 +1,6 @@
 """``kbench collect cudnn``: measure every cuDNN engine configuration per problem.
 
-For each problem (a 2D convolution in one direction, data type and layout) the
+For each problem (a 2D or 3D convolution in one direction, data type and layout) the
 collector
 
 1. builds the convolution as a cuDNN graph with the cuDNN frontend Python API
@@ -95,15 +95,25 @@ from kbench.collect.cudnn.collector import CudnnCollector, Options
 from kbench.collect.cudnn.plans import kernel_cache_topology
 from kbench.collect.cudnn.problems import (
     ALIASES,
+    CHANNELS_LAST,
     DEFAULTS,
+    DEFAULTS_3D,
+    DEPTH,
     DIRECTIONS,
     DTYPES,
     GEOMETRY,
     LAYOUTS,
+    LAYOUTS_3D,
     canonical,
+    conv_args,
+    conv_flop,
+    geometry_of,
     load_problems,
     parse_list,
     problem_keys,
+    record_columns,
+    spatial_dims,
+    tensor_shapes,
 )
 from kbench.collect.cudnn.protocol import (
     COARSE_REPLAYS,
@@ -139,8 +149,9 @@ from kbench.collect.environment import host_cpu
 
 __all__ = [
     # problems
-    "ALIASES", "DEFAULTS", "DIRECTIONS", "DTYPES", "GEOMETRY", "LAYOUTS",
-    "canonical", "load_problems", "parse_list", "problem_keys",
+    "ALIASES", "CHANNELS_LAST", "DEFAULTS", "DEFAULTS_3D", "DEPTH", "DIRECTIONS", "DTYPES", "GEOMETRY",
+    "LAYOUTS", "LAYOUTS_3D", "canonical", "conv_args", "conv_flop", "geometry_of", "load_problems",
+    "parse_list", "problem_keys", "record_columns", "spatial_dims", "tensor_shapes",
     # candidates
     "FP32_PRECISE_FRACTION", "NOTE_NAMES", "REDUCED_NOTES", "TOLERANCE", "VARIANT_TEXT",
     "classify_note_probe", "default_set", "pytorch_default_mask",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kbench.collect.cudnn.candidates import NOTE_NAMES
 from kbench.collect.cudnn.plans import PlanLists
-from kbench.collect.cudnn.problems import GEOMETRY
+from kbench.collect.cudnn.problems import conv_args, conv_flop, record_columns, tensor_shapes
 from kbench.collect.cudnn.protocol import _err
 from kbench.collect.cudnn.pytorch_choice import PyTorchChoice
 from kbench.collect.cudnn.timing import PlanTiming
@@ -109,16 +109,14 @@ class CudnnCollector(PlanLists, PlanTiming, PyTorchChoice):
         """Uninitialised x, w, y (and which of them is the output): allocation only, no GPU work, so
         that it may run while another rank holds the GPU's turn; :meth:`_fill_inputs` fills them."""
         t = self.torch
-        cl = p["layout"] == "NHWC"
         dt = self.tdt[p["dtype"]]
 
         def empty(shape):
-            # the strides PyTorch's cuDNN descriptors carry (kbench.collect.strides), or the legacy ones
-            strides = tensor_strides(shape, "NHWC" if cl else "NCHW", self.opt.tensor_strides)
+            # the strides PyTorch's cuDNN descriptors carry (kbench.collect.strides), or the legacy ones;
+            # the layout names the memory format of every tensor, 4-D (NCHW, NHWC) or 5-D (NCDHW, NDHWC)
+            strides = tensor_strides(shape, p["layout"], self.opt.tensor_strides)
             return t.empty_strided(shape, strides, dtype=dt, device="cuda")
-        x = empty((p["n"], p["c"], p["x_h"], p["x_w"]))
-        w = empty((p["k"], p["c"] // p["groups"], p["fil_h"], p["fil_w"]))
-        y = empty((p["n"], p["k"], p["y_h"], p["y_w"]))
+        x, w, y = (empty(shape) for shape in tensor_shapes(p))
         out = {"F": y, "B": x, "W": w}[p["direction"]]
         return x, w, y, out
 
@@ -133,29 +131,28 @@ class CudnnCollector(PlanLists, PlanTiming, PyTorchChoice):
 
     def _reference(self, p, x, w, y):
         """float64 PyTorch result of the same convolution from the same inputs."""
-        args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
-                    dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
         return self._torch_conv(p, x.double().contiguous(), w.double().contiguous(),
-                                y.double().contiguous(), args)
+                                y.double().contiguous(), conv_args(p))
 
     def _torch_conv(self, p, x, w, y, args):
         t = self.torch
         d = p["direction"]
         if d == "F":
-            return t.nn.functional.conv2d(x, w, None, **args)
+            conv = t.nn.functional.conv3d if x.dim() == 5 else t.nn.functional.conv2d
+            return conv(x, w, None, **args)
         mask = [True, False, False] if d == "B" else [False, True, False]
         res = t.ops.aten.convolution_backward(y, x, w, None, list(args["stride"]), list(args["padding"]),
-                                              list(args["dilation"]), False, [0, 0], args["groups"], mask)
+                                              list(args["dilation"]), False, [0] * (x.dim() - 2),
+                                              args["groups"], mask)
         return res[0] if d == "B" else res[1]
 
     # -- one problem ------------------------------------------------------------------
     def measure(self, p: dict) -> tuple[dict, list[dict]]:
         t = self.torch
         t0 = time.perf_counter()
-        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *GEOMETRY, "y_h", "y_w")}
+        rec = {k: p[k] for k in record_columns(p)}
         rec.update(kind=p.get("kind", ""), sources=p.get("sources", ""), order=int(p.get("order", -1)),
-                   flop=2.0 * p["n"] * p["k"] * (p["c"] // p["groups"]) * p["fil_h"] * p["fil_w"]
-                   * p["y_h"] * p["y_w"], status="ok", error="")
+                   flop=conv_flop(p), status="ok", error="")
         rec.update({f"{k}_start": v for k, v in self.nvml.sample().items()})
         waited0 = self.turn.waited_s
         try:

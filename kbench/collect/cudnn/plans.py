@@ -14,6 +14,7 @@ import json
 import time
 
 from kbench.collect.cudnn.candidates import classify_note_probe
+from kbench.collect.cudnn.problems import conv_args
 from kbench.collect.cudnn.protocol import PlanState, _err
 
 
@@ -63,8 +64,9 @@ class PlanLists:
         cache = {"kernel_cache": self._kernel_cache(p)} if self.opt.kernel_cache else {}
         g = cudnn.pygraph(io_data_type=self.cdt[p["dtype"]], intermediate_data_type=cudnn.data_type.FLOAT,
                           compute_data_type=cudnn.data_type.FLOAT, handle=self.handle, **cache)
-        kw = dict(padding=[p["pad_h"], p["pad_w"]], stride=[p["stride_h"], p["stride_w"]],
-                  dilation=[p["dil_h"], p["dil_w"]], compute_data_type=cudnn.data_type.FLOAT)
+        args = conv_args(p)  # two entries for 2D, three (depth first) for 3D
+        kw = dict(padding=list(args["padding"]), stride=list(args["stride"]),
+                  dilation=list(args["dilation"]), compute_data_type=cudnn.data_type.FLOAT)
         d = p["direction"]
         cdt = self.cdt[p["dtype"]]
         if d == "F":

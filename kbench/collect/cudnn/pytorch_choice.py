@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from kbench.collect.cudnn.problems import conv_args
 from kbench.collect.cudnn.protocol import SLOW_PLAN_MS, _err
 
 TORCH_PROFILE_TOP = 8
@@ -72,8 +73,7 @@ class PyTorchChoice:
     def _torch_choice(self, p, x, w, y, g, pack, indices, names) -> dict:
         t = self.torch
         import tempfile
-        args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
-                    dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
+        args = conv_args(p)
         xx, ww, yy = x.clone(), w.clone(), y.clone()  # torch writes its own outputs; keep ours
         with t.cuda.stream(self.stream):
             self._torch_conv(p, xx, ww, yy, args)  # warm: torch builds its plan outside the profile

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from kbench.collect.cudnn.collector import CudnnCollector, Options
-from kbench.collect.cudnn.problems import DIRECTIONS, GEOMETRY, load_problems
+from kbench.collect.cudnn.problems import DIRECTIONS, load_problems, record_columns
 from kbench.collect.cudnn.protocol import FatalCudaError, _err
 from kbench.collect.environment import nvidia_smi
 from kbench.errors import KbenchInputError
@@ -74,7 +74,7 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, deadline, li
     if crashed:  # recorded once, then skipped like done ones
         rows = todo[todo["key"].isin(crashed)]
         for _, row in rows.iterrows():
-            rec = {k: _py(row[k]) for k in ("key", "direction", "dtype", "layout", *GEOMETRY, "y_h", "y_w")}
+            rec = {k: _py(row[k]) for k in record_columns(row)}
             rec.update(status="crashed", error=f"the process ended during this problem {unfinished[row['key']]} times")
             writer.add(rec, [])
         writer.flush()
