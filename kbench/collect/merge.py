@@ -42,6 +42,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from kbench.collect.lock import FolderLock, holder
@@ -168,6 +169,25 @@ def version_findings(sources: list[Source]) -> list[str]:
     return findings
 
 
+def spatial_rank(problems: pd.DataFrame) -> pd.Series:
+    """2 or 3 per problem record: a 3D record carries ``spatial_dims`` 3 (and the depth fields); a 2D one
+    has no such column or another value."""
+    dims = problems["spatial_dims"] if "spatial_dims" in problems else pd.Series(2, index=problems.index)
+    return pd.Series(np.where(pd.to_numeric(dims, errors="coerce") == 3, 3, 2), index=problems.index)
+
+
+def rank_findings(sources: list[Source]) -> list[str]:
+    """2D and 3D problem records in one merge: their schemas differ (the 3D records add the depth fields),
+    and a dataset holds one kind, so folders of both kinds are refused."""
+    ranks = {src.label: sorted(set(spatial_rank(src.problems))) for src in sources if len(src.problems)}
+    kinds = sorted({r for values in ranks.values() for r in values})
+    if len(kinds) < 2:
+        return []
+    named = "; ".join(f"{label}: {' and '.join(f'{r}D' for r in values)}" for label, values in ranks.items())
+    return [f"the folders mix 2D and 3D convolutions ({named}); their records differ and a dataset holds one "
+            "kind: collect and merge the 3D problems into a raw folder of their own."]
+
+
 def plan_findings(sources: list[Source]) -> list[str]:
     """Problem-directions merged without their plans: a plans file missing beside its problems file, or
     a problem-direction whose record counts plans (``n_plans`` > 0) with no plan record in its folder."""
@@ -289,7 +309,8 @@ def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into:
 def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
     sources = [_load(*f) for f in found]
     base = [_load(str(target), target, None)] if append else []
-    refusals = version_findings(base + sources) + plan_findings(sources) + duplicate_findings(base + sources)
+    refusals = (version_findings(base + sources) + rank_findings(base + sources) + plan_findings(sources)
+                + duplicate_findings(base + sources))
     if refusals:
         raise KbenchInputError("cannot merge these folders:\n  " + "\n  ".join(refusals)
                                + "\nNothing was written.")

@@ -40,7 +40,7 @@ from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
 from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
 from kbench.sources.mituna import read_network_layers
-from kbench.splits import assign_networks_split, assign_random_split
+from kbench.splits import assign_held_out_networks_split, assign_networks_split, assign_random_split
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
 SPEC = {
@@ -262,12 +262,7 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
 
     heuristics = heuristics_table(src, runtimes)
 
-    layers = None
-    if mituna is not None and Path(mituna).exists():
-        layers = read_network_layers(mituna)
-    splits = pd.DataFrame({"problem_id": prob["problem_id"], "random": assign_random_split(prob)})
-    if layers is not None:
-        splits["networks"] = assign_networks_split(prob, layers)
+    splits = dataset_splits(prob, mituna)
     report = {
         "variant": variant,
         "problem_directions_collected": int(len(problems)),
@@ -282,6 +277,25 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
                         for k, v in checks.items()}
     return {"problems": prob.reset_index(drop=True), "runtimes": runtimes, "kernels": kernels,
             "splits": splits, "heuristics": heuristics}, report
+
+
+def dataset_splits(prob: pd.DataFrame, mituna: str | Path | None) -> pd.DataFrame:
+    """The standard splits (:mod:`kbench.splits`). A 2D dataset: ``random`` by geometry, ``networks``
+    against MITuna's layer lists (when ``mituna`` exists). A 3D dataset: both grouped by the geometry
+    with the batch size ignored, ``networks`` holding out whole networks of the traced 3D layers."""
+    is3d = (prob["spatial_dims"] == 3).to_numpy()
+    if is3d.any() and not is3d.all():
+        raise KbenchInputError("the collected problems mix 2D and 3D convolutions; a dataset holds one kind "
+                               "(collect and package them apart).")
+    if is3d.all():
+        from kbench.collect.corpus3d import read_network_layers_3d
+        return pd.DataFrame({"problem_id": prob["problem_id"],
+                             "random": assign_random_split(prob, ignore_batch=True),
+                             "networks": assign_held_out_networks_split(prob, read_network_layers_3d())})
+    splits = pd.DataFrame({"problem_id": prob["problem_id"], "random": assign_random_split(prob)})
+    if mituna is not None and Path(mituna).exists():
+        splits["networks"] = assign_networks_split(prob, read_network_layers(mituna))
+    return splits
 
 
 def repeats_table(runtimes: pd.DataFrame, repeat_raws, variant: str = "default",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.collect.cudnn import GEOMETRY, FatalCudaError
+from kbench.collect.cudnn import GEOMETRY, FatalCudaError, geometry_of, spatial_dims
 from kbench.collect.writer import load_env, load_records
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +53,8 @@ class SyntheticCollector:
         if self.log is not None:
             with open(self.log, "a") as fh:
                 fh.write(p["key"] + "\n")
-        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *GEOMETRY)}
+        rank = ("spatial_dims",) if spatial_dims(p) == 3 else ()  # a 3D problem's record says so
+        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *geometry_of(p), *rank)}
         rec.update(status="ok", error="", t_total_s=self.delay_s)
         return rec, [{"plan": "eng0", "coarse_ms": 1.0}]
 
