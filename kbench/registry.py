@@ -131,6 +131,14 @@ register(DatasetSpec(
 ))
 
 
+register(DatasetSpec(
+    name="h200-3d", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
+    library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200-3d",
+    source={"collector": "kbench collect cudnn", "folder": "raw/h200-3d", "corpus": "kbench collect corpus3d"},
+    version="0.1.0", collected_through="20261201T221434-dff227",
+))
+
+
 def _register_variant(base: str, variant: str, align_with: str | None = None) -> None:
     """The ``variant`` candidate set of the collected dataset ``base``: the same raw measurements, problem
     ids and splits, packaged by that variant's rule."""
@@ -143,6 +151,7 @@ def _register_variant(base: str, variant: str, align_with: str | None = None) ->
 # what PyTorch's cuDNN path may run with its default flags (TF32 on, not deterministic): docs/variants.md
 _register_variant("h100", "pytorch")
 _register_variant("h200", "pytorch", align_with="h100-pytorch")
+_register_variant("h200-3d", "pytorch")
 
 
 def variant_name(name: str, variant: str | None) -> str:
