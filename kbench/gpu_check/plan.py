@@ -42,6 +42,8 @@ PYTORCH_OP_UNIT = "pytorch:conv"
 #: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.problems.GEOMETRY + more)
 PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
+#: the fields a 3D problem adds (with ``spatial_dims`` 3); a 2D problem's plan entry has none of them
+DEPTH_FIELDS = ("x_d", "y_d", "fil_d", "pad_d", "stride_d", "dil_d")
 
 
 #: ``source.collector`` of a dataset measured by kbench's own cuDNN collector
@@ -192,9 +194,14 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
 def collector_problems(problems: pd.DataFrame) -> dict[str, dict]:
     """{problem id: the problem as the collector takes it} (``key``, :data:`PROBLEM_FIELDS`, ``layout``)."""
     prob = problems.astype({"problem_id": str})
+    is3d = prob["spatial_dims"].eq(3) if "spatial_dims" in prob else pd.Series(False, index=prob.index)
+    depth = list(DEPTH_FIELDS) if is3d.any() else []
     out = {}
-    for rec in prob[["problem_id", *PROBLEM_FIELDS, "layout_x"]].to_dict("records"):
-        fields = {k: (rec[k].item() if hasattr(rec[k], "item") else rec[k]) for k in PROBLEM_FIELDS}
+    for rec, three in zip(prob[["problem_id", *PROBLEM_FIELDS, *depth, "layout_x"]].to_dict("records"), is3d):
+        names = PROBLEM_FIELDS + (("spatial_dims", *DEPTH_FIELDS) if three else ())
+        fields = {k: (rec[k].item() if hasattr(rec[k], "item") else rec[k]) for k in names if k != "spatial_dims"}
+        if three:
+            fields["spatial_dims"] = 3
         # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
         out[rec["problem_id"]] = {"key": rec["problem_id"], **fields, "layout": str(rec["layout_x"])}
     return out
