@@ -126,7 +126,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines.base import (
     Baseline,
     KernelSpace,

@@ -67,8 +67,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.environment import tree_threads
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
+from kbench.scoring.environment import tree_threads
 from kbench_baselines.base import (
     Baseline,
     KernelSpace,

@@ -70,7 +70,7 @@ def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -108,7 +108,7 @@ def main() -> None:
     Path(args.out).write_text(json.dumps({
         "dataset": ds.name, "split": args.split, "part": "valid", "seeds": args.seeds,
         "machine": {"cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()},
-        "note": "one fit per setting and seed on train, scored on valid with kbench.evaluate.Evaluator; the "
+        "note": "one fit per setting and seed on train, scored on valid with kbench.scoring.evaluate.Evaluator; the "
                 "machine's 2 cores were shared with other jobs (loadavg_1min_before per row), so fit_s is only "
                 "indicative",
         "summary": summarize(rows), "rows": rows}, indent=1) + "\n")

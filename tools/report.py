@@ -3,7 +3,7 @@
     python tools/report.py            # rewrites the three blocks in README.md
 
 The performance table comes from ``bench/results/*.json``; the scoring rules from the "Scoring
-rules" part of :data:`kbench.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
+rules" part of :data:`kbench.scoring.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
 prints, so the README and the command say the same (``tests/test_dataset.py`` checks both blocks).
 """
 
@@ -139,8 +139,8 @@ def replace_block(text: str, start: str, end: str, body: str) -> str:
 def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
-    from kbench.dataset import datasets_markdown
-    from kbench.evaluate import EXPECTED_FORMAT
+    from kbench.data.dataset import datasets_markdown
+    from kbench.scoring.evaluate import EXPECTED_FORMAT
     readme = ROOT / "README.md"
     text = readme.read_text()
     text = replace_block(text, DATASETS_START, DATASETS_END, datasets_markdown())

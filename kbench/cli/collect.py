@@ -23,10 +23,10 @@ import json
 import os
 import sys
 
-from kbench.collect import corpus
-from kbench.errors import KbenchError, KbenchInputError
+from kbench.collect.measure import corpus
+from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.output_files import check_output, check_output_folder
 from kbench.gpu_check import command as verify_on_gpu
-from kbench.output_files import check_output, check_output_folder
 
 
 def register_cli(subparsers) -> None:
@@ -68,7 +68,7 @@ def _add_cudnn_parser(sub) -> None:
     c.add_argument("--no-notes", action="store_true", help="skip the numerical-note probes")
     c.add_argument("--no-notes-cache", action="store_true",
                    help="probe the numerical notes on every problem instead of taking them from what earlier "
-                        "probes said of the same engine (kbench.collect.notes_cache)")
+                        "probes said of the same engine (kbench.collect.measure.notes_cache)")
     c.add_argument("--kernel-cache", action="store_true",
                    help="experimental: dynamic-shape graphs sharing cuDNN's kernel cache (fewer runtime "
                         "compilations; tools/collect/kernel_cache_check.py compares it with the default before "
@@ -84,7 +84,7 @@ def _add_cudnn_parser(sub) -> None:
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.add_argument("--tensor-strides", choices=["pytorch", "legacy"], default="pytorch",
                    help="the strides handed to cuDNN: 'pytorch' (default) as PyTorch's descriptors carry them, "
-                        "'legacy' as runs before that convention (kbench.collect.strides; recorded in env.jsonl)")
+                        "'legacy' as runs before that convention (kbench.collect.measure.strides; recorded in env.jsonl)")
     c.add_argument("--shard", default=None, metavar="K/N",
                    help="measure only shard K (0..N-1) of the pending work, into OUT/shard-K-of-N/; default: "
                         "from torchrun (RANK/WORLD_SIZE) or a SLURM job array, else no sharding "
@@ -92,13 +92,13 @@ def _add_cudnn_parser(sub) -> None:
     c.add_argument("--ranks-per-gpu", type=int, default=1, metavar="R",
                    help="ranks started per GPU by the launcher (torchrun --nproc-per-node=GPUS*R): rank "
                         "LOCAL_RANK times GPU LOCAL_RANK // R, and the ranks of a GPU take turns at it, one "
-                        "building its next problem's plans while another times (kbench.collect.gpu_turn; "
+                        "building its next problem's plans while another times (kbench.collect.measure.gpu_turn; "
                         "default 1)")
     c.set_defaults(func=cmd_cudnn)
 
 
 def _add_corpus_parser(sub) -> None:
-    """``kbench collect corpus``: its arguments belong to :mod:`kbench.collect.corpus`."""
+    """``kbench collect corpus``: its arguments belong to :mod:`kbench.collect.measure.corpus`."""
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
     corpus.add_arguments(c)
     c.set_defaults(func=cmd_corpus)
@@ -216,7 +216,7 @@ def _check_positive(value, name):
 # Each command imports the modules that carry it out when it runs: `kbench --help` imports every command
 # module and stays fast, and `python -m kbench.collect` on a GPU machine loads only the command it runs.
 def cmd_cudnn(args) -> int:
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     _check_positive(args.time_budget, "--time-budget")
     _check_positive(args.limit, "--limit")
     _check_positive(args.batch_size, "--batch-size")
@@ -231,11 +231,11 @@ def cmd_cudnn(args) -> int:
         if not 0 <= args.verify_band < 1:
             raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")
         opts.verify_band = args.verify_band
-    from kbench.collect.shard import resolve_launch, select_gpu
+    from kbench.collect.raw_store.shard import resolve_launch, select_gpu
     launch = resolve_launch(args.shard, os.environ)
     device = select_gpu(launch, os.environ, ranks_per_gpu=args.ranks_per_gpu)  # before anything initialises CUDA
     if args.ranks_per_gpu > 1:
-        from kbench.collect.gpu_turn import turn_path
+        from kbench.collect.measure.gpu_turn import turn_path
         os.makedirs(args.out, exist_ok=True)
         opts.gpu_turn = str(turn_path(args.out, device or os.environ.get("CUDA_VISIBLE_DEVICES")))
         launch.info["ranks_per_gpu"] = args.ranks_per_gpu
@@ -251,26 +251,26 @@ def cmd_corpus(args) -> int:
 
 
 def cmd_compact(args) -> int:
-    from kbench.collect.writer import compact
+    from kbench.collect.raw_store.writer import compact
     print(json.dumps(compact(args.raw)))
     return 0
 
 
 def cmd_merge(args) -> int:
-    from kbench.collect.merge import merge
+    from kbench.collect.raw_store.merge import merge
     print(json.dumps(merge(args.raw, args.out, allow_gaps=args.allow_gaps, into=args.into), indent=1))
     return 0
 
 
 def cmd_travel_copy(args) -> int:
-    from kbench.collect.travel import travel_copy
+    from kbench.collect.raw_store.travel_copy import travel_copy
     print(json.dumps(travel_copy(args.raw, args.dest), indent=1))
     return 0
 
 
 def cmd_sample(args) -> int:
     from kbench.collect.studies.sample import write_sample
-    from kbench.dataset import load
+    from kbench.data.dataset import load
     part = None if args.part == "all" else args.part
     counts = write_sample(load(args.dataset), args.out, n=args.n, seed=args.seed, split=args.split, part=part)
     print(f"{int(counts['problem-directions'].sum())} problem-directions in {len(counts)} strata -> {args.out}")
@@ -289,7 +289,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_verify_labels(args) -> int:
-    from kbench.collect.label_retiming import shipped as VL
+    from kbench.gpu_check import shipped_labels as VL
     _check_positive(args.limit, "--limit")
     _check_positive(args.time_budget, "--time-budget")
     if args.time_only:
@@ -302,7 +302,7 @@ def cmd_verify_labels(args) -> int:
         print(f"verify-labels: plan of {len(plan['problems']):,} problems -> {path}")
         if args.plan_only:
             return 0
-    from kbench.collect.cudnn import FatalCudaError
+    from kbench.collect.measure.cudnn import FatalCudaError
     try:
         print(json.dumps(VL.run_labels(plan, args.out, time_budget_s=args.time_budget)))
     except FatalCudaError as exc:  # the CUDA context is gone: exit 3 so that the caller restarts and resumes
@@ -312,7 +312,7 @@ def cmd_verify_labels(args) -> int:
 
 
 def cmd_package(args) -> int:
-    from kbench.collect import package
+    from kbench.collect.packaging import package
     inputs = [*args.raw, *(args.repeats or []), args.mituna]
     check_output_folder(args.out, inputs)
     if args.card:

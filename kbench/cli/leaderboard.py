@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kbench.cli.console import _console, add_json_option, check_json_target, emit_json, json_to_stdout, print_frame, say
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.runner import (
     DEFAULT_DATASET,
     DEFAULT_SEEDS,

@@ -4,5 +4,5 @@
 * :mod:`.plan`: which plans to time, in which order (pure);
 * :mod:`.timing`: the GPU part, reusing the collector;
 * :mod:`.live`: timing units, the one protocol, and the references decided on the GPU;
-* :mod:`.score`: raw times to a :class:`kbench.records.VerificationRecord` (pure).
+* :mod:`.score`: raw times to a :class:`kbench.scoring.records.VerificationRecord` (pure).
 """

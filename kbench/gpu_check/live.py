@@ -3,11 +3,11 @@
 A timing unit runs the problem's convolution once: a cuDNN plan at an index of a frontend
 graph, or PyTorch's own convolution. Every unit of a problem is timed by the same protocol,
 so a comparison never mixes two: :func:`prepare` runs it once (warm-up), then once more to
-pick k as the collector does (:func:`kbench.collect.cudnn.protocol.inner_count`), captures k
+pick k as the collector does (:func:`kbench.collect.measure.cudnn.protocol.inner_count`), captures k
 back-to-back runs in one CUDA graph and recaptures with a larger k when a replay is too short
 to hide the host; :func:`time_unit` is then the median of ``replays`` replays behind a spin
 kernel (ms per run). A unit whose warm-up takes over
-:data:`~kbench.collect.cudnn.protocol.SLOW_PLAN_MS` is timed by single runs instead.
+:data:`~kbench.collect.measure.cudnn.protocol.SLOW_PLAN_MS` is timed by single runs instead.
 :func:`eager_ms` times the same unit without a graph: k launches from Python behind a spin kernel,
 as an eager PyTorch program launches them.
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 from kbench.gpu_check.plan import PYTORCH_OP_UNIT
 
 
@@ -70,7 +70,7 @@ def _graph_replays(col, unit: Unit, n: int) -> list[float]:
 
 
 def prepare(col, unit: Unit) -> None:
-    """Warm-up run, k and capture: the collector's rule (:mod:`kbench.collect.cudnn.timing`)."""
+    """Warm-up run, k and capture: the collector's rule (:mod:`kbench.collect.measure.cudnn.timing`)."""
     single = single_ms(col, unit.run)
     if single >= C.SLOW_PLAN_MS:
         unit.method = "single"

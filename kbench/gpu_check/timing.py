@@ -1,6 +1,6 @@
 """The GPU part of ``kbench verify-on-gpu``: time a run plan's plans, writing raw rows as it goes.
 
-It reuses :class:`kbench.collect.cudnn.collector.CudnnCollector` for everything that
+It reuses :class:`kbench.collect.measure.cudnn.collector.CudnnCollector` for everything that
 touches the GPU: the input tensors (``_tensors``, PyTorch's strides; filled by
 ``_fill_inputs``), the cuDNN graph of the problem with every heuristic mode
 (``_plan_list``, so plan names are the dataset's kernel names), replay timing with
@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 from kbench.gpu_check import live as L
 from kbench.gpu_check.plan import interleave, problem_rng
 
@@ -98,7 +98,7 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
 
     ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
     ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
-    (:class:`kbench.collect.cudnn.protocol.FatalCudaError`, raised for the caller to restart and resume).
+    (:class:`kbench.collect.measure.cudnn.protocol.FatalCudaError`, raised for the caller to restart and resume).
     Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
     """
     out_dir = Path(out_dir)

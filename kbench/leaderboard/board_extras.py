@@ -31,7 +31,7 @@ import io
 import json
 from pathlib import Path
 
-from kbench.errors import KbenchInputError, read_json_object
+from kbench.core.errors import KbenchInputError, read_json_object
 from kbench.leaderboard import plots
 from kbench.leaderboard.board import Board, Row, fmt_x
 from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator, evaluate_tuning
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.datasets import load_dataset
 from kbench.leaderboard.schema import validate_tree, verification_problems
 from kbench.leaderboard.store import PREDS_FILE, VERIFICATION_FILE, first_seed, frame_digest, read_entries
-from kbench.records import TuningResult, aggregate_seeds
+from kbench.scoring.evaluate import Evaluator, evaluate_tuning
+from kbench.scoring.records import TuningResult, aggregate_seeds
 
 REL_TOL = 1e-9
 ABS_TOL = 1e-12

@@ -45,9 +45,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.dataset import load
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator, evaluate_tuning
+from kbench.core.errors import KbenchInputError
+from kbench.core.output_files import atomic_write_bytes, atomic_write_text
+from kbench.data.dataset import load
 from kbench.leaderboard.rescore import Rescorer
 from kbench.leaderboard.schema import parse_record
 from kbench.leaderboard.store import (
@@ -58,9 +58,9 @@ from kbench.leaderboard.store import (
     record_json,
     seed_predictions_parquet,
 )
-from kbench.output_files import atomic_write_bytes, atomic_write_text
-from kbench.prediction_files import read_predictions, sha256_bytes
-from kbench.records import RECORD_SCHEMA_VERSION, EvaluationResult, TuningResult, _mean_std, aggregate_seeds
+from kbench.scoring.evaluate import Evaluator, evaluate_tuning
+from kbench.scoring.prediction_files import read_predictions, sha256_bytes
+from kbench.scoring.records import RECORD_SCHEMA_VERSION, EvaluationResult, TuningResult, _mean_std, aggregate_seeds
 
 
 def rescore(entry: Path, results: Path) -> EvaluationResult:

@@ -14,7 +14,7 @@ import html
 from kbench.leaderboard import plots
 from kbench.leaderboard.board import Board, Row, _value, fmt_pct, fmt_x, md_text
 from kbench.leaderboard.noise import NOISE_METHOD
-from kbench.metrics import BEST_OF
+from kbench.scoring.metrics import BEST_OF
 
 HEURISTIC_COLORS = ["#6a3d9a", "#b15928", "#1b9e77", "#e7298a"]
 NET = [("net_oracle_sum", "network ÷ oracle (sum)", "vs_oracle_sum",

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.errors import KbenchError, KbenchInputError
-from kbench.evaluate import Evaluator
+from kbench.core.errors import KbenchError, KbenchInputError
 from kbench.leaderboard import markdown, plots, selection
 from kbench.leaderboard.assets import FILTER_JS, SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (
@@ -66,7 +65,8 @@ from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PR
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, atomic_write_bytes, load_dataset, read_entries
 from kbench.leaderboard.transfer import transfer_html, transfer_markdown
-from kbench.records import TuningResult
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.records import TuningResult
 
 SITE_MARKER = ".kbench-site"
 ROLE_ORDER = {"ceiling": 0, "floor": 1}

@@ -23,14 +23,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator
+from kbench.core.errors import KbenchInputError
+from kbench.core.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 from kbench.leaderboard.datasets import _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset  # noqa: F401  (re-exported: the store's public names)
 from kbench.leaderboard.schema import GENERATED, PREDS_FILE, parse_meta, parse_record, parse_verification
-from kbench.metrics import DEEPEST, lean_rows
-from kbench.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
-from kbench.prediction_files import read_predictions, sha256_bytes
-from kbench.records import EvaluationResult
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.metrics import DEEPEST, lean_rows
+from kbench.scoring.prediction_files import read_predictions, sha256_bytes
+from kbench.scoring.records import EvaluationResult
 
 DEFAULT_ROOT = Path("leaderboard")
 

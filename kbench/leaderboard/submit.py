@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator
+from kbench.core.errors import KbenchInputError
+from kbench.core.version import __version__
 from kbench.leaderboard.rescore import Rescorer
 from kbench.leaderboard.schema import dataset_problems, parse_meta, parse_record, record_problems
 from kbench.leaderboard.store import (
@@ -29,9 +29,9 @@ from kbench.leaderboard.store import (
     seed_predictions_parquet,
     write_entry,
 )
-from kbench.prediction_files import read_predictions
-from kbench.records import TuningResult
-from kbench.version import __version__
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.prediction_files import read_predictions
+from kbench.scoring.records import TuningResult
 
 #: where ``kbench run`` writes a seed's predictions, relative to the all-seeds record
 SEED_PREDS = "seed-{seed}/preds.csv.gz"

@@ -18,8 +18,8 @@ import html
 import time
 from pathlib import Path
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator, sha256_bytes
+from kbench.core.errors import KbenchInputError
+from kbench.data.transfer_task import K_BUDGETS, Transfer
 from kbench.leaderboard.policy import MIN_SEEDS
 from kbench.leaderboard.store import (
     atomic_write_bytes,
@@ -28,8 +28,8 @@ from kbench.leaderboard.store import (
     predictions_csv_gz,
     record_json,
 )
-from kbench.records import DatasetRef, EvaluationResult, TransferRef, aggregate_seeds
-from kbench.transfer_task import K_BUDGETS, Transfer
+from kbench.scoring.evaluate import Evaluator, sha256_bytes
+from kbench.scoring.records import DatasetRef, EvaluationResult, TransferRef, aggregate_seeds
 
 TRANSFER_FOLDER = "transfer"
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)

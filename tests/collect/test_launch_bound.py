@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 from kbench.collect.studies import validate_timing as V
 
 
@@ -36,7 +36,7 @@ def test_spin_covers_every_queued_launch():
 
 
 def test_outlier_cases_from_the_recorded_h100_runs():
-    from kbench.collect.writer import load_records
+    from kbench.collect.raw_store.writer import load_records
     cases = V.outlier_cases("raw/h100")
     for key, plans in V.ISSUE16_RERUN.items():  # the issue's two re-run outliers come first
         assert cases[key][: len(plans)] == plans
@@ -69,7 +69,7 @@ def test_inconsistent_with_warm_hand_worked():
 def test_diagnosis_of_the_recorded_evidence():
     """raw/h100/validation/issue16: the old and new protocol on the same problems of one H100 lease."""
     d = V.diagnosis("raw/h100/validation/issue16")
-    from kbench.collect.writer import load_records
+    from kbench.collect.raw_store.writer import load_records
     old = load_records("raw/h100/validation/issue16/old", "plans")
     new = load_records("raw/h100/validation/issue16/new", "plans")
     prot = d["protocol"].set_index("protocol")

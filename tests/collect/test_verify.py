@@ -178,7 +178,7 @@ def test_interleaved_order_changes_with_the_seed():
 
 # ---------------------------------------------------------------- the collector's hook (no GPU)
 def test_collector_hook_writes_the_fields(monkeypatch):
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     col = C.CudnnCollector.__new__(C.CudnnCollector)
     col.opt, col.notes_reliable = C.Options(), True
     recs = [{"plan": p, "coarse_ms": r["coarse_ms"], "precise_ms": r["precise_ms"], "precision": "",
@@ -217,7 +217,7 @@ def _raw_frames():
 
 
 def test_packaged_time_is_the_verified_time():
-    from kbench.collect.package import candidate_runtimes
+    from kbench.collect.packaging.package import candidate_runtimes
     problems, plans = _raw_frames()
     rt = candidate_runtimes(problems, plans).set_index(["key", "plan"])
     assert rt.loc[("p", "a"), "time_ms"] == 5.0 and rt.loc[("p", "a"), "timing"] == "verified"
@@ -228,7 +228,7 @@ def test_packaged_time_is_the_verified_time():
 
 def test_label_check_flags_labels_never_retimed_or_unverified():
     from kbench.collect.label_retiming.front_runners import label_checks
-    from kbench.collect.package import candidate_runtimes
+    from kbench.collect.packaging.package import candidate_runtimes
     problems, plans = _raw_frames()
     c = label_checks(candidate_runtimes(problems, plans), plans)
     # p's label is b (1.02, verified); q's label is a: 0.5 from one coarse replay (coarse_n 10 = 1 x k)
@@ -240,8 +240,8 @@ def test_label_check_flags_labels_never_retimed_or_unverified():
 
 
 def test_card_label_section():
-    from kbench.collect.card import label_section
-    from kbench.collect.package import build_tables
+    from kbench.collect.packaging.card import label_section
+    from kbench.collect.packaging.package import build_tables
     problems, plans = _raw_frames()
     problems = problems.assign(n_plans=[3, 2], truncated=False, kind="", sources="", flop=1.0,
                                n=1, c=1, k=1, groups=1, heur_a="", heur_b="", heur_fallback="",
@@ -261,7 +261,7 @@ def test_card_label_section():
 
 
 def test_collector_options_default_to_the_module_thresholds():
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     o = C.Options()
     assert (o.verify_band, o.verify_min_plans, o.verify_disagree, o.verify_max_passes) == (
         V.VERIFY_BAND, V.VERIFY_MIN_PLANS, V.DISAGREE_LOG, V.VERIFY_MAX_PASSES)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kbench.cli import main
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard import markdown
 from kbench.leaderboard.site import build, check
 from kbench.leaderboard.stats import paired_bootstrap_ci, tied
@@ -226,7 +226,7 @@ def test_empty_leaderboard_builds(tmp_path):
     build(tmp_path)
     assert "No entries yet" in (tmp_path / "site/index.html").read_text()
     (tmp_path / "site" / ".kbench-site").unlink()
-    from kbench.errors import KbenchInputError
+    from kbench.core.errors import KbenchInputError
     with pytest.raises(KbenchInputError, match="not made by"):
         build(tmp_path)
 

@@ -66,7 +66,7 @@ def read_plan(path: Path) -> dict:
 def run(plan_path: Path, out: Path, time_budget: float) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     from kbench.gpu_check import live as L
 
     plan = read_plan(plan_path)

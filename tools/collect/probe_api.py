@@ -15,7 +15,7 @@ def main() -> int:
     import cudnn
     import torch
 
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
 
     print("torch", torch.__version__, "cuda", torch.version.cuda, "torch cudnn", torch.backends.cudnn.version())
     print("frontend", cudnn.__version__, "backend", cudnn.backend_version_string())

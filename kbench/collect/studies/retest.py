@@ -7,7 +7,7 @@ that time: how it was timed (``verified`` / ``precise`` / ``coarse`` /
 ``single``), from how many CUDA-graph replays its coarse median came (1 = the
 FAR_BEHIND rule), its position in the problem's timing order (0 = timed first,
 right after the host-side build phase), and whether it was the fastest plan in
-each run. The summary uses :mod:`kbench.repeatability` (run a = RAW_A).
+each run. The summary uses :mod:`kbench.sources.repeatability` (run a = RAW_A).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench import repeatability as R
-from kbench.collect.cudnn import plan_priority
-from kbench.collect.package import candidate_runtimes, load_raw
+from kbench.collect.measure.cudnn import plan_priority
+from kbench.collect.packaging.package import candidate_runtimes, load_raw
+from kbench.sources import repeatability as R
 
 PROVENANCE = ["time_ms", "timing", "replays", "position"]
 

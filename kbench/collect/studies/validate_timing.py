@@ -39,9 +39,9 @@ import sys
 
 import numpy as np
 
-from kbench.collect import cudnn as C
-from kbench.collect.writer import load_records
-from kbench.problem import expected_output_size
+from kbench.collect.measure import cudnn as C
+from kbench.collect.raw_store.writer import load_records
+from kbench.sources.problem import expected_output_size
 
 PROBLEMS = [  # (name, geometry, dtype, layout, direction)
     ("tiny-1x1", dict(n=1, c=64, k=64, x_h=14, x_w=14, fil_h=1, fil_w=1), "FP16", "NHWC", "F"),
