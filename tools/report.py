@@ -4,7 +4,7 @@
 
 The performance table comes from ``bench/results/*.json``; the scoring rules from the "Scoring
 rules" part of :data:`kbench.scoring.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
-prints, so the README and the command say the same (``tests/test_dataset.py`` checks both blocks).
+prints, so the README and the command say the same (``tests/data/test_dataset.py`` checks both blocks).
 """
 
 from __future__ import annotations

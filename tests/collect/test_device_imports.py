@@ -1,4 +1,4 @@
-"""The GPU machines run ``python -m kbench.collect`` and the collector with what their image holds:
+"""The GPU machines run ``python -m kbench.collect`` (and ``python -m kbench.gpu_check.labels_command``) and the collector with what their image holds:
 PyTorch, numpy, pandas and pyarrow, but not pydantic. Every entry point a device call uses must
 therefore parse and import without it (a module-level import of the leaderboard store once broke
 every collecting call on the device before it timed anything)."""
@@ -14,10 +14,11 @@ from kbench.sources.dataset_files import REPO_ROOT
 BLOCK = "import sys; sys.modules['pydantic'] = None; "
 
 
-@pytest.mark.parametrize("argv", [["cudnn", "--help"], ["merge", "--help"], ["compact", "--help"],
-                                  ["verify-labels", "--help"]])
-def test_collect_cli_parses_without_pydantic(argv):
-    code = BLOCK + f"sys.argv = ['kbench.collect'] + {argv!r}; import runpy; runpy.run_module('kbench.collect', run_name='__main__')"
+@pytest.mark.parametrize("module, argv", [("kbench.collect", ["cudnn", "--help"]), ("kbench.collect", ["merge", "--help"]),
+                                          ("kbench.collect", ["compact", "--help"]),
+                                          ("kbench.gpu_check.labels_command", ["--help"])])
+def test_collect_cli_parses_without_pydantic(module, argv):
+    code = BLOCK + f"sys.argv = [{module!r}] + {argv!r}; import runpy; runpy.run_module({module!r}, run_name='__main__')"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout

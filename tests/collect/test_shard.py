@@ -270,7 +270,7 @@ from kbench.collect.measure.cudnn import run as R
 import os
 # collect() looks the class up in its own module
 R.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
-from kbench.cli.collect import main
+from kbench.collect.command import main
 sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
 """)
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE")}

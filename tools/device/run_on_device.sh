@@ -148,7 +148,7 @@ if [ "$MODE" = labels ]; then
     LEFT=$(( BUDGET - ($(date +%s) - T0) ))
     [ $LEFT -lt 30 ] && break
     # raw.jsonl is written into $OUT as it goes: a run stopped by the limit still brings its rows back
-    timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect verify-labels --out "$VOUT" --time-only \
+    timeout -k 15 $((LEFT - 10)) python3 -m kbench.gpu_check.labels_command --out "$VOUT" --time-only \
         --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/labels.log | tail -5
     rc=${PIPESTATUS[0]}
     echo "verify-labels rc=$rc"
