@@ -748,7 +748,7 @@ class Seq2Seq(TuningModel):
             history, stopped_by = loop["history"], loop["stopped_by"]
             start_epoch, elapsed_before = loop["epochs_done"], loop["elapsed_s"]
             resumed_at = [*loop["resumed_at_epochs"], start_epoch]
-        t_start -= elapsed_before  # the time limit and fit_time_s count every session's training
+        t_start -= elapsed_before  # the time limit and fit_time_s count every resumed call's training
         for epoch in range(start_epoch, int(p["max_epochs"]) if stopped_by is None else start_epoch):
             self.net.train()
             perm = rng.permutation(len(y))

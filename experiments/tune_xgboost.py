@@ -2,7 +2,7 @@
 
     python experiments/tune_xgboost.py                     # writes experiments/results/xgboost_tuning.json
     python experiments/tune_xgboost.py --split networks --grid '[{"max_depth": 6}]'
-    python experiments/tune_xgboost.py --grid issue4 --seeds 0 1 2 --out experiments/results/xgboost_tuning_issue4.json
+    python experiments/tune_xgboost.py --grid multiclass --seeds 0 1 2 --out experiments/results/xgboost_tuning_multiclass.json
 
 Every line of the output comes from one fit (one seed) scored by kbench's
 Evaluator on the split's valid part (speed-up over the rules heuristic); with
@@ -38,7 +38,7 @@ OLD_DEFAULT = {"max_depth": 8, "learning_rate": 0.3, "colsample_bytree": 0.8, "m
 NEW_DEFAULT = {"max_depth": 10, "learning_rate": 0.2, "colsample_bytree": 0.6, "max_rounds": 600, "early_stopping": 20}
 SLOW = {"max_depth": 12, "learning_rate": 0.1, "colsample_bytree": 0.6, "max_rounds": 800, "early_stopping": 30}
 GRIDS = {
-    "issue4": [
+    "multiclass": [
         ("xgboost", OLD_DEFAULT),
         ("xgboost", dict(OLD_DEFAULT, soft_labels=0.02)),
         ("xgboost", NEW_DEFAULT),

@@ -1,4 +1,4 @@
-"""The tile-size report of issue 5: LoP@n per benchmark layer, speed-up over cuDNN, from the records.
+"""The tile-size report: LoP@n per benchmark layer, speed-up over cuDNN, from the records.
 
 Every number comes from the leaderboard records (``result.json``: 5-seed means and
 standard deviations, training time) and the seed-0 predictions next to them

@@ -172,15 +172,15 @@ def check_positive(value, name):
 # Each command imports the modules that carry it out when it runs: `kbench --help` imports every command
 # module and stays fast, and `python -m kbench.collect` on a GPU machine loads only the command it runs.
 def cmd_cudnn(args) -> int:
-    from kbench.collect.measure import cudnn as C
+    from kbench.collect.measure import cudnn as cudnn_collector
     check_positive(args.time_budget, "--time-budget")
     check_positive(args.limit, "--limit")
     check_positive(args.batch_size, "--batch-size")
     check_positive(args.ranks_per_gpu, "--ranks-per-gpu")
-    directions = C.parse_list(args.directions, C.DIRECTIONS, "directions")
-    dtypes = C.parse_list(args.dtypes, C.DTYPES, "dtypes") if args.dtypes else None
-    layouts = C.parse_list(args.layouts, C.LAYOUTS, "layouts") if args.layouts else None
-    opts = C.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
+    directions = cudnn_collector.parse_list(args.directions, cudnn_collector.DIRECTIONS, "directions")
+    dtypes = cudnn_collector.parse_list(args.dtypes, cudnn_collector.DTYPES, "dtypes") if args.dtypes else None
+    layouts = cudnn_collector.parse_list(args.layouts, cudnn_collector.LAYOUTS, "layouts") if args.layouts else None
+    opts = cudnn_collector.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
                      torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
                      kernel_cache=args.kernel_cache, seed=args.seed, tensor_strides=args.tensor_strides)
     if args.verify_band is not None:
@@ -195,7 +195,7 @@ def cmd_cudnn(args) -> int:
         os.makedirs(args.out, exist_ok=True)
         opts.gpu_turn = str(turn_path(args.out, device or os.environ.get("CUDA_VISIBLE_DEVICES")))
         launch.info["ranks_per_gpu"] = args.ranks_per_gpu
-    summary = C.collect(args.problems, args.out, directions, dtypes, layouts,
+    summary = cudnn_collector.collect(args.problems, args.out, directions, dtypes, layouts,
                         time_budget_s=args.time_budget, limit=args.limit, batch_size=args.batch_size,
                         options=opts, shard=launch.shard, launch_info=launch.info)
     print(json.dumps(summary, indent=1))

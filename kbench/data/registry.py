@@ -110,23 +110,14 @@ register(DatasetSpec(
     name="h100", device="NVIDIA H100 80GB HBM3 (SXM, 132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h100",
     source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
-    # 1.1.0: every label re-timed by the verification pass (raw/h100/labels), test-retest table `repeats`;
-    # its 5,523 problem-directions were the first 15 runs of raw/h100. 1.2.0: the first 38 runs (the
-    # growth past 10,000, runs 16-38 with the collector's own verification pass). 1.3.0: the first 49
-    # runs (runs 39-49 with three ranks sharing the GPU); runs after it wait for the next version.
-    # 1.4.0: the 3,460 problem-directions whose tensors PyTorch hands cuDNN with other strides than
-    # the legacy collector did, re-timed with PyTorch's strides (raw/h100-pytorch-strides)
+    # what each version holds: CHANGELOG.md, "Datasets"
     version="1.4.0", collected_through="20261125T083252-f27045", retimed=("raw/h100-pytorch-strides",),
 ))
 register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
-    # 1.2.0: 5,589 problem-directions, raw/h200's first 15 runs (1.1.0 had the first 3,229 of h100's
-    # corpus order, 1.0.0 1,024). 1.3.0: the first 24 runs (runs 16-24 with three ranks sharing the GPU).
-    # 1.4.0: all 120 runs to session 20's, 21,992 problem-directions (runs 25-120 with three ranks per GPU;
-    # the last 45, runs 76-120, on a host of four GPUs). 1.5.0: the 6,092 problem-directions whose
-    # tensors PyTorch hands cuDNN with other strides, re-timed with PyTorch's (raw/h200-pytorch-strides)
+    # what each version holds: CHANGELOG.md, "Datasets"
     version="1.5.0", collected_through="20261126T232709-dcad2d", retimed=("raw/h200-pytorch-strides",),
 ))
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.label_retiming import front_runners as V
-from kbench.collect.measure import cudnn as C
+from kbench.collect.label_retiming import front_runners
+from kbench.collect.measure import cudnn as cudnn_collector
 from kbench.core.errors import KbenchInputError, read_json_object
 from kbench.data.dataset import load
 from kbench.gpu_check.plan import collector_problems, require_cudnn_collected, require_plan_kind
@@ -115,13 +115,13 @@ def read_plan(out_dir: str | Path) -> dict:
 class _PlanTimer:
     """Builds, warms and captures one problem's plans on demand and times them (collector rules)."""
 
-    def __init__(self, col, C, g, pack, names):
-        self.col, self.C, self.g, self.pack = col, C, g, pack
+    def __init__(self, col, cudnn_collector, g, pack, names):
+        self.col, self.cudnn_collector, self.g, self.pack = col, cudnn_collector, g, pack
         self.index = {n: i for i, n in enumerate(names)}
         self.states: dict = {}
 
     def _prepare(self, name: str):
-        col, C, g = self.col, self.C, self.g
+        col, cudnn_collector, g = self.col, self.cudnn_collector, self.g
         i = self.index[name]
         g.build_plan_at_index(i)
         need = int(g.get_workspace_size_plan_at_index(i))
@@ -134,16 +134,16 @@ class _PlanTimer:
                 if ps.graph is not None:
                     ps.graph = col._capture(g, self.pack, ps.index, ps.k)
         first = col._single_ms(g, self.pack, i)  # the first execution is slow (outlier study): k from a warm one
-        ps = C.PlanState(i, {"plan": name, "first_exec_ms": first})
-        if first >= C.SLOW_PLAN_MS:
+        ps = cudnn_collector.PlanState(i, {"plan": name, "first_exec_ms": first})
+        if first >= cudnn_collector.SLOW_PLAN_MS:
             ps.rec.update(timing_method="single", coarse_ms=first)
             return ps
         warm = col._single_ms(g, self.pack, i)
-        ps.k = C.inner_count(warm)
+        ps.k = cudnn_collector.inner_count(warm)
         ps.graph = col._capture(g, self.pack, i, ps.k)
         replay = col._replays(ps, 1)[0]
-        if replay * ps.k < C.COARSE_TARGET_MS / 2 and ps.k < C.MAX_INNER:  # warm execution read slow: recapture
-            ps.k = C.inner_count(replay)
+        if replay * ps.k < cudnn_collector.COARSE_TARGET_MS / 2 and ps.k < cudnn_collector.MAX_INNER:  # warm execution read slow: recapture
+            ps.k = cudnn_collector.inner_count(replay)
             ps.graph = col._capture(g, self.pack, i, ps.k)
             replay = col._replays(ps, 1)[0]
         ps.rec.update(timing_method="graph", coarse_ms=replay, warm_exec_ms=warm)
@@ -158,22 +158,22 @@ class _PlanTimer:
                 self.states[n] = self._prepare(n)
         states = [self.states[n] for n in todo]
         rounds = self.col._interleaved_rounds(self.g, self.pack, states)
-        return {ps.rec["plan"]: self.C.timing_stats(rounds[ps.index])["median"] for ps in states}
+        return {ps.rec["plan"]: self.cudnn_collector.timing_stats(rounds[ps.index])["median"] for ps in states}
 
     def release(self) -> None:
         for ps in self.states.values():
             ps.graph = None
 
 
-def _verify_one(col, C, V, item: dict, seed: int) -> dict:
+def _verify_one(col, cudnn_collector, front_runners, item: dict, seed: int) -> dict:
     p = item["problem"]
     x, w, y, _ = col._tensors(p)
     g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
     if g is None:
         raise RuntimeError(f"graph: {err}")
-    timer = _PlanTimer(col, C, g, pack, names)
+    timer = _PlanTimer(col, cudnn_collector, g, pack, names)
     try:
-        result = V.verify_problem(item["first"], timer.time,
+        result = front_runners.verify_problem(item["first"], timer.time,
                                   seed=seed ^ zlib.crc32(item["problem_id"].encode()))
     finally:
         timer.release()
@@ -186,6 +186,6 @@ def run_labels(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
                progress_every: int = 100) -> dict:
     """Verify every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
     return run_resumable(
-        plan["problems"], out_dir, lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, seed=plan["seed"])),
-        lambda col, item: ([], _verify_one(col, C, V, item, plan["seed"])), time_budget_s, progress_every,
+        plan["problems"], out_dir, lambda: cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False, seed=plan["seed"])),
+        lambda col, item: ([], _verify_one(col, cudnn_collector, front_runners, item, plan["seed"])), time_budget_s, progress_every,
         "verify-labels")

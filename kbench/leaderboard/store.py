@@ -194,7 +194,7 @@ def write_entry(root: Path, record: EvaluationResult, meta, preds_parquet: bytes
     record.predictions.path = PREDS_FILE
     record.predictions.sha256 = sha256_bytes(preds_parquet)
     atomic_write_bytes(folder / PREDS_FILE, preds_parquet)
-    (folder / "preds.csv.gz").unlink(missing_ok=True)  # the single-seed file of earlier layouts
+    (folder / "preds.csv.gz").unlink(missing_ok=True)  # a single-seed predictions file: PREDS_FILE replaces it
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2) + "\n")
     atomic_write_text(folder / "result.json", record_json(record))
     return folder

@@ -172,7 +172,7 @@ def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, ru
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
-    """Runs whose problems have no verify_passes used the collector before issue 16's fix."""
+    """Runs whose problems have no verify_passes used the collector before the run-to-run outlier fix."""
     import pandas as pd
 
     from kbench.collect.packaging.card import protocol_line

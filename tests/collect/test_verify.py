@@ -56,7 +56,7 @@ def test_real_readings_agree_label_is_their_mean():
 
 
 def test_issue_reading_of_the_winner_is_outvoted_by_the_third():
-    # verification reads the winner at 0.2343 ms (issue 16's re-measurement); the third timing reads
+    # verification reads the winner at 0.2343 ms (the re-run's re-measurement); the third timing reads
     # its end-of-problem repeat, 0.0310213: median(0.0310120, 0.2343, 0.0310213) = 0.0310213
     first, coarse = first_times(KEY_BF16), column(KEY_BF16, "coarse_ms")
     fn = Readings({**coarse, WIN_BF16: 0.2343}, {WIN_BF16: 0.0310213})
@@ -78,7 +78,7 @@ def test_winner_confirmed_slow_loses_the_label_to_a_verified_plan():
 
 
 def test_fp16_issue_case_the_winner_falls_behind_the_next_two():
-    # eng63_k25=0 first 0.0086330 (precise); issue 16 re-measured 0.0571. The next two plans
+    # eng63_k25=0 first 0.0086330 (precise); the re-run re-measured 0.0571. The next two plans
     # (0.011611, 0.011701) are outside the 3% band but verified as "at least the best 3".
     first = first_times(KEY_FP16)
     reading = {**column(KEY_FP16, "coarse_ms"), WIN_FP16: 0.0571}

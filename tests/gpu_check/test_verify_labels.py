@@ -125,7 +125,7 @@ def test_timer_times_slow_plans_by_single_executions():
 
 
 def test_verify_problem_through_the_timer_replaces_a_bogus_fast_label():
-    # shipped: p0 0.0310 ms (issue 16's flipped BF16 winner read 0.2343 when timed again), p1 0.0318 ms
+    # shipped: p0 0.0310 ms (the re-run's flipped BF16 winner read 0.2343 when timed again), p1 0.0318 ms
     first = {"p0": 0.0310, "p1": 0.0318, "p2": 0.0500}
     col = FakeCollector(first={0: 1.0, 1: 1.0, 2: 1.0}, warm={0: 0.2343, 1: 0.0318, 2: 0.05},
                         steady={0: 0.2343, 1: 0.0318, 2: 0.05})

@@ -208,9 +208,9 @@ def protocol_line(problems: pd.DataFrame | None) -> str:
 
 def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None = None,
                     problems: pd.DataFrame | None = None) -> str:
-    """The diagnosis of run-to-run outliers, from ``validation/issue16`` of a raw folder."""
+    """The diagnosis of run-to-run outliers, from ``validation/run_to_run_outliers`` of a raw folder."""
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
-        v = Path(raw) / "validation" / "issue16"
+        v = Path(raw) / "validation" / "run_to_run_outliers"
         if not (v / "old").exists():
             continue
         d = validate_timing.diagnosis(v)
@@ -225,8 +225,8 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
                                      "new µs": d["worst"]["coarse_ms_new"] * 1e3})
         ph = d["phases"].rename(index=lambda c: c.removeprefix("t_").removesuffix("_s"))
         return (
-            "The re-run of issue 16 found shipped winners 5-7x slower when measured again. Traced on an H100\n"
-            "(`raw/h100/validation/issue16`, `python -m kbench.collect.studies.validate_timing outliers`), two effects\n"
+            "A re-run of the collection found shipped winners 5-7x slower when measured again. Traced on an H100\n"
+            "(`raw/h100/validation/run_to_run_outliers`, `python -m kbench.collect.studies.validate_timing outliers`), two effects\n"
             "combine:\n\n"
             "1. **The first execution of a plan is slow** (cuDNN's set-up of the plan on first use; it stays\n"
             "   with `CUDA_MODULE_LOADING=EAGER`, so it is not CUDA's lazy module loading). The collector chose\n"
@@ -526,7 +526,7 @@ def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
   {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
 * Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
   {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
-  then each replay is timed with CUDA events; time per execution = replay time / k. Since issue 16 the
+  then each replay is timed with CUDA events; time per execution = replay time / k. Since the outlier fix the
   collector chooses k from a second, warm execution (the first is kept as `first_exec_ms`), queues
   every timed launch behind a spin kernel, recaptures replays shorter than half the target and re-times
   replays slower than {C.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
@@ -685,7 +685,7 @@ Candidate set: **`{variant}`** ({C.VARIANT_TEXT[variant]}; docs/variants.md).{co
         "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
         "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "
         f"one-launch-at-a-time method the\ncollector avoids:\n\n{validation(raws)}\n\n{VALIDATION_TEXT}\n",
-        f"## Run-to-run outliers (issue 16)\n\n{outlier_section(raws, plans, tables, problems)}\n",
+        f"## Run-to-run outliers\n\n{outlier_section(raws, plans, tables, problems)}\n",
         noise_section(plans),
         f"## Labels\n\n{label_section(problems, plans, tables)}\n",
         f"## Test-retest\n\n{repeats_section(tables)}\n",

@@ -17,7 +17,7 @@ import pandas as pd
 
 from kbench.collect.measure.cudnn import plan_priority
 from kbench.collect.packaging.package import candidate_runtimes, load_raw
-from kbench.sources import repeatability as R
+from kbench.sources import repeatability
 
 PROVENANCE = ["time_ms", "timing", "replays", "position"]
 
@@ -52,7 +52,7 @@ def report(m: pd.DataFrame, top: int = 15) -> str:
     """Text summary: the study's statistics, then the largest disagreements of either run's winners."""
     rep = pd.concat([m[["key", "plan", "t_a"]].set_axis(["problem_id", "kernel", "time_ms"], axis=1).assign(run_id=0),
                      m[["key", "plan", "t_b"]].set_axis(["problem_id", "kernel", "time_ms"], axis=1).assign(run_id=1)])
-    s = R.summary(rep)
+    s = repeatability.summary(rep)
     pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
     lines = [f"{s['problems']} problems, {pl['n']} plans in both runs",
              f"per-plan |log ratio|: median {pl['median']:.4f}, p90 {pl['p90']:.4f}, p99 {pl['p99']:.4f}",
