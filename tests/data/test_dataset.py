@@ -217,3 +217,38 @@ def test_an_unknown_variant_names_the_variants_there_are():
         kbench.load("h200", variant="tf16")
     with pytest.raises(KbenchInputError, match="'mi100' has no such variant"):
         kbench.load("mi100", variant="pytorch")
+
+
+def _report_module():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "report", Path(__file__).resolve().parents[2] / "tools" / "report.py")
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    return report
+
+
+def test_readme_gpu_figures_and_leaderboard_rules_are_generated():
+    """The README's GPU figures come from the board entries' verification records and its leaderboard
+    rules from kbench.leaderboard.policy.RULES_MD (``python tools/report.py``): none is typed by hand."""
+    from pathlib import Path
+
+    report = _report_module()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for start, end, body in ((report.GPU_START, report.GPU_END, report.gpu_markdown()),
+                             (report.GPU_SUMMARY_START, report.GPU_SUMMARY_END, report.gpu_summary_markdown()),
+                             (report.RULES_START, report.RULES_END, report.rules_markdown())):
+        block = readme.split(start + "\n", 1)[1].split("\n" + end, 1)[0]
+        assert block == body, f"README block {start} is stale: run `python tools/report.py`"
+    assert len(report.verification_records()) >= 1
+
+
+def test_readme_has_no_speedup_figure_outside_a_generated_block():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    prose = re.sub(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", "", readme, flags=re.S)
+    assert re.findall(r"\b\d\.\d{2,}x\b|\[\d\.\d+, \d\.\d+\]", prose) == []
