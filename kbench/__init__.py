@@ -38,6 +38,11 @@ DEPRECATED_PATHS = {
     "kbench.collect.travel": "kbench.collect.raw_store.travel_copy",
     **{f"kbench.collect.{m}": f"kbench.collect.packaging.{m}" for m in ("package", "card")},
     "kbench.collect.label_retiming.shipped": "kbench.gpu_check.shipped_labels",
+    "kbench.leaderboard.selection": "kbench.leaderboard.practitioner_table",
+    "kbench.leaderboard.rescore": "kbench.leaderboard.rescorer",
+    "kbench.leaderboard.rescore_entries": "kbench.leaderboard.rescore_command",
+    "kbench.leaderboard.board_extras": "kbench.leaderboard.table_extras",
+    "kbench.leaderboard.transfer": "kbench.leaderboard.transfer_track",
 }
 
 #: the old package ``kbench.tuning``: the names its ``__init__`` gave, module by module

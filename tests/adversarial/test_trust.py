@@ -26,7 +26,7 @@ from kbench.collect.raw_store.writer import compact
 from kbench.core.errors import DataIntegrityError, KbenchInputError
 from kbench.core.output_files import atomic_write_text
 from kbench.data.dataset import read_dataset_folder
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit
 from kbench.scoring.evaluate import Evaluator

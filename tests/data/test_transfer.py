@@ -214,7 +214,7 @@ def test_cli_refuses_a_budget_outside_the_track(capsys):
 
 
 def test_transfer_table_rows_are_methods_and_columns_are_k(mi300x):
-    from kbench.leaderboard.transfer import transfer_table
+    from kbench.leaderboard.transfer_track import transfer_table
     base = kbench.Evaluator(mi300x, split="random", reference=None)(
         pd.DataFrame({"problem_id": mi300x.split("random")["test"], "ranking": "GemmFwdRest"}), method="m")
     ref = DatasetRef(name="mi100", version="1", checksum="abc")

@@ -8,7 +8,7 @@ import pytest
 
 from kbench.cli import main
 from kbench.core.errors import KbenchInputError
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import read_seed_predictions
 from kbench.leaderboard.submit import submit
 from kbench.scoring.prediction_files import read_predictions

@@ -7,7 +7,7 @@ import kbench
 from kbench import __version__
 from kbench.core.errors import KbenchInputError
 from kbench.leaderboard import site
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems, validate_tree
 from kbench.leaderboard.store import gzip_bytes, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit

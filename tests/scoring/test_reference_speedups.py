@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import kbench
-from kbench.leaderboard.selection import break_even
+from kbench.leaderboard.practitioner_table import break_even
 from kbench.scoring import selection_metrics as S
 
 NAN = np.nan

@@ -48,7 +48,7 @@ import pandas as pd
 from kbench.core.errors import KbenchInputError
 from kbench.core.output_files import atomic_write_bytes, atomic_write_text
 from kbench.data.dataset import load
-from kbench.leaderboard.rescore import Rescorer
+from kbench.leaderboard.rescorer import Rescorer
 from kbench.leaderboard.schema import parse_record
 from kbench.leaderboard.store import (
     PREDS_FILE,
