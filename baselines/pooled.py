@@ -56,9 +56,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from kbench.dataset import load
-from kbench.errors import KbenchInputError
-from kbench.registry import DATASETS
+from kbench.core.errors import KbenchInputError
+from kbench.data.dataset import load
+from kbench.data.registry import DATASETS
 from kbench_baselines.base import KernelSpace, as_id_index
 from kbench_baselines.features import features_for
 from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _callback, _progress, _xgb

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 FORMAT = "kbench-selector-1"
 DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2,
@@ -424,7 +424,7 @@ def main(argv=None) -> None:
     import argparse
 
     # the export command's own needs: loading a selector (this module) is numpy-only
-    from kbench.dataset import load as load_dataset
+    from kbench.data.dataset import load as load_dataset
     from kbench_baselines import get_baseline
     ap = argparse.ArgumentParser(prog="python -m kbench.selector",
                                  description="train a compact model on a dataset's train part and export it")

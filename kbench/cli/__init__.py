@@ -22,8 +22,8 @@ import sys
 import traceback
 
 from kbench.cli.console import _console, print_frame  # noqa: F401  (re-exported for callers of kbench.cli)
-from kbench.errors import KbenchError
-from kbench.version import __version__
+from kbench.core.errors import KbenchError
+from kbench.core.version import __version__
 
 #: the command modules, in the order their commands appear in ``kbench --help``
 COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.collect", "kbench.cli.baseline",

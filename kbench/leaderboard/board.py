@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kbench.data.registry import DATASETS, variants_of
 from kbench.leaderboard.policy import PRIMARY_METRIC
 from kbench.leaderboard.store import Entry
-from kbench.registry import DATASETS, variants_of
 
 
 # ----------------------------------------------------------------------------- formatting

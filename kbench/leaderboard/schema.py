@@ -23,11 +23,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.errors import KbenchInputError, read_json_object
+from kbench.core.errors import KbenchInputError, read_json_object
 from kbench.leaderboard.datasets import dataset_device, load_dataset
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
-from kbench.prediction_files import sha256_bytes
-from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
+from kbench.scoring.prediction_files import sha256_bytes
+from kbench.scoring.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",

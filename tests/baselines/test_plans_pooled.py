@@ -9,7 +9,7 @@ import pytest
 
 import kbench_baselines.plans_pooled as plans_pooled
 import kbench_baselines.pooled as pooled
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines import get_baseline
 from kbench_baselines.plans_pooled import DEVICE_COLUMNS, device_spec_columns, pooled_view, tagged
 from tests.baselines.helpers import small_subset

@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.collect import corpus3d
-from kbench.collect.cudnn import conv_args, conv_flop, load_problems, record_columns, tensor_shapes
-from kbench.collect.strides import legacy_strides, pytorch_strides
-from kbench.errors import KbenchInputError
-from kbench.problem import parse_miopen_keys
-from kbench.splits import HELD_OUT_NETWORKS_3D, assign_held_out_networks_split, assign_random_split
+from kbench.collect.measure import corpus3d
+from kbench.collect.measure.cudnn import conv_args, conv_flop, load_problems, record_columns, tensor_shapes
+from kbench.collect.measure.strides import legacy_strides, pytorch_strides
+from kbench.core.errors import KbenchInputError
+from kbench.sources.problem import parse_miopen_keys
+from kbench.sources.splits import HELD_OUT_NETWORKS_3D, assign_held_out_networks_split, assign_random_split
 
 STEM = {"n": 4, "c": 3, "k": 64, "x_d": 16, "x_h": 112, "x_w": 112, "fil_d": 3, "fil_h": 7, "fil_w": 7,
         "pad_d": 1, "pad_h": 3, "pad_w": 3, "stride_d": 1, "stride_h": 2, "stride_w": 2}
@@ -165,7 +165,7 @@ def test_the_corpus_round_trips_through_the_problems_reader(tmp_path):
 
 
 def _problems(layers, batches=(1, 4, 16)):
-    from kbench.problem import geometry_ids
+    from kbench.sources.problem import geometry_ids
     rows = layers.drop(columns=["network", "kind", "layer"]).merge(pd.DataFrame({"n": list(batches)}), how="cross")
     for s in ("d", "h", "w"):
         rows[f"y_{s}"] = rows[f"x_{s}"]
@@ -189,9 +189,9 @@ def test_splits_ignore_the_batch_and_hold_out_whole_networks():
 def test_merge_refuses_to_mix_2d_and_3d_folders(tmp_path):
     from collect_fakes import SyntheticCollector, write_problems_csv
 
-    from kbench.collect.cudnn import collect
-    from kbench.collect.merge import merge
-    from kbench.collect.writer import load_records
+    from kbench.collect.measure.cudnn import collect
+    from kbench.collect.raw_store.merge import merge
+    from kbench.collect.raw_store.writer import load_records
     two = write_problems_csv(tmp_path / "two.csv", 2)
     three = _csv(tmp_path, [STEM], "three.csv")
     collect(two, tmp_path / "raw2", progress=False, make_collector=SyntheticCollector)

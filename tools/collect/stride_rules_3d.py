@@ -1,6 +1,6 @@
 """Check on the GPU which strides PyTorch hands cuDNN for 5-D convolution tensors.
 
-``kbench.collect.strides.pytorch_strides`` states the rule from ATen's source: every tensor reaches
+``kbench.collect.measure.strides.pytorch_strides`` states the rule from ATen's source: every tensor reaches
 cuDNN with the dense strides of its memory format (NCDHW, or NDHWC for ``channels_last_3d``), size-1
 dimensions included. This script reads what PyTorch really passes: it runs PyTorch's own 3D
 convolutions (forward, data gradient, weight gradient) with cuDNN's API log on, parses every tensor
@@ -41,7 +41,7 @@ def run_cases(log_path: Path) -> list[dict]:
     """Run every case in both memory formats and all three directions; what each tensor should carry."""
     import torch
     torch.backends.cudnn.benchmark = False
-    from kbench.collect.strides import pytorch_strides
+    from kbench.collect.measure.strides import pytorch_strides
     expected = []
     for name, xs, ws, stride, pad, groups in CASES:
         for layout in LAYOUTS:

@@ -1,11 +1,11 @@
-"""Trace the 3D convolution layers of real networks into ``kbench/collect/network_layers_3d.csv``.
+"""Trace the 3D convolution layers of real networks into ``kbench/collect/measure/network_layers_3d.csv``.
 
-The 3D corpus (:mod:`kbench.collect.corpus3d`) measures these layers. Each network is built with
+The 3D corpus (:mod:`kbench.collect.measure.corpus3d`) measures these layers. Each network is built with
 random weights (no download), moved to the ``meta`` device and run forward once there (shapes only,
 no arithmetic); a forward hook on every ``Conv3d`` and ``ConvTranspose3d`` records the call's input
 and output sizes and the layer's parameters::
 
-    python tools/collect/trace_3d_networks.py        # writes kbench/collect/network_layers_3d.csv
+    python tools/collect/trace_3d_networks.py        # writes kbench/collect/measure/network_layers_3d.csv
 
 The networks: torchvision's video models (``r3d_18``, ``mc3_18``, ``r2plus1d_18``, ``s3d``, ``mvit_v1_b``,
 ``mvit_v2_s``, ``swin3d_t``; torchvision's own modules) and the volumetric and video networks that
@@ -32,7 +32,7 @@ import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "kbench" / "collect" / "network_layers_3d.csv"
+OUT = ROOT / "kbench" / "collect" / "measure" / "network_layers_3d.csv"
 #: the video clip torchvision's video models are trained on: 16 frames of 112 x 112 (C, D, H, W)
 VIDEO_CLIP = (3, 16, 112, 112)
 #: torchvision builders and their inputs (without the batch); the transformer models' conv stems
