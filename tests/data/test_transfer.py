@@ -255,3 +255,17 @@ def test_finetuning_moves_a_many_class_model_towards_its_shots():
     stuck = xgb.train(dict(params, min_child_weight=1.0), xgb.DMatrix(shots, label=np.full(12, 7)),
                       FINETUNE_ROUNDS, xgb_model=source.copy())
     assert np.array_equal(stuck.predict(xgb.DMatrix(shots))[:, 7], before)
+
+
+def test_h200_pairs_with_its_3d_set():
+    """kbench.transfer pairs the 2D h200 set with h200-3d: 2D and 3D geometries never coincide, so the
+    source keeps its whole random train and valid parts, and the target's k shots are k of its train part."""
+    import kbench
+    tr = kbench.transfer("h200", "h200-3d", k=100, seed=0)
+    shots = tr.target_shots()
+    target_train = set(tr.target_split()["train"])
+    drawn = set(shots.runtimes["problem_id"].unique())
+    assert len(drawn) == 100 and drawn <= target_train
+    source = kbench.load("h200")
+    parts = source.split("random")
+    assert set(tr.source_train().problems["problem_id"]) == set(parts["train"]) | set(parts["valid"])
