@@ -95,13 +95,20 @@ def device_features(dataset, ids) -> pd.DataFrame:
 
 def sibling_names(dataset) -> list[str]:
     """Registered kernel-selection datasets of the same vendor, library and candidate-set variant as
-    ``dataset`` (itself included): h100 pools with h200, not with h100-pytorch."""
+    ``dataset`` (itself included): h100 pools with h200, not with h100-pytorch. A 2D set pools with 2D
+    sets; a 3D set with the 3D sets and the 2D set of its own GPU (h200-3d with h200), whose plans and
+    engines it shares."""
     info = dataset.info
     variant = info.get("variant", "default")
     registered = DATASETS.get(dataset.name)  # the registry names the library alike for every collected set
     library = registered.library if registered is not None else info.get("library")
+    rank = registered.spatial_dims if registered is not None else 2
+    device = registered.device if registered is not None else info.get("device")
+
+    def same_family(s) -> bool:
+        return s.spatial_dims == rank or (rank == 3 and s.device == device)
     names = [s.name for s in DATASETS.values() if s.task == "kernel-selection" and s.vendor == info.get("vendor")
-             and s.library == library and s.variant == variant]
+             and s.library == library and s.variant == variant and same_family(s)]
     return names if dataset.name in names else names + [dataset.name]
 
 

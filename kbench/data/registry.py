@@ -54,6 +54,9 @@ class DatasetSpec:
     # the candidate set of a collected dataset (kbench.collect.packaging.package.VARIANTS); a dataset of another
     # variant than "default" is named "<base>-<variant>" and loads as kbench.load(base, variant=...)
     variant: str = "default"
+    # the convolutions' spatial rank: 2, or 3 for a set of 3D convolutions (whose problems, features and
+    # splits differ); pooled models pool sets of one rank, and a 3D set with its own GPU's 2D set
+    spatial_dims: int = 2
 
 
 def _amd(name, alias, device, arch):
@@ -126,7 +129,7 @@ register(DatasetSpec(
     name="h200-3d", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200-3d",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200-3d", "corpus": "kbench collect corpus3d"},
-    version="0.1.0", collected_through="20261201T221434-dff227",
+    version="0.1.0", collected_through="20261201T221434-dff227", spatial_dims=3,
 ))
 
 
