@@ -96,7 +96,8 @@ def print_report(report) -> None:
     cov = report.coverage
     console.print(f"[bold]{report.trace['model']}[/bold] in [bold]{report.dataset.name}[/bold]: "
                   f"{cov.exact} of {cov.problem_directions} problem-directions match exactly "
-                  f"({cov.calls_exact} of {cov.calls} calls); nearest shapes for the other {cov.not_exact}",
+                  f"({cov.calls_exact} of {cov.calls} calls per step); of the other {cov.not_exact}, {cov.nearest} have a "
+                  "nearest shape of the same direction, dtype, layout and dims",
                   highlight=False)
     print_frame(pd.DataFrame([{"direction": d, **v} for d, v in cov.by_direction.items()]), console=console,
                 title="coverage by direction")
