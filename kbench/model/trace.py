@@ -259,8 +259,11 @@ def _fake_state(model, fake_mode, dtype, memory_format):
     """
     import torch
     rank = {torch.channels_last: 4, torch.channels_last_3d: 5}.get(memory_format)
-    state = {}
+    state, fakes = {}, {}
     for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) in fakes:  # a tied weight: one fake for all its names, as functional_call requires
+            state[name] = fakes[id(tensor)]
+            continue
         fake = fake_mode.from_tensor(tensor)
         with fake_mode:
             if fake.is_floating_point():
@@ -269,6 +272,7 @@ def _fake_state(model, fake_mode, dtype, memory_format):
                 fake = fake.contiguous(memory_format=memory_format)
             if isinstance(tensor, torch.nn.Parameter):
                 fake = fake.detach().requires_grad_(tensor.requires_grad)
+        fakes[id(tensor)] = fake
         state[name] = fake
     return state
 
@@ -300,7 +304,8 @@ def trace_model(model, input_shape, *, dtype: str = "fp32", autocast: str | None
     torch_dtype = getattr(torch, DTYPES[dtype])
     training = mode == "train"
     recorder = _ConvRecorder()
-    fake_mode = FakeTensorMode()
+    # a plain tensor attribute of a module (a mask, a constant) is real: the fake mode converts it on use
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     was_training = model.training
     hooks = _module_hooks(model, recorder)
     try:

@@ -266,3 +266,36 @@ def test_torchvision_resnet18_when_installed():
     assert counts["forward_calls"] == counts["backward_calls"] == 20  # 17 3x3/7x7 convs + 3 downsample 1x1
     assert counts["calls_by_direction"] == {"F": 20, "B": 19, "W": 20}  # conv1 has no B
     assert set(tr.problems["layout"]) == {"NHWC"}
+
+
+class TiedAndConstant(nn.Module):
+    """Two modules sharing one weight, a plain (non-buffer) tensor attribute, a depthwise conv, padding='same'."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(4, 4, 3, padding=1)
+        self.b = nn.Conv2d(4, 4, 3, padding=1)
+        self.b.weight = self.a.weight
+        self.scale = torch.full((1, 4, 1, 1), 2.0)
+        self.depthwise = nn.Conv2d(4, 4, 5, padding="same", groups=4, bias=False)
+
+    def forward(self, x):
+        return self.depthwise(self.b(self.a(x)) * self.scale)
+
+
+def test_tied_weights_constants_depthwise_and_same_padding(tmp_path):
+    tr = trace_model(TiedAndConstant(), (2, 4, 9, 9))
+    p = tr.problems.set_index(["layers", "direction"])
+    assert p.loc[("depthwise", "F"), "groups"] == 4 and p.loc[("depthwise", "F"), "pad_h"] == 2
+    assert p.loc[("depthwise", "F"), "problem_id"] == "4-9-9-5x5-4-9-9-2-2x2-1x1-1x1-0-NCHW-FP32-F_g4"
+    # a and b are one geometry with one weight: one problem each direction, two calls, both layers named
+    assert p.loc[("a;b", "F"), "multiplicity"] == 2 and p.loc[("b;a", "W"), "multiplicity"] == 2
+    out = write_trace(tr, tmp_path / "t")
+    assert load_problems(out / "problems.csv")["key"].tolist() == tr.problems["problem_id"].tolist()
+
+
+def test_timm_without_timm_is_a_clear_error(tmp_path, capsys):
+    if importlib.util.find_spec("timm") is not None:
+        pytest.skip("timm is installed")
+    assert main(["model", "trace", "timm:resnet50", "--input-shape", "1,3,8,8", "--out", str(tmp_path / "o")]) == 2
+    assert "timm is not installed" in capsys.readouterr().err
