@@ -15,8 +15,9 @@ What it writes into DIR:
                   pad_d, stride_d, dil_d), dtype (FP32|FP16|BF16), layout (NCHW|NHWC,
                   3D: NCDHW|NDHWC), direction (F forward, B backward-data,
                   W backward-weights), spatial_dims (2|3), transposed (1: from a
-                  ConvTranspose), multiplicity (calls per step), layers (module
-                  names, ';'-joined), problem_id (the MIOpen-style key the collector
+                  ConvTranspose), depthwise (1: channels = groups > 1),
+                  multiplicity (calls per step), layers (module names,
+                  ';'-joined), problem_id (the MIOpen-style key the collector
                   builds), order, kind (model), sources (the model)
   calls.csv     every convolution call in the order autograd issued it, as issued
                 (shapes, strides, output_mask, the directions and problem ids it maps to)
@@ -69,6 +70,8 @@ def cmd_model_trace(args) -> int:
     say(args, f"{args.model}: {counts['calls']} convolution calls ({counts['forward_calls']} forward, "
               f"{counts['backward_calls']} backward) -> {counts['problem_directions']} distinct problem-directions: "
               + ", ".join(f"{d} {by_dir[d]} ({calls[d]} calls)" for d in ("F", "B", "W")),
+        *([f"{counts['calls_not_on_cudnn']} call(s) never run on cuDNN (a transposed conv with output_padding >= "
+           "stride): listed in calls.csv (cudnn 0), not in problems.csv"] if counts["calls_not_on_cudnn"] else []),
         f"wrote {out / 'problems.csv'}, calls.csv and trace.json; time them on a GPU with "
         f"`kbench collect cudnn --problems {out / 'problems.csv'}`, or see their coverage with "
         f"`kbench model report {out} --dataset h200-pytorch`.")

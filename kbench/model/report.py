@@ -210,7 +210,9 @@ def _selector_rankings(ds: Dataset, ids: np.ndarray, selector_name) -> tuple[pd.
     try:
         sel = selector_module.load(name)
     except KbenchInputError as exc:
-        return None, SelectorUse(name=name, note=f"{exc}" + ("" if selector_name else " Or pass --selector NAME|FOLDER."))
+        if selector_name:  # asked for by name: a selector that does not load is the user's input
+            raise
+        return None, SelectorUse(name=name, note=f"{exc} Or pass --selector NAME|FOLDER.")
     except ImportError as exc:
         return None, SelectorUse(name=name, note=f"the selector needs {exc.name}: pip install 'kbench[baselines]'")
     problems = ds.problems.set_index("problem_id").loc[ids].reset_index()

@@ -52,14 +52,14 @@ PARAMS = ("pad", "stride", "dil")
 #: the problems file's columns; 2D-only traces leave out the depth ones (``load_problems`` reads 2D rows)
 PROBLEM_COLUMNS = (["n", "c", "k", "groups", "x_d", "x_h", "x_w", "y_d", "y_h", "y_w", "fil_d", "fil_h", "fil_w"]
                    + [f"{p}_{s}" for p in PARAMS for s in SPATIAL]
-                   + ["dtype", "layout", "direction", "spatial_dims", "transposed", "multiplicity", "layers",
+                   + ["dtype", "layout", "direction", "spatial_dims", "transposed", "depthwise", "multiplicity", "layers",
                       "problem_id", "order", "kind", "sources"])
 DEPTH_COLUMNS = [f"{p}_d" for p in ("x", "y", "fil", *PARAMS)]
 #: calls.csv: the call as issued first, then the geometry of the convolution it is a problem of
 CALL_COLUMNS = ["call", "op", "layer", "module", "transposed", "conv_dims", "directions", "problem_ids", "output_mask",
                 "forward_call", "input_shape", "input_strides", "weight_shape", "weight_strides", "output_shape",
                 "grad_output_shape", "torch_dtype", "dtype", "layout", "stride", "padding", "dilation",
-                "output_padding", "groups", "has_bias"]
+                "output_padding", "groups", "has_bias", "cudnn", "depthwise"]
 
 
 @dataclass
@@ -109,6 +109,21 @@ def _channels_last(inp, weight) -> bool:
         inp, weight = inp.unsqueeze(2), weight.unsqueeze(2)
     fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(weight.ndim)
     return fmt is not None and fmt in (_memory_format_of(inp), _memory_format_of(weight))
+
+
+def _output_padding_big(a: dict) -> bool:
+    """ATen's ``ConvParams::is_output_padding_big``: a transposed conv with output_padding >= stride in some
+    dimension (PyTorch allows it where the dilation is larger) never runs on cuDNN (``use_cudnn`` is false;
+    ATen's own slow kernel does it), and no convolution's output-size rule gives its input back."""
+    return bool(a["transposed"]) and any(int(p) >= int(s) for p, s in zip(a["output_padding"], a["stride"]))
+
+
+def _depthwise(inp, weight, a: dict) -> bool:
+    """ATen's ``ConvParams::is_depthwise``: on a GPU such a conv runs on cuDNN only where
+    ``use_cudnn_depthwise`` says so (FP16 2D, a workload rule), else on PyTorch's own depthwise kernels."""
+    groups = int(a["groups"])
+    return (not a["transposed"] and inp.ndim in (4, 5) and groups > 1 and int(inp.shape[1]) == groups
+            and int(weight.shape[0]) % groups == 0)
 
 
 def _schema_args(func, args, kwargs) -> dict:
@@ -208,7 +223,8 @@ class _ConvRecorder:
                 "groups": int(a["groups"]),
                 "has_bias": int(a.get("bias") is not None) if op == "convolution" else int(mask[2]),
                 "output_mask": "" if mask is None else "".join("1" if m else "0" for m in mask),
-                "directions": ";".join(directions), "forward_call": -1}
+                "directions": ";".join(directions), "forward_call": -1,
+                "cudnn": int(not _output_padding_big(a)), "depthwise": int(_depthwise(inp, weight, a))}
 
     @staticmethod
     def _restride(tensor, inp, weight):
@@ -360,6 +376,7 @@ def trace_model(model, input_shape, *, dtype: str = "fp32", autocast: str | None
                        "calls_by_direction": {d: int(problems.loc[problems["direction"] == d, "multiplicity"].sum())
                                               for d in ("F", "B", "W")},
                        "transposed_calls": int(calls["transposed"].sum()),
+                       "calls_not_on_cudnn": int((calls["cudnn"] == 0).sum()),
                        "spatial_dims": sorted(int(v) for v in problems["spatial_dims"].unique())}}
     return Trace(calls, problems, info)
 
@@ -387,9 +404,12 @@ def _tables(records: list[dict], source: str) -> tuple[pd.DataFrame, pd.DataFram
     calls = pd.DataFrame(records)
     geometry = PROBLEM_COLUMNS[:PROBLEM_COLUMNS.index("dtype")]
     # one row per (call, direction) it issues: a backward call computing grad_input and grad_weight is two
-    terms = calls.assign(direction=calls["directions"].str.split(";")).explode("direction")
+    # calls that never run on cuDNN are listed in calls.csv but make no problem
+    terms = calls[calls["cudnn"] == 1]
+    terms = terms.assign(direction=terms["directions"].str.split(";")).explode("direction")
     terms = terms[terms["direction"].fillna("") != ""]
-    terms = terms[["call", "layer", "direction", "dtype", "layout", "transposed", *geometry, "spatial_dims"]]
+    terms = terms[["call", "layer", "direction", "dtype", "layout", "transposed", "depthwise", *geometry,
+                   "spatial_dims"]]
     terms = terms.reset_index(drop=True)
     terms["problem_id"] = trace_problem_ids(terms)
     ids = terms.groupby("call", sort=False)["problem_id"].agg(";".join)

@@ -162,3 +162,32 @@ def test_html_page_is_refused_inside_the_trace_folder(traced, tmp_path, capsys):
     assert main(["model", "report", str(folder), "--dataset", str(data), "--html", str(folder / "p.html")]) == 2
     assert "inputs are never modified" in capsys.readouterr().err
     assert sorted(p.name for p in folder.iterdir()) == ["calls.csv", "problems.csv", "trace.json"]
+
+
+def test_a_plan_selector_reads_the_datasets_heuristic_lists(traced, monkeypatch):
+    import kbench.selector
+
+    class ReversedModeA(kbench.selector.PlanSelector):  # re-ranks cuDNN's lists: mode A's order reversed
+        def __init__(self):
+            self.seen = []
+
+        def choose(self, problem, heuristics):
+            self.seen.append((problem["direction"], heuristics["cudnn_mode_a"]))
+            return heuristics["cudnn_mode_a"][::-1]
+
+    sel = ReversedModeA()
+    monkeypatch.setattr(kbench.selector, "load", lambda name: sel)
+    tr, folder = traced
+    report = model_report(folder, tiny_dataset(tr), selector="plans")
+    assert sorted(sel.seen) == sorted([(key[1], MODE_A[key]) for key in MODE_A])
+    # stem F kA 1.0, body F kB 1.5 (x2), body B kB 0.7 (x2), body W kA 4.0 (x2)
+    assert report.totals_ms["selector"] == pytest.approx(1.0 + 2 * 1.5 + 2 * 0.7 + 2 * 4.0)
+
+
+def test_a_selector_named_but_missing_is_an_error(traced, tmp_path, capsys):
+    tr, folder = traced
+    data = tmp_path / "tinyset"
+    ds = tiny_dataset(tr)
+    write_dataset(data, ds.tables, {k: v for k, v in ds.manifest.items() if k != "checksum"})
+    assert main(["model", "report", str(folder), "--dataset", str(data), "--selector", str(tmp_path / "none")]) == 2
+    assert "no selector" in capsys.readouterr().err

@@ -288,6 +288,7 @@ def test_tied_weights_constants_depthwise_and_same_padding(tmp_path):
     p = tr.problems.set_index(["layers", "direction"])
     assert p.loc[("depthwise", "F"), "groups"] == 4 and p.loc[("depthwise", "F"), "pad_h"] == 2
     assert p.loc[("depthwise", "F"), "problem_id"] == "4-9-9-5x5-4-9-9-2-2x2-1x1-1x1-0-NCHW-FP32-F_g4"
+    assert p.loc[("depthwise", "W"), "depthwise"] == 1 and p.loc[("a;b", "F"), "depthwise"] == 0
     # a and b are one geometry with one weight: one problem each direction, two calls, both layers named
     assert p.loc[("a;b", "F"), "multiplicity"] == 2 and p.loc[("b;a", "W"), "multiplicity"] == 2
     out = write_trace(tr, tmp_path / "t")
@@ -299,3 +300,33 @@ def test_timm_without_timm_is_a_clear_error(tmp_path, capsys):
         pytest.skip("timm is installed")
     assert main(["model", "trace", "timm:resnet50", "--input-shape", "1,3,8,8", "--out", str(tmp_path / "o")]) == 2
     assert "timm is not installed" in capsys.readouterr().err
+
+
+@settings(max_examples=20, deadline=None)
+@given(cin=st.integers(1, 5), cout=st.integers(1, 5), h=st.integers(2, 7), fil=st.integers(1, 4),
+       stride=st.integers(1, 3), pad=st.integers(0, 2), extra=st.integers(0, 2), dil=st.integers(1, 2))
+def test_random_transposed_geometries_are_their_equivalent_convolution(cin, cout, h, fil, stride, pad, extra, dil):
+    output_padding = min(extra, stride - 1)  # output_padding >= stride never runs on cuDNN: the next test
+    out_h = (h - 1) * stride - 2 * pad + dil * (fil - 1) + output_padding + 1
+    if out_h < 1:
+        return
+    model = nn.Sequential(nn.Conv2d(2, cin, 1),  # so that the transposed conv's input needs grad: it has an F
+                          nn.ConvTranspose2d(cin, cout, fil, stride=stride, padding=pad, dilation=dil,
+                                             output_padding=output_padding))
+    tr = trace_model(model, (2, 2, h, h))
+    p = tr.problems[tr.problems["transposed"] == 1]
+    assert sorted(p["direction"]) == ["B", "F", "W"]
+    parsed = parse_miopen_keys(p["problem_id"])
+    assert (parsed["output_size_status"] == "ok").all()
+    assert set(parsed["c"]) == {cout} and set(parsed["k"]) == {cin}
+    assert set(parsed["x_h"]) == {out_h} and set(parsed["y_h"]) == {h}
+    assert set(parsed["fil_h"]) == {fil} and set(parsed["stride_h"]) == {stride} and set(parsed["pad_h"]) == {pad}
+
+
+def test_a_transposed_conv_that_never_runs_on_cudnn_makes_no_problem():
+    """output_padding 1 >= stride 1 (allowed as the dilation is 2): ATen's use_cudnn is false for it."""
+    model = nn.Sequential(nn.Conv2d(2, 3, 1), nn.ConvTranspose2d(3, 4, 3, stride=1, dilation=2, output_padding=1))
+    tr = trace_model(model, (1, 2, 5, 5))
+    deconv = tr.calls[tr.calls["layer"] == "1"]
+    assert deconv["cudnn"].tolist() == [0, 0] and deconv["problem_ids"].tolist() == ["", ""]
+    assert set(tr.problems["layers"]) == {"0"} and tr.info["counts"]["calls_not_on_cudnn"] == 2
