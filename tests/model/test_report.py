@@ -61,6 +61,15 @@ def tiny_dataset(tr) -> Dataset:
     return Dataset("tinyset", tables, manifest)
 
 
+@pytest.fixture(scope="module")
+def dataset_folder(traced, tmp_path_factory):
+    """The tiny dataset as a folder, for the command line's --dataset."""
+    ds = tiny_dataset(traced[0])
+    path = tmp_path_factory.mktemp("data") / "tinyset"
+    write_dataset(path, ds.tables, {k: v for k, v in ds.manifest.items() if k != "checksum"})
+    return path
+
+
 def test_oracle_and_references_sum_to_the_hand_computed_times(traced):
     tr, folder = traced
     report = model_report(folder, tiny_dataset(tr))
@@ -113,11 +122,9 @@ def test_no_exact_match_still_names_the_nearest(traced):
     assert sum(p.match == "nearest" for p in report.problems) == 2  # the W rows; F and B have no candidate
 
 
-def test_cli_report_table_json_and_html(traced, tmp_path, capsys):
+def test_cli_report_table_json_and_html(traced, dataset_folder, tmp_path, capsys):
     tr, folder = traced
-    ds = tiny_dataset(tr)
-    data = tmp_path / "tinyset"
-    write_dataset(data, ds.tables, {k: v for k, v in ds.manifest.items() if k != "checksum"})
+    data = dataset_folder
     page = tmp_path / "page.html"
     assert main(["model", "report", str(folder), "--dataset", str(data), "--html", str(page)]) == 0
     out = capsys.readouterr().out
@@ -154,11 +161,9 @@ def test_a_folder_that_is_not_a_trace_is_one_clear_error(tmp_path, capsys, make,
     assert (sorted(folder.iterdir()) if folder.exists() else None) == before
 
 
-def test_html_page_is_refused_inside_the_trace_folder(traced, tmp_path, capsys):
+def test_html_page_is_refused_inside_the_trace_folder(traced, dataset_folder, capsys):
     tr, folder = traced
-    data = tmp_path / "tinyset"
-    ds = tiny_dataset(tr)
-    write_dataset(data, ds.tables, {k: v for k, v in ds.manifest.items() if k != "checksum"})
+    data = dataset_folder
     assert main(["model", "report", str(folder), "--dataset", str(data), "--html", str(folder / "p.html")]) == 2
     assert "inputs are never modified" in capsys.readouterr().err
     assert sorted(p.name for p in folder.iterdir()) == ["calls.csv", "problems.csv", "trace.json"]
@@ -184,10 +189,8 @@ def test_a_plan_selector_reads_the_datasets_heuristic_lists(traced, monkeypatch)
     assert report.totals_ms["selector"] == pytest.approx(1.0 + 2 * 1.5 + 2 * 0.7 + 2 * 4.0)
 
 
-def test_a_selector_named_but_missing_is_an_error(traced, tmp_path, capsys):
+def test_a_selector_named_but_missing_is_an_error(traced, dataset_folder, tmp_path, capsys):
     tr, folder = traced
-    data = tmp_path / "tinyset"
-    ds = tiny_dataset(tr)
-    write_dataset(data, ds.tables, {k: v for k, v in ds.manifest.items() if k != "checksum"})
+    data = dataset_folder
     assert main(["model", "report", str(folder), "--dataset", str(data), "--selector", str(tmp_path / "none")]) == 2
     assert "no selector" in capsys.readouterr().err
