@@ -322,7 +322,8 @@ def trace_model(model, input_shape, *, dtype: str = "fp32", autocast: str | None
     recorder = _ConvRecorder()
     # a plain tensor attribute of a module (a mask, a constant) is real: the fake mode converts it on use
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    was_training = model.training
+    # each module's own mode, restored as it was (a frozen BatchNorm may sit in eval mode inside a training model)
+    modes = [(m, m.training) for m in model.modules()]
     hooks = _module_hooks(model, recorder)
     try:
         state = _fake_state(model, fake_mode, torch_dtype, fmt)
@@ -356,7 +357,8 @@ def trace_model(model, input_shape, *, dtype: str = "fp32", autocast: str | None
     finally:
         for h in hooks:
             h.remove()
-        model.train(was_training)
+        for module, was_training in modes:
+            module.training = was_training
     if recorder.dtype_error:
         raise KbenchInputError(f"{shown}: {recorder.dtype_error}")
     if not recorder.calls:

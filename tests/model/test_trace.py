@@ -90,11 +90,12 @@ def test_two_convs_train_directions_geometry_and_keys():
 
 def test_inference_is_forward_only_and_the_model_is_not_changed():
     model = TwoConvs().train()
+    model.conv2.eval()  # a mixed-mode model keeps its modes
     before = {k: v.clone() for k, v in model.state_dict().items()}
     tr = trace_model(model, (2, 3, 8, 8), mode="inference")
     assert tr.problems["direction"].tolist() == ["F", "F"]
     assert set(tr.problems["n"]) == {2}
-    assert model.training and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.training and model.conv1.training and not model.conv2.training and all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert all(p.grad is None and p.dtype == torch.float32 for p in model.parameters())
 
 
