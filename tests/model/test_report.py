@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from kbench.build import write_dataset  # noqa: E402
 from kbench.cli import main  # noqa: E402
 from kbench.dataset import Dataset  # noqa: E402
-from kbench.model.report import model_report, render_html  # noqa: E402
+from kbench.model.report import ModelReport, model_report, render_html  # noqa: E402
 from kbench.model.trace import trace_model, trace_problem_ids, write_trace  # noqa: E402
 from kbench.problem import parse_miopen_keys  # noqa: E402
 
@@ -136,6 +136,7 @@ def test_cli_report_table_json_and_html(traced, dataset_folder, tmp_path, capsys
     assert record["schema_version"] == 1 and record["record"] == "kbench-model-report"
     assert record["totals_ms"]["oracle"] == pytest.approx(ORACLE_SUM)
     assert record["trace"]["counts"]["calls"] == 6
+    assert ModelReport.model_validate(record).coverage.exact == 4  # the JSON is the typed record, whole
 
 
 def test_html_escapes_every_name(traced):
