@@ -1,4 +1,4 @@
-"""``kbench model trace`` and ``kbench model report``: argparse wiring and output; the logic is in :mod:`kbench.model`."""
+"""``kbench model trace``, ``report``, ``tune`` and ``bench``: argparse wiring and output; the logic is in :mod:`kbench.model`."""
 
 from __future__ import annotations
 
@@ -93,6 +93,98 @@ def cmd_model_report(args) -> int:
     return 0
 
 
+TUNE_EPILOG = """\
+Fills a plan cache: one cuDNN plan per traced problem-direction, for
+kbench.torch.use_plans(model, CACHE) and `kbench model bench --cache CACHE`.
+
+  --dataset D --oracle        the fastest plan D measured for each problem (CPU)
+  --dataset D --selector NAME the selector's first choice among cuDNN's lists as D records
+                              them: zero-shot, no timing (CPU)
+  --time                      time every traced problem's plans on this GPU (the collector for
+                              2D problems, every offered plan for 3D ones) and keep the fastest
+
+Problems the dataset lacks are listed in the cache's `missing` (with the nearest shape) and
+left to PyTorch at run time. The header names the GPU model, compute capability, cuDNN,
+frontend and torch versions the plans hold for; use_plans refuses the cache elsewhere.
+
+Examples:
+  kbench model tune traces/resnet50 --dataset h200-pytorch --oracle --out resnet50.oracle.json
+  kbench model tune traces/resnet50 --dataset h200-pytorch --selector h200-pytorch \\
+      --out resnet50.selector.json
+  kbench model tune traces/r3d_18 --time --out r3d_18.oracle.json        # on the GPU
+"""
+
+BENCH_EPILOG = """\
+Times the training step (train mode, forward and backward of the outputs' sum, no
+optimizer) and inference (eval, no_grad) in modes default (cudnn.benchmark False),
+autotune (benchmark True) and one cache mode per --cache (use_plans; named cache:oracle or
+cache:selector by the cache), each (mode, step) in its own process: the first step on the
+host clock, --warmup steps, --steps timed steps (CUDA events: median and IQR), one profiled
+step for the share of CUDA time in convolutions. The record (--out, JSON, rewritten after
+each process) holds the software and GPU environment. Needs a CUDA GPU (exit 2 without).
+
+Example:
+  kbench model bench torchvision:r3d_18 --input-shape 16,3,16,112,112 --autocast bf16 \\
+      --memory-format channels_last_3d --cache r3d_18.oracle.json --out raw/models/r3d_18.json
+"""
+
+
+def cmd_model_tune(args) -> int:
+    from kbench.model.plan_cache import write_plan_cache
+    from kbench.model.tune import tune_by_timing, tune_from_dataset
+    from kbench.output_files import check_output
+    check_output(args.out, [args.dir], option="--out")
+    check_json_target(args.json, [args.dir])
+    if args.time:
+        if args.dataset or args.oracle or args.selector:
+            from kbench.errors import KbenchInputError
+            raise KbenchInputError("--time measures on this GPU: give it alone, without --dataset, --oracle or "
+                                   "--selector.")
+        cache = tune_by_timing(args.dir, progress=not args.quiet)
+    else:
+        if not args.dataset:
+            from kbench.errors import KbenchInputError
+            raise KbenchInputError("give --dataset D with --oracle or --selector NAME (on the CPU), or --time "
+                                   "(on a GPU).")
+        cache = tune_from_dataset(args.dir, args.dataset, selector=args.selector, oracle=args.oracle)
+    path = write_plan_cache(cache, args.out, inputs=[args.dir])
+    record = cache.model_dump(mode="json")
+    if emit_json(args.json, record, inputs=[args.dir]) and json_to_stdout(args):
+        return 0
+    calls_missing = sum(m.multiplicity for m in cache.missing)
+    say(args, f"{cache.header.trace.model}: {len(cache.plans)} problem-directions with a plan "
+              f"({cache.header.filled_by}, from {cache.header.source}), {len(cache.missing)} left to PyTorch "
+              f"({calls_missing} calls per step)",
+        *[f"  missing {m.direction} {m.problem_id} ({m.layers}): {m.reason}" for m in cache.missing[:20]],
+        *([f"  ... and {len(cache.missing) - 20} more (the cache's `missing` lists them)"]
+          if len(cache.missing) > 20 else []),
+        f"wrote {path} (for {cache.header.gpu}, cuDNN {cache.header.cudnn_backend}, frontend "
+        f"{cache.header.cudnn_frontend}, torch {cache.header.torch})")
+    return 0
+
+
+def cmd_model_bench(args) -> int:
+    from kbench.errors import KbenchInputError
+    from kbench.model.bench import STEPS, bench
+    from kbench.model.trace import parse_input_shape
+    shape = parse_input_shape(args.input_shape)
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in ("default", "autotune")]
+    steps = [s for s in args.step.split(",") if s]
+    if bad or [s for s in steps if s not in STEPS]:
+        raise KbenchInputError(f"--modes takes default,autotune (cache modes come from --cache); --step takes "
+                               f"train,inference: got {args.modes!r}, {args.step!r}.")
+    record = bench(args.model, shape, out=args.out, dtype=args.dtype, autocast=args.autocast,
+                   memory_format=args.memory_format, caches=args.cache or [], modes=modes, steps=steps,
+                   warmup=args.warmup, timed=args.steps, allow_mismatch=args.allow_version_mismatch,
+                   progress=not args.quiet)
+    ok = [r for r in record.results if r.status == "ok"]
+    say(args, *[f"{r.step:9s} {r.mode:16s} {r.step_ms_median:9.3f} ms (IQR {r.step_ms_iqr:.3f}), first step "
+                f"{r.first_step_ms:8.0f} ms, conv share {r.conv_share if r.conv_share is not None else float('nan'):.2f}"
+                for r in ok], f"wrote {args.out}")
+    return 0 if len(ok) == len(record.results) else 1
+
+
 def print_report(report) -> None:
     import pandas as pd
     console = _console()
@@ -124,8 +216,8 @@ def print_report(report) -> None:
 
 
 def register_cli(subparsers) -> None:
-    p = subparsers.add_parser("model", help="your PyTorch model: trace its convolutions, report their coverage "
-                                            "(docs/model.md)")
+    p = subparsers.add_parser("model", help="your PyTorch model: trace its convolutions, report their coverage, "
+                                            "tune a plan cache, bench its step (docs/model.md)")
     sub = p.add_subparsers(dest="model_command", required=True)
     t = sub.add_parser("trace", help="trace a model's convolution calls into a problems CSV (CPU)",
                        description="Run one training (or inference) step of MODEL on fake tensors on the CPU and "
@@ -160,3 +252,39 @@ def register_cli(subparsers) -> None:
     r.add_argument("--html", default=None, metavar="PAGE", help="also write one self-contained HTML page")
     add_json_option(r, "the report")
     r.set_defaults(func=cmd_model_report)
+
+    u = sub.add_parser("tune", help="fill a plan cache for a traced model: a dataset's oracle or a selector (CPU), "
+                                    "or timings (GPU)",
+                       description="Choose one cuDNN plan per traced problem-direction and write them as a plan "
+                                   "cache for kbench.torch.use_plans.",
+                       epilog=TUNE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    u.add_argument("dir", metavar="DIR", help="a folder written by `kbench model trace`")
+    u.add_argument("--dataset", "-d", default=None, help="a collected NVIDIA dataset (e.g. h200-pytorch)")
+    u.add_argument("--oracle", action="store_true", help="the dataset's fastest plan per problem")
+    u.add_argument("--selector", default=None, metavar="NAME",
+                   help="an exported plan selector (name or folder): its first choice, zero-shot")
+    u.add_argument("--time", action="store_true", help="time the plans on this GPU and keep the fastest")
+    u.add_argument("--out", required=True, metavar="CACHE", help="the plan cache file to write (JSON)")
+    u.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    add_json_option(u, "the cache")
+    u.set_defaults(func=cmd_model_tune)
+
+    b = sub.add_parser("bench", help="time a model's training step and inference per mode on the GPU",
+                       description="Time MODEL's training step and inference under PyTorch's default, autotune "
+                                   "and plan caches, each in its own process.",
+                       epilog=BENCH_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("model", metavar="MODEL", help="torchvision:NAME, timm:NAME or module.path:factory")
+    b.add_argument("--input-shape", required=True, metavar="N,C,H,W", help="the input's shape")
+    b.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"], help="model and input dtype")
+    b.add_argument("--autocast", default=None, choices=["fp16", "bf16"], help="run the step under torch.autocast")
+    b.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last", "channels_last_3d"])
+    b.add_argument("--cache", action="append", metavar="CACHE", help="a plan cache: one cache mode each (repeatable)")
+    b.add_argument("--modes", default="default,autotune", help="PyTorch's modes to run (default: default,autotune)")
+    b.add_argument("--step", default="train,inference", help="train, inference or both (default both)")
+    b.add_argument("--warmup", type=int, default=10, help="warm-up steps after the first (default 10)")
+    b.add_argument("--steps", type=int, default=30, help="timed steps (default 30)")
+    b.add_argument("--allow-version-mismatch", action="store_true",
+                   help="run a cache made for another GPU or library version (recorded as a warning)")
+    b.add_argument("--out", required=True, metavar="JSON", help="the record, e.g. raw/models/r3d_18.json")
+    b.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    b.set_defaults(func=cmd_model_bench)
