@@ -479,6 +479,35 @@ class PlanHandle:
         self.remove()
 
 
+def first_buildable_plans(module, x) -> dict[str, str]:
+    """{problem id: plan} for each direction of ``module``'s call on ``x`` (a CUDA tensor): the first plan cuDNN
+    offers that builds. Not a tuned choice: for tests and overhead measurements, where any working plan will do."""
+    import torch
+    empty = PlanCache.model_construct(header=None, plans={}, missing=[])
+    runner = _Runner(empty)
+    w = module.weight
+    if torch.is_autocast_enabled(x.device.type):
+        dt = torch.get_autocast_dtype(x.device.type)
+        x, w = x.to(dt), w.to(dt)
+    output_padding = list(getattr(module, "output_padding", [0] * (w.ndim - 2))) if module.transposed else \
+        [0] * (w.ndim - 2)
+    geo = runner.geometry(module, x, w, output_padding)
+    cudnn = runner.frontend.cudnn
+    handle = runner.frontend.handle(x.device)
+    out = {}
+    for d, plan in geo.directions.items():
+        g, _ = build_graph(cudnn, handle, d, runner.frontend.data_type(geo.dtype), geo.desc(geo.x), geo.desc(geo.w),
+                           geo.desc(geo.y), geo.padding, geo.stride, geo.dilation)
+        for i, name in enumerate(offered_plans(cudnn, g)):
+            try:
+                g.build_plan_at_index(i)
+            except Exception:  # noqa: BLE001 - the next one
+                continue
+            out[plan.key] = name
+            break
+    return out
+
+
 def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False) -> PlanHandle:
     """Run ``model``'s convolutions with the plans of ``cache`` (a :class:`PlanCache` or its file); see the module
     docstring. ``check``: on a machine with CUDA and the frontend, refuse a cache made for another GPU model or
@@ -515,4 +544,4 @@ def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False)
 
 
 __all__ = ["DIRECTIONS", "FALLBACK_REASONS", "PlanHandle", "PlanStats", "build_graph", "dense_strides",
-           "offered_plans", "use_plans"]
+           "first_buildable_plans", "offered_plans", "use_plans"]

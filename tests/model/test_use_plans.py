@@ -172,25 +172,8 @@ def test_dense_strides_of_5d_tensors_follow_atens_rule():
 def first_plan_cache(module, x) -> PlanCache:
     """A cache with, for each direction of ``module``'s call on ``x``, the first plan cuDNN offers that builds."""
     from kbench.model.plan_cache import current_environment
-    from kbench.model.use_plans import _Runner, build_graph, offered_plans
-    runner = _Runner(cache_of({}))
-    w = module.weight
-    output_padding = list(getattr(module, "output_padding", [0] * (w.ndim - 2)))
-    geo = runner.geometry(module, x, w, output_padding)
-    import cudnn
-    handle = runner.frontend.handle(x.device)
-    entries = {}
-    for d, plan in geo.directions.items():
-        g, _ = build_graph(cudnn, handle, d, runner.frontend.data_type(geo.dtype), geo.desc(geo.x),
-                           geo.desc(geo.w), geo.desc(geo.y), geo.padding, geo.stride, geo.dilation)
-        for i, name in enumerate(offered_plans(cudnn, g)):
-            try:
-                g.build_plan_at_index(i)
-            except Exception:  # noqa: BLE001 - the next one
-                continue
-            entries[plan.key] = name
-            break
-    return cache_of(entries, env={k: str(v) for k, v in current_environment().items()})
+    from kbench.model.use_plans import first_buildable_plans
+    return cache_of(first_buildable_plans(module, x), env={k: str(v) for k, v in current_environment().items()})
 
 
 def rel_err(a, ref) -> float:
