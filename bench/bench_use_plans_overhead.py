@@ -71,7 +71,8 @@ def measure(calls: int) -> dict:
         header = PlanCacheHeader(**env, filled_by="oracle", source="timing",
                                  trace=TraceRef(model=name, input_shape=list(shape), dtype="bf16",
                                                 memory_format=str(fmt).removeprefix("torch."), mode="train"))
-        cache = PlanCache(header=header, plans={key: PlanEntry(plan=p, direction=key[-1]) for key, p in plans.items()})
+        entries = {key: PlanEntry(plan=p, direction=key.rsplit("-", 1)[1][0]) for key, p in plans.items()}
+        cache = PlanCache(header=header, plans=entries)
         handle = ktorch.use_plans(module, cache)
         for label, fn in (("forward", forward), ("forward_backward", step)):
             case[f"use_plans_{label}"] = dict(zip(("host_us_per_call", "gpu_us_per_call"), _time(torch, fn, calls)))

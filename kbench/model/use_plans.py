@@ -127,6 +127,17 @@ class _Frontend:
                 self._module = None
         return self._module
 
+    @staticmethod
+    def runs_on(tensor) -> bool:
+        """Whether the frontend can run on ``tensor``'s device (a CUDA GPU)."""
+        return tensor.device.type == "cuda"
+
+    @staticmethod
+    def capturing() -> bool:
+        """Whether PyTorch's current CUDA stream is capturing a CUDA graph (nothing may be built then)."""
+        import torch
+        return torch.cuda.is_current_stream_capturing()
+
     def data_type(self, dtype: str):
         dt = self.cudnn.data_type
         return {"FP32": dt.FLOAT, "FP16": dt.HALF, "BF16": dt.BFLOAT16}[dtype]
@@ -173,6 +184,7 @@ class _Geometry:
     groups: int
     output_padding: list
     directions: dict[str, _DirectionPlan]
+    device: object = None
 
     def memory_format(self):
         import torch
@@ -269,7 +281,7 @@ class _Runner:
         directions = {}
         for d in DIRECTIONS:
             reason = None
-            if self.frontend.cudnn is None or x.device.type != "cuda":
+            if self.frontend.cudnn is None or not self.frontend.runs_on(x):
                 reason = "no_cudnn"
             elif dtype is None or x.dtype != w.dtype:
                 reason = "dtype_or_layout"
@@ -279,19 +291,18 @@ class _Runner:
             directions[d] = _DirectionPlan(d, keys[d], plan, reason)
         return _Geometry(transposed, dims, cl, dtype or "", cudnn_form(conv_x), cudnn_form(conv_y),
                          cudnn_form(tuple(w.shape)), pad, stride, dil, int(module.groups), list(output_padding),
-                         directions)
+                         directions, device=x.device)
 
     def ready(self, geo: _Geometry, direction: str) -> str | None:
         """None where ``direction`` can run its cached plan now (building it on first use), else the reason."""
-        import torch
         d = geo.directions[direction]
         if d.reason is not None or d.graph is not None:
             return d.reason
-        if torch.cuda.is_current_stream_capturing():
+        if self.frontend.capturing():
             return "unbuilt_during_capture"
         cudnn = self.frontend.cudnn
         try:
-            g, ports = build_graph(cudnn, self.frontend.handle(torch.device("cuda")), direction,
+            g, ports = build_graph(cudnn, self.frontend.handle(geo.device), direction,
                                    self.frontend.data_type(geo.dtype), geo.desc(geo.x), geo.desc(geo.w),
                                    geo.desc(geo.y), geo.padding, geo.stride, geo.dilation)
             names = offered_plans(cudnn, g)

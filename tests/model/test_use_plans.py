@@ -33,7 +33,9 @@ def cache_of(entries: dict[str, str], env=None) -> PlanCache:
     header = PlanCacheHeader(**(env or ENV), filled_by="oracle", source="timing",
                              trace=TraceRef(model="test", input_shape=[1], dtype="fp32", memory_format="contiguous",
                                             mode="train"))
-    return PlanCache(header=header, plans={k: PlanEntry(plan=p, direction=k[-1]) for k, p in entries.items()})
+    # a key ends in its direction, grouped ones with _g<groups> after it: ...-NCHW-FP32-F_g2
+    plans = {k: PlanEntry(plan=p, direction=k.rsplit("-", 1)[1][0]) for k, p in entries.items()}
+    return PlanCache(header=header, plans=plans)
 
 
 def run_step(model, x):
@@ -264,3 +266,73 @@ def test_gpu_torch_compile_runs_the_plans_eagerly():
     compiled = torch.compile(model)(x)
     assert rel_err(compiled, eager.double()) <= TOLERANCE["BF16"]
     assert handle.stats()["through_cache"]["F"] == 2
+
+
+# ----------------------------------------------------------------------------- the cached path, on a stand-in
+@pytest.fixture
+def fake_frontend(monkeypatch):
+    """The cached path on the CPU: the stand-in frontend of ``fake_cudnn`` for every tensor."""
+    import fake_cudnn
+
+    from kbench.model import use_plans as up
+    monkeypatch.setattr(up._Frontend, "cudnn", property(lambda self: fake_cudnn))
+    monkeypatch.setattr(up._Frontend, "runs_on", staticmethod(lambda tensor: True))
+    monkeypatch.setattr(up._Frontend, "handle", lambda self, device: "handle")
+    monkeypatch.setattr(up._Frontend, "capturing", staticmethod(lambda: False))
+    fake_cudnn.executed.clear()
+    return fake_cudnn
+
+
+@pytest.mark.parametrize("make, shape, memory_format", [(Mixed, (2, 4, 5), "contiguous"),
+                                                        (Planar, (2, 3, 8, 8), "channels_last")])
+def test_cached_path_computes_every_direction_as_pytorch(fake_frontend, make, shape, memory_format):
+    torch.manual_seed(2)
+    plain = make()
+    x = torch.randn(shape)
+    if memory_format == "channels_last":
+        plain, x = plain.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+    trace = trace_model(make(), shape, memory_format=memory_format)
+    planned = copy.deepcopy(plain)
+    handle = ktorch.use_plans(planned, cache_of({pid: "eng2" for pid in trace.problems["problem_id"]}), check=False)
+    out_plain, grads_plain = run_step(plain, x)
+    out_planned, grads_planned = run_step(planned, x)
+    assert out_planned.shape == out_plain.shape
+    assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
+    for name in grads_plain:
+        assert torch.allclose(grads_planned[name], grads_plain[name], atol=1e-4, rtol=1e-4), name
+    stats = handle.stats()
+    assert stats["through_cache"] == trace.info["counts"]["calls_by_direction"]
+    assert sum(stats["fallback"].values()) == 0
+    assert len(fake_frontend.executed) == sum(stats["calls"].values())
+    assert {plan for _, plan in fake_frontend.executed} == {"eng2"}
+
+
+def test_cached_path_falls_back_per_direction_and_reason(fake_frontend):
+    torch.manual_seed(3)
+    plain = TwoConvs()
+    planned = copy.deepcopy(plain)
+    x = torch.randn(1, 3, 8, 8)
+    # conv1 F: a plan that builds; conv1 W: one that does not; conv2 F: one cuDNN does not offer;
+    # conv2 B and W: none in the cache
+    cache = cache_of({KEYS[("conv1", "F")]: "eng0", KEYS[("conv1", "W")]: "eng1", KEYS[("conv2", "F")]: "eng7"})
+    handle = ktorch.use_plans(planned, cache, check=False)
+    for _ in range(2):  # a fallback found once is remembered, and counted each call
+        planned.zero_grad(set_to_none=True)
+        plain.zero_grad(set_to_none=True)
+        out_plain, grads_plain = run_step(plain, x)
+        out_planned, grads_planned = run_step(planned, x)
+        assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
+        assert all(torch.allclose(grads_planned[n], grads_plain[n], atol=1e-4, rtol=1e-4) for n in grads_plain)
+    stats = handle.stats()
+    assert stats["through_cache"] == {"F": 2, "B": 0, "W": 0}
+    assert stats["fallback"] == {"no_cudnn": 0, "dtype_or_layout": 0, "not_in_cache": 4, "plan_not_offered": 2,
+                                 "build_failed": 2, "unbuilt_during_capture": 0}
+    assert stats["problems"][KEYS[("conv1", "W")]]["fallback"] == {"build_failed": 2}
+    assert fake_frontend.executed == [("F", "eng0"), ("F", "eng0")]
+
+
+def test_float64_is_left_to_pytorch(fake_frontend):
+    model = TwoConvs().double()
+    handle = ktorch.use_plans(model, cache_of({k: "eng0" for k in KEYS.values()}), check=False)
+    model(torch.randn(1, 3, 8, 8, dtype=torch.float64))
+    assert handle.stats()["fallback"]["dtype_or_layout"] == 2 and fake_frontend.executed == []
