@@ -140,7 +140,7 @@ def cmd_model_tune(args) -> int:
             from kbench.errors import KbenchInputError
             raise KbenchInputError("--time measures on this GPU: give it alone, without --dataset, --oracle or "
                                    "--selector.")
-        cache = tune_by_timing(args.dir, progress=not args.quiet)
+        cache = tune_by_timing(args.dir, out=args.out, progress=not args.quiet)
     else:
         if not args.dataset:
             from kbench.errors import KbenchInputError

@@ -205,55 +205,73 @@ def _knobs_of(plan_rec) -> dict[str, int] | None:
         return None
 
 
-def tune_by_timing(trace_dir, *, progress: bool = True) -> PlanCache:
-    """The oracle cache of the trace in ``trace_dir`` from timings on this machine's GPU (see the module docstring)."""
+def tune_by_timing(trace_dir, *, out=None, progress: bool = True) -> PlanCache:
+    """The oracle cache of the trace in ``trace_dir`` from timings on this machine's GPU (see the module docstring).
+
+    With ``out`` the cache is written after each problem, the problems not timed yet listed in ``missing``
+    as such, so that a run stopped by a time limit keeps what it measured."""
     _cuda_or_refuse()
     info, traced, _ = read_trace(trace_dir)
     from kbench.collect.cudnn.collector import CudnnCollector, Options
     from kbench.collect.cudnn.problems import load_problems
-    from kbench.model.plan_timing import time_problem
-    collector = CudnnCollector(Options(verify=True))
+    from kbench.model import plan_timing
+    from kbench.model.plan_cache import write_plan_cache
     env = current_environment()
     traced = traced.assign(problem_id=traced["problem_id"].astype(str))
     deep = traced.get("spatial_dims", pd.Series(2, index=traced.index)).astype(int).to_numpy() == 3
     plans: dict[str, PlanEntry] = {}
     missing: list[MissingProblem] = []
     by_id = traced.set_index("problem_id")
+    notes = (["2D problems: the collector's protocol, the pytorch candidate set"] if (~deep).any() else []) + \
+        (["3D problems: every offered plan timed with CUDA events (kbench.model.plan_timing)"] if deep.any() else [])
+    header = PlanCacheHeader(**{k: str(v) for k, v in env.items()}, filled_by="oracle", source="timing",
+                             trace=_trace_ref(info), notes=notes)
+
+    def save(done: set[str]) -> None:
+        if out is None:
+            return
+        left = [_missing(row, "not timed yet: the run stopped before it") for row in traced.to_dict("records")
+                if row["problem_id"] not in done]
+        write_plan_cache(PlanCache(header=header, plans=plans, missing=missing + left), out, inputs=[trace_dir])
+
+    done: set[str] = set()
+    todo = []
     if (~deep).any():
         with tempfile.TemporaryDirectory() as tmp:
             flat = Path(tmp) / "problems.csv"
             two_d = traced.loc[~deep].drop(columns=[c for c in traced.columns if c.endswith("_d")], errors="ignore")
             two_d.to_csv(flat, index=False)
-            todo = load_problems(flat)
+            todo = load_problems(flat).to_dict("records")
+    collector = CudnnCollector(Options()) if todo else None
+    if collector is not None:
         collector.warm_up()
-        for i, p in enumerate(todo.to_dict("records")):
-            p = {k: (v.item() if hasattr(v, "item") else v) for k, v in p.items()}
-            row = by_id.loc[p["key"]].to_dict() | {"problem_id": p["key"]}
-            rec, plan_recs = collector.measure(p)
-            best = _collector_fastest(rec, plan_recs)
-            if best is None:
-                missing.append(_missing(row, f"the collector found no plan that ran correctly ({rec.get('status')}: "
-                                             f"{str(rec.get('error', ''))[:160]})"))
-            else:
-                plan_rec, ms, torch_plan, torch_ms = best
-                plans[p["key"]] = _entry(row, str(plan_rec["plan"]), ms, torch_plan, torch_ms,
-                                         knobs=_knobs_of(plan_rec), engine_id=plan_rec.get("engine_id"))
-            if progress:
-                print(f"kbench model tune: {i + 1}/{len(todo)} 2D problem-directions timed", file=sys.stderr)
+    for i, p in enumerate(todo):
+        p = {k: (v.item() if hasattr(v, "item") else v) for k, v in p.items()}
+        row = by_id.loc[p["key"]].to_dict() | {"problem_id": p["key"]}
+        rec, plan_recs = collector.measure(p)
+        best = _collector_fastest(rec, plan_recs)
+        if best is None:
+            missing.append(_missing(row, f"the collector found no plan that ran correctly ({rec.get('status')}: "
+                                         f"{str(rec.get('error', ''))[:160]})"))
+        else:
+            plan_rec, ms, torch_plan, torch_ms = best
+            plans[p["key"]] = _entry(row, str(plan_rec["plan"]), ms, torch_plan, torch_ms,
+                                     knobs=_knobs_of(plan_rec), engine_id=plan_rec.get("engine_id"))
+        done.add(p["key"])
+        save(done)
+        if progress:
+            print(f"kbench model tune: {i + 1}/{len(todo)} 2D problem-directions timed", file=sys.stderr)
     for i, row in enumerate(traced.loc[deep].to_dict("records")):
-        result = time_problem(row)
+        result = plan_timing.time_problem(row)
         if result.get("plan") is None:
             missing.append(_missing(row, f"no offered plan ran correctly: {result.get('error', '')[:160]}"))
         else:
             plans[row["problem_id"]] = _entry(row, result["plan"], result["time_ms"], None, result.get("pytorch_ms"),
                                               knobs=result.get("knobs"), engine_id=result.get("engine_id"))
+        done.add(row["problem_id"])
+        save(done)
         if progress:
             print(f"kbench model tune: {i + 1}/{int(deep.sum())} 3D problem-directions timed", file=sys.stderr)
-    header = PlanCacheHeader(**{k: str(v) for k, v in env.items()}, filled_by="oracle", source="timing",
-                             trace=_trace_ref(info),
-                             notes=["2D problems: the collector's protocol, the pytorch candidate set; 3D problems: "
-                                    "every offered plan timed with CUDA events (kbench.model.plan_timing)"]
-                             if deep.any() else ["the collector's protocol, the pytorch candidate set"])
     return PlanCache(header=header, plans=plans, missing=missing)
 
 

@@ -156,3 +156,90 @@ def test_time_without_cuda_says_so(traced, tmp_path, capsys):
     _, folder = traced
     assert main(["model", "tune", str(folder), "--time", "--out", str(tmp_path / "c.json")]) == 2
     assert "PyTorch sees none here" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- --time, with stand-ins for the GPU
+PLAN_RECORDS = [  # one problem's plan records as the collector writes them
+    {"plan": "eng0", "engine_id": 0, "knobs": "{}", "coarse_ms": 0.50, "precise_ms": 0.40},
+    {"plan": "eng1_k2=3", "engine_id": 1, "knobs": '{"k2": 3}', "coarse_ms": 0.30, "precise_ms": 0.35},
+    {"plan": "eng2", "engine_id": 2, "knobs": "{}", "coarse_ms": 0.10, "correct": False},  # a wrong answer
+    {"plan": "eng3", "engine_id": 3, "knobs": "{}", "coarse_ms": 0.05,  # PyTorch's filter drops it
+     "numeric_notes": "DOWN_CONVERT_INPUTS"},
+]
+
+
+class FakeCollector:
+    def __init__(self, options=None):
+        self.measured = []
+
+    def warm_up(self):
+        return None
+
+    def measure(self, p):
+        self.measured.append(p["key"])
+        rec = {"key": p["key"], "status": "ok", "dtype": p["dtype"], "torch_plans": "eng0"}
+        base = {"exec_ok": True, "correct": True, "numeric_notes": "", "timing_method": "graph", "coarse_n": 10,
+                "precise_n": 100, "precise_ms": None, "precision": ""}
+        return rec, [{**base, **r} for r in PLAN_RECORDS]
+
+
+@pytest.fixture
+def gpu_stand_ins(monkeypatch):
+    from test_plan_cache import ENV
+
+    import kbench.collect.cudnn.collector as collector
+    import kbench.model.plan_timing as plan_timing
+    import kbench.model.tune as tune
+    timed_3d = []
+
+    def time_problem(row):
+        timed_3d.append(row["problem_id"])
+        return {"plan": "eng9_k2=1", "time_ms": 1.5, "pytorch_ms": 2.0, "engine_id": 9, "knobs": {"k2": 1}}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tune, "current_environment", lambda: dict(ENV))
+    monkeypatch.setattr(collector, "CudnnCollector", FakeCollector)
+    monkeypatch.setattr(plan_timing, "time_problem", time_problem)
+    return timed_3d
+
+
+def test_time_keeps_the_fastest_correct_plan_pytorch_may_run(gpu_stand_ins, tmp_path):
+    from test_use_plans import Mixed
+
+    from kbench.model.tune import tune_by_timing
+    tr = trace_model(Mixed(), (2, 4, 5))
+    folder = write_trace(tr, tmp_path / "mixed")
+    out = tmp_path / "mixed.oracle.json"
+    cache = tune_by_timing(folder, out=out, progress=False)
+    deep = set(tr.problems.loc[tr.problems["spatial_dims"] == 3, "problem_id"])
+    assert set(gpu_stand_ins) == deep and len(deep) == 6
+    assert set(cache.plans) == set(tr.problems["problem_id"]) and cache.missing == []
+    for pid, entry in cache.plans.items():
+        if pid in deep:
+            assert (entry.plan, entry.time_ms, entry.pytorch_ms, entry.knobs) == ("eng9_k2=1", 1.5, 2.0, {"k2": 1})
+        else:  # eng2 is wrong and eng3 is outside PyTorch's set: eng1's precise time is the fastest left
+            assert (entry.plan, entry.time_ms, entry.engine_id, entry.knobs) == ("eng1_k2=3", 0.35, 1, {"k2": 3})
+            assert (entry.pytorch_plan, entry.pytorch_ms) == ("eng0", 0.40)
+    assert (cache.header.filled_by, cache.header.source) == ("oracle", "timing")
+    assert load_plan_cache(out).plans == cache.plans
+
+
+def test_time_writes_as_it_goes(gpu_stand_ins, tmp_path, monkeypatch):
+    from test_use_plans import Mixed
+
+    import kbench.model.plan_timing as plan_timing
+    from kbench.model.tune import tune_by_timing
+
+    def stopped(row):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan_timing, "time_problem", stopped)
+    tr = trace_model(Mixed(), (2, 4, 5))
+    folder = write_trace(tr, tmp_path / "mixed")
+    out = tmp_path / "mixed.oracle.json"
+    with pytest.raises(KeyboardInterrupt):
+        tune_by_timing(folder, out=out, progress=False)
+    partial = load_plan_cache(out)
+    assert len(partial.plans) == 8  # the 2D problem-directions, timed before the stop
+    assert {m.reason for m in partial.missing} == {"not timed yet: the run stopped before it"}
+    assert len(partial.missing) == 6
