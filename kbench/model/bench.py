@@ -67,6 +67,7 @@ class ModeResult(BaseModel):
     step_cuda_ms: float | None = None
     use_plans_stats: dict | None = Field(None, description="use_plans' stats after the run (cache modes)")
     wall_s: float | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class ModelBench(BaseModel):
@@ -112,7 +113,13 @@ def _build(spec: dict):
     fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last,
            "channels_last_3d": torch.channels_last_3d}[spec["memory_format"]]
     dtype = getattr(torch, DTYPES[spec["dtype"]])
-    model = model.to(device="cuda", dtype=dtype, memory_format=fmt)
+    model = model.to(device="cuda", dtype=dtype)
+    # as `kbench model trace` does: restride the tensors of the format's rank only (model.to would refuse a
+    # model that also holds tensors of the other rank)
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(spec["memory_format"])
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if rank is not None and tensor.ndim == rank:
+            tensor.data = tensor.data.contiguous(memory_format=fmt)
     x = torch.randn(spec["input_shape"], device="cuda", dtype=dtype).contiguous(memory_format=fmt)
     return model, x
 
@@ -256,6 +263,8 @@ def bench(model: str, input_shape, *, out, dtype: str = "fp32", autocast: str | 
                     "memory_format": memory_format, "mode": mode, "step": step, "cache": cache,
                     "warmup": warmup, "steps": timed, "allow_mismatch": allow_mismatch}
             result = _run_in_process(spec, timeout_s)
+            if cache is not None:
+                result["notes"] = trace_differences(load_plan_cache(cache), spec)
             record.results.append(ModeResult(**result))
             atomic_write_text(out, record.model_dump_json(indent=2) + "\n")
             if progress:
@@ -264,6 +273,16 @@ def bench(model: str, input_shape, *, out, dtype: str = "fp32", autocast: str | 
                       + (f"{med:.3f} ms median, first step {result['first_step_ms']:.0f} ms"
                          if result["status"] == "ok" else f"failed: {result['error']}"), file=sys.stderr)
     return record
+
+
+def trace_differences(cache, spec: dict) -> list[str]:
+    """Where the bench's model, input, dtype or format differ from the trace the cache was made for: its
+    problems then differ, and their calls fall back (``not_in_cache``)."""
+    trace = cache.header.trace
+    ours = {"model": spec["model"], "input_shape": list(spec["input_shape"]), "dtype": spec["dtype"],
+            "autocast": spec.get("autocast"), "memory_format": spec["memory_format"]}
+    return [f"the cache was made for {key} {getattr(trace, key)!r}, the bench runs {value!r}"
+            for key, value in ours.items() if getattr(trace, key) != value]
 
 
 def _run_in_process(spec: dict, timeout_s: float) -> dict:

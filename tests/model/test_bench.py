@@ -66,3 +66,11 @@ def test_one_mode_runs_in_its_own_process_and_a_failure_comes_back_as_a_result()
     result = ModeResult(**_run_in_process(spec, timeout_s=120))
     assert result.status == "failed" and result.mode == "default" and result.error
     assert result.wall_s is not None  # written by the child process itself
+
+
+def test_a_cache_made_for_another_trace_is_noted():
+    from kbench.model.bench import trace_differences
+    spec = {"model": "tests:two_convs", "input_shape": [2, 3, 8, 8], "dtype": "fp32", "autocast": None,
+            "memory_format": "contiguous"}
+    assert trace_differences(make_cache(), spec) == ["the cache was made for input_shape [1, 3, 8, 8], the bench "
+                                                     "runs [2, 3, 8, 8]"]
