@@ -34,8 +34,9 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench_baselines",)),
     ("application", "what users run: the CLI, the leaderboard (runner, submit, site, rescore), publishing "
                     "to the Hub, re-timing an entry on the GPU, label re-timing of a shipped dataset, "
-                    "``python -m kbench.collect``, tracing a user's model and its report (``kbench.model``), and the "
-                    "package facade ``kbench``",
+                    "``python -m kbench.collect``, a user's model (``kbench.model``: its trace, report, plan cache, "
+                    "the cached plans in PyTorch and its step time), and the package facades ``kbench`` and "
+                    "``kbench.torch``",
      ("kbench", "kbench.layers", "kbench.hub", "kbench.leaderboard", "kbench.cli", "kbench.gpu_check", "kbench.model",
       "kbench.collect.__main__", "kbench.collect.label_retiming.shipped")),
 ]

@@ -36,6 +36,7 @@ from kbench.model.plan_cache import (
     plan_engine_and_knobs,
 )
 from kbench.model.report import _selector_rankings, nearest_problems, read_trace
+from kbench.output_files import printable_path
 
 _LIBRARY = re.compile(r"cuDNN\s+(\S+)\s+\(frontend\s+(\S+)\)")
 
@@ -120,6 +121,15 @@ def tune_from_dataset(trace_dir, dataset, *, selector: str | None = None, oracle
     traced = traced.assign(problem_id=traced["problem_id"].astype(str))
     exact = traced["problem_id"].isin(set(ds.problems["problem_id"].astype(str))).to_numpy()
     matched = traced.loc[exact]
+    if not len(matched):
+        deep = int((traced.get("spatial_dims", pd.Series(2, index=traced.index)).astype(int) == 3).sum())
+        has_3d = bool((ds.problems["spatial_dims"] == 3).any())
+        why = f" ({deep} are 3D; {ds.name} has {'other' if has_3d else 'no'} 3D problems)" if deep else ""
+        shown = printable_path(trace_dir)
+        raise KbenchInputError(f"none of the {len(traced)} traced problem-directions is in {ds.name}{why}; a cache "
+                               f"would hold no plan. Time them on the GPU with `kbench model tune {shown} --time "
+                               f"--out CACHE`, or see the nearest shapes with `kbench model report {shown} "
+                               f"--dataset {ds.name}`.")
     torch_choice = pytorch_plans(ds, matched["problem_id"])
     plans: dict[str, PlanEntry] = {}
     missing: list[MissingProblem] = []
@@ -128,8 +138,7 @@ def tune_from_dataset(trace_dir, dataset, *, selector: str | None = None, oracle
         chosen = oracle_plans(ds, matched["problem_id"])
         filled_by = "oracle"
     else:
-        rankings, use = _selector_rankings(ds, matched["problem_id"].to_numpy(), selector) if len(matched) else \
-            (pd.DataFrame(columns=["problem_id", "ranking"]), None)
+        rankings, use = _selector_rankings(ds, matched["problem_id"].to_numpy(), selector)
         if rankings is None:
             raise KbenchInputError(f"selector {selector!r} cannot choose for {ds.name}: {use.note}")
         chosen = pd.DataFrame({"plan": rankings["ranking"].str.split(";").str[0].to_numpy()},

@@ -243,3 +243,13 @@ def test_time_writes_as_it_goes(gpu_stand_ins, tmp_path, monkeypatch):
     assert len(partial.plans) == 8  # the 2D problem-directions, timed before the stop
     assert {m.reason for m in partial.missing} == {"not timed yet: the run stopped before it"}
     assert len(partial.missing) == 6
+
+
+def test_a_dataset_without_any_traced_problem_is_refused(traced):
+    tr, folder = traced
+    ds = tiny_cudnn_dataset(tr)
+    decoy = ds.problems.loc[ds.problems["n"] == 4, "problem_id"]
+    with pytest.raises(KbenchInputError, match="none of the 5 traced problem-directions is in tinycudnn; a cache "
+                                               "would hold no plan") as err:
+        tune_from_dataset(folder, ds.subset(decoy), oracle=True)
+    assert "--time" in str(err.value)
