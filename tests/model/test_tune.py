@@ -253,3 +253,29 @@ def test_a_dataset_without_any_traced_problem_is_refused(traced):
                                                "would hold no plan") as err:
         tune_from_dataset(folder, ds.subset(decoy), oracle=True)
     assert "--time" in str(err.value)
+
+
+@pytest.mark.gpu
+def test_gpu_time_fills_a_cache_that_use_plans_runs_without_fallback(tmp_path):
+    """2D problems through the collector, 3D ones through plan_timing; then the model runs on the cache."""
+    import kbench.torch as ktorch
+    from kbench.model.tune import tune_by_timing
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv3d(8, 16, 3, padding=1), nn.ReLU(), nn.Conv3d(16, 8, 1))
+    shape = (2, 8, 4, 12, 12)
+    folder = write_trace(trace_model(model, shape, dtype="bf16", memory_format="channels_last_3d"), tmp_path / "t3")
+    cache = tune_by_timing(folder, out=tmp_path / "c.json", progress=False)
+    assert cache.missing == [] and len(cache.plans) == 5 and all(e.time_ms > 0 for e in cache.plans.values())
+    flat = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 8, 1))
+    folder2 = write_trace(trace_model(flat, (2, 8, 12, 12), dtype="bf16", memory_format="channels_last"),
+                          tmp_path / "t2")
+    cache2 = tune_by_timing(folder2, progress=False)
+    assert cache2.missing == [] and len(cache2.plans) == 5
+    for m, c, s, fmt in ((model, cache, shape, torch.channels_last_3d),
+                         (flat, cache2, (2, 8, 12, 12), torch.channels_last)):
+        m = m.cuda().to(torch.bfloat16).to(memory_format=fmt)
+        handle = ktorch.use_plans(m, c)
+        m(torch.randn(s, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=fmt)).float().sum().backward()
+        stats = handle.stats()
+        assert sum(stats["fallback"].values()) == 0, stats
+        assert stats["through_cache"] == {"F": 2, "B": 1, "W": 2}
