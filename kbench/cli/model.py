@@ -112,6 +112,7 @@ Examples:
   kbench model tune traces/resnet50 --dataset h200-pytorch --selector h200-pytorch \\
       --out resnet50.selector.json
   kbench model tune traces/r3d_18 --time --out r3d_18.oracle.json        # on the GPU
+  kbench model tune traces/r3d_18 --time --resume --time-budget 500 --out r3d_18.oracle.json
 """
 
 BENCH_EPILOG = """\
@@ -140,7 +141,8 @@ def cmd_model_tune(args) -> int:
             from kbench.errors import KbenchInputError
             raise KbenchInputError("--time measures on this GPU: give it alone, without --dataset, --oracle or "
                                    "--selector.")
-        cache = tune_by_timing(args.dir, out=args.out, progress=not args.quiet)
+        cache = tune_by_timing(args.dir, out=args.out, progress=not args.quiet, resume=args.resume,
+                               time_budget_s=args.time_budget)
     else:
         if not args.dataset:
             from kbench.errors import KbenchInputError
@@ -264,6 +266,10 @@ def register_cli(subparsers) -> None:
     u.add_argument("--selector", default=None, metavar="NAME",
                    help="an exported plan selector (name or folder): its first choice, zero-shot")
     u.add_argument("--time", action="store_true", help="time the plans on this GPU and keep the fastest")
+    u.add_argument("--resume", action="store_true",
+                   help="--time: continue the partial cache at --out (its timed problems are kept)")
+    u.add_argument("--time-budget", type=float, default=None, metavar="S",
+                   help="--time: start no problem after S seconds (the rest are listed as not timed yet)")
     u.add_argument("--out", required=True, metavar="CACHE", help="the plan cache file to write (JSON)")
     u.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     add_json_option(u, "the cache")

@@ -214,11 +214,33 @@ def _knobs_of(plan_rec) -> dict[str, int] | None:
         return None
 
 
-def tune_by_timing(trace_dir, *, out=None, progress: bool = True) -> PlanCache:
+NOT_TIMED_YET = "not timed yet: the run stopped before it"
+
+
+def _resumed(out, header: PlanCacheHeader, trace_dir) -> tuple[dict, list, set]:
+    """(plans, missing, done) of the partial cache at ``out``, made on this machine for the same trace."""
+    from kbench.model.plan_cache import environment_mismatches, load_plan_cache
+    prior = load_plan_cache(out)
+    env = {k: getattr(header, k) for k in ("gpu", "cudnn_backend", "cudnn_frontend", "torch")}
+    wrong = environment_mismatches(prior, env)
+    if prior.header.source != "timing" or prior.header.trace != header.trace or wrong:
+        raise KbenchInputError(f"--resume: {printable_path(out)} is not a timing of this trace on this machine "
+                               f"({'; '.join(wrong) or 'another trace or source'}); write to a new --out, or leave "
+                               "out --resume to start again.")
+    missing = [m for m in prior.missing if m.reason != NOT_TIMED_YET]
+    return dict(prior.plans), missing, set(prior.plans) | {m.problem_id for m in missing}
+
+
+def tune_by_timing(trace_dir, *, out=None, progress: bool = True, resume: bool = False,
+                   time_budget_s: float | None = None) -> PlanCache:
     """The oracle cache of the trace in ``trace_dir`` from timings on this machine's GPU (see the module docstring).
 
     With ``out`` the cache is written after each problem, the problems not timed yet listed in ``missing``
-    as such, so that a run stopped by a time limit keeps what it measured."""
+    as such, so that a run stopped by a time limit keeps what it measured; ``resume`` continues such a
+    cache (the problems it has are not timed again). ``time_budget_s``: no problem is started after that
+    many seconds (the cache then lists the rest as not timed yet)."""
+    import time
+    t0 = time.monotonic()
     _cuda_or_refuse()
     info, traced, _ = read_trace(trace_dir)
     from kbench.collect.cudnn.collector import CudnnCollector, Options
@@ -228,33 +250,39 @@ def tune_by_timing(trace_dir, *, out=None, progress: bool = True) -> PlanCache:
     env = current_environment()
     traced = traced.assign(problem_id=traced["problem_id"].astype(str))
     deep = traced.get("spatial_dims", pd.Series(2, index=traced.index)).astype(int).to_numpy() == 3
-    plans: dict[str, PlanEntry] = {}
-    missing: list[MissingProblem] = []
     by_id = traced.set_index("problem_id")
     notes = (["2D problems: the collector's protocol, the pytorch candidate set"] if (~deep).any() else []) + \
         (["3D problems: every offered plan timed with CUDA events (kbench.model.plan_timing)"] if deep.any() else [])
     header = PlanCacheHeader(**{k: str(v) for k, v in env.items()}, filled_by="oracle", source="timing",
                              trace=_trace_ref(info), notes=notes)
+    plans: dict[str, PlanEntry] = {}
+    missing: list[MissingProblem] = []
+    done: set[str] = set()
+    if resume and out is not None and Path(out).exists():
+        plans, missing, done = _resumed(out, header, trace_dir)
 
-    def save(done: set[str]) -> None:
+    def save() -> None:
         if out is None:
             return
-        left = [_missing(row, "not timed yet: the run stopped before it") for row in traced.to_dict("records")
-                if row["problem_id"] not in done]
+        left = [_missing(row, NOT_TIMED_YET) for row in traced.to_dict("records") if row["problem_id"] not in done]
         write_plan_cache(PlanCache(header=header, plans=plans, missing=missing + left), out, inputs=[trace_dir])
 
-    done: set[str] = set()
+    def out_of_time() -> bool:
+        return time_budget_s is not None and time.monotonic() - t0 > time_budget_s
+
     todo = []
     if (~deep).any():
         with tempfile.TemporaryDirectory() as tmp:
             flat = Path(tmp) / "problems.csv"
             two_d = traced.loc[~deep].drop(columns=[c for c in traced.columns if c.endswith("_d")], errors="ignore")
             two_d.to_csv(flat, index=False)
-            todo = load_problems(flat).to_dict("records")
+            todo = [p for p in load_problems(flat).to_dict("records") if p["key"] not in done]
     collector = CudnnCollector(Options()) if todo else None
     if collector is not None:
         collector.warm_up()
     for i, p in enumerate(todo):
+        if out_of_time():
+            break
         p = {k: (v.item() if hasattr(v, "item") else v) for k, v in p.items()}
         row = by_id.loc[p["key"]].to_dict() | {"problem_id": p["key"]}
         rec, plan_recs = collector.measure(p)
@@ -267,10 +295,13 @@ def tune_by_timing(trace_dir, *, out=None, progress: bool = True) -> PlanCache:
             plans[p["key"]] = _entry(row, str(plan_rec["plan"]), ms, torch_plan, torch_ms,
                                      knobs=_knobs_of(plan_rec), engine_id=plan_rec.get("engine_id"))
         done.add(p["key"])
-        save(done)
+        save()
         if progress:
             print(f"kbench model tune: {i + 1}/{len(todo)} 2D problem-directions timed", file=sys.stderr)
-    for i, row in enumerate(traced.loc[deep].to_dict("records")):
+    rows = [r for r in traced.loc[deep].to_dict("records") if r["problem_id"] not in done]
+    for i, row in enumerate(rows):
+        if out_of_time():
+            break
         result = plan_timing.time_problem(row)
         if result.get("plan") is None:
             missing.append(_missing(row, f"no offered plan ran correctly: {result.get('error', '')[:160]}"))
@@ -278,10 +309,11 @@ def tune_by_timing(trace_dir, *, out=None, progress: bool = True) -> PlanCache:
             plans[row["problem_id"]] = _entry(row, result["plan"], result["time_ms"], None, result.get("pytorch_ms"),
                                               knobs=result.get("knobs"), engine_id=result.get("engine_id"))
         done.add(row["problem_id"])
-        save(done)
+        save()
         if progress:
-            print(f"kbench model tune: {i + 1}/{int(deep.sum())} 3D problem-directions timed", file=sys.stderr)
-    return PlanCache(header=header, plans=plans, missing=missing)
+            print(f"kbench model tune: {i + 1}/{len(rows)} 3D problem-directions timed", file=sys.stderr)
+    left = [_missing(row, NOT_TIMED_YET) for row in traced.to_dict("records") if row["problem_id"] not in done]
+    return PlanCache(header=header, plans=plans, missing=missing + left)
 
 
 def summary_counts(cache: PlanCache, traced_multiplicity: dict[str, int] | None = None) -> dict:

@@ -279,3 +279,36 @@ def test_gpu_time_fills_a_cache_that_use_plans_runs_without_fallback(tmp_path):
         stats = handle.stats()
         assert sum(stats["fallback"].values()) == 0, stats
         assert stats["through_cache"] == {"F": 2, "B": 1, "W": 2}
+
+
+def test_time_resumes_a_partial_cache(gpu_stand_ins, tmp_path, monkeypatch):
+    from test_use_plans import Mixed
+
+    import kbench.model.plan_timing as plan_timing
+    from kbench.model.tune import tune_by_timing
+    tr = trace_model(Mixed(), (2, 4, 5))
+    folder = write_trace(tr, tmp_path / "mixed")
+    out = tmp_path / "mixed.oracle.json"
+    first = tune_by_timing(folder, out=out, progress=False, time_budget_s=-1.0)  # out of time at once
+    assert first.plans == {} and len(first.missing) == 14
+    real = plan_timing.time_problem
+
+    def stop_after_two(row, calls=[]):  # noqa: B006 - counts the calls of this test
+        calls.append(row)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return real(row)
+
+    monkeypatch.setattr(plan_timing, "time_problem", stop_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        tune_by_timing(folder, out=out, progress=False, resume=True)
+    assert len(load_plan_cache(out).plans) == 10  # 8 2D problems and 2 3D ones
+    monkeypatch.setattr(plan_timing, "time_problem", real)
+    before = len(gpu_stand_ins)
+    cache = tune_by_timing(folder, out=out, progress=False, resume=True)
+    assert len(cache.plans) == 14 and cache.missing == []
+    assert len(gpu_stand_ins) - before == 4  # only the 3D problems not timed yet
+    other = tmp_path / "other"
+    write_trace(trace_model(TwoConvs(), (1, 3, 8, 8)), other)
+    with pytest.raises(KbenchInputError, match="--resume: .* is not a timing of this trace on this machine"):
+        tune_by_timing(other, out=out, progress=False, resume=True)
