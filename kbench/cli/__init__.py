@@ -12,7 +12,7 @@ output the commands share.
 Modules: :mod:`.datasets` (``datasets``, ``info``, ``build-data``), :mod:`.evaluate`
 (``evaluate``, ``validate``), :mod:`.collect` (``collect ...``), :mod:`.baseline`
 (``baseline ...``, ``run``), :mod:`.leaderboard` (``submit``, ``leaderboard ...``),
-:mod:`.hub` (``publish``). It is plain argparse: no dependency beyond the standard library.
+:mod:`.hub` (``publish``), :mod:`.model` (``model trace``, ``model report``). It is plain argparse: no dependency beyond the standard library.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from kbench.core.version import __version__
 
 #: the command modules, in the order their commands appear in ``kbench --help``
 COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.collect", "kbench.cli.baseline",
-                   "kbench.cli.leaderboard", "kbench.cli.hub", "kbench.cli.transfer")
+                   "kbench.cli.leaderboard", "kbench.cli.hub", "kbench.cli.transfer", "kbench.cli.model")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,76 @@
+"""``kbench model bench`` on the CPU: no CUDA is one clear message and exit code 2; the record's types; one
+(mode, step) in its own process comes back as a result, a failure recorded as one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kbench.cli import main  # noqa: E402
+from kbench.model.bench import ModelBench, ModeResult, _quartiles, _run_in_process, mode_name  # noqa: E402
+from kbench.model.plan_cache import write_plan_cache  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_plan_cache import make_cache  # noqa: E402
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+
+
+@no_cuda
+def test_without_cuda_it_says_so_with_exit_code_2(tmp_path, capsys):
+    out = tmp_path / "raw" / "models" / "r3d_18.json"
+    assert main(["model", "bench", "torchvision:r3d_18", "--input-shape", "16,3,16,112,112", "--autocast", "bf16",
+                 "--memory-format", "channels_last_3d", "--out", str(out)]) == 2
+    assert "PyTorch sees none here" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_unknown_modes_and_steps_are_refused(tmp_path, capsys):
+    assert main(["model", "bench", "torch.nn:Identity", "--input-shape", "1,3,8,8", "--modes", "default,fast",
+                 "--out", str(tmp_path / "b.json")]) == 2
+    assert "--modes takes default,autotune" in capsys.readouterr().err
+    assert main(["model", "bench", "torch.nn:Identity", "--input-shape", "1,3,8,8", "--step", "training",
+                 "--out", str(tmp_path / "b.json")]) == 2
+
+
+def test_the_quartiles_and_the_mode_name(tmp_path):
+    assert _quartiles([5.0, 1.0, 4.0, 2.0, 3.0]) == (3.0, 2.0, 4.0)
+    assert _quartiles([7.0]) == (7.0, 7.0, 7.0)
+    cache = write_plan_cache(make_cache(), tmp_path / "c.json")
+    assert mode_name(cache) == "cache:oracle"
+
+
+def test_the_record_validates():
+    result = ModeResult(mode="cache:oracle", step="train", status="ok", cache="c.json", first_step_ms=812.0,
+                        step_ms_median=19.2, step_ms_q1=19.1, step_ms_q3=19.4, step_ms_iqr=0.3, step_ms=[19.2],
+                        conv_share=0.61, use_plans_stats={"through_cache": {"F": 11, "B": 10, "W": 11}})
+    record = ModelBench(model="torchvision:r3d_18", input_shape=[16, 3, 16, 112, 112], dtype="fp32", autocast="bf16",
+                        memory_format="channels_last_3d", warmup=10, steps=30, environment={}, gpu={},
+                        results=[result])
+    back = ModelBench.model_validate_json(record.model_dump_json())
+    assert back.results[0].mode == "cache:oracle" and back.schema_version == 1
+    assert back.record == "kbench-model-bench" and "no optimizer" in back.step_definitions["train"]
+    with pytest.raises(ValueError):
+        ModeResult(mode="default", step="training", status="ok")
+
+
+@no_cuda
+def test_one_mode_runs_in_its_own_process_and_a_failure_comes_back_as_a_result():
+    spec = {"model": "torch.nn:Identity", "input_shape": [1, 3, 8, 8], "dtype": "fp32", "autocast": None,
+            "memory_format": "contiguous", "mode": "default", "step": "train", "cache": None, "warmup": 1,
+            "steps": 2}
+    result = ModeResult(**_run_in_process(spec, timeout_s=120))
+    assert result.status == "failed" and result.mode == "default" and result.error
+    assert result.wall_s is not None  # written by the child process itself
+
+
+def test_a_cache_made_for_another_trace_is_noted():
+    from kbench.model.bench import trace_differences
+    spec = {"model": "tests:two_convs", "input_shape": [2, 3, 8, 8], "dtype": "fp32", "autocast": None,
+            "memory_format": "contiguous"}
+    assert trace_differences(make_cache(), spec) == ["the cache was made for input_shape [1, 3, 8, 8], the bench "
+                                                     "runs [2, 3, 8, 8]"]
