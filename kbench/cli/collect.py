@@ -13,9 +13,9 @@ def register_cli(subparsers) -> None:
     """Add ``kbench collect`` with its subcommands, and the top-level ``kbench verify-on-gpu``."""
     # `kbench collect --help` lists the subcommands in the order they are added here
     collect.add_group(subparsers, [
-        collect.add_cudnn_parser, collect.add_corpus_parser, collect.add_corpus3d_parser, collect.add_compact_parser,
-        collect.add_merge_parser, collect.add_travel_copy_parser, _add_sample_parser, collect.add_compare_parser, collect.add_package_parser,
-        labels_command.add_parser])
+        collect.add_cudnn_parser, collect.add_corpus_parser, collect.add_corpus3d_parser, collect.add_autotune_parser,
+        collect.add_compact_parser, collect.add_merge_parser, collect.add_travel_copy_parser, _add_sample_parser,
+        collect.add_compare_parser, collect.add_package_parser, labels_command.add_parser])
     _add_verify_on_gpu_parser(subparsers)
 
 

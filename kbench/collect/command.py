@@ -2,6 +2,7 @@
 
     kbench collect corpus  --out problems.csv               # the problem corpus (deterministic)
     kbench collect corpus3d --out problems3d.csv            # the 3D corpus: real 3D network layers + neighbours
+    kbench collect autotune --problems problems.csv --out DIR  # what benchmark=True settles on (GPU)
     kbench collect cudnn   --problems problems.csv --out DIR [--directions F,B,W] [--dtypes FP16,BF16,FP32]
     kbench collect cudnn   ... --shard K/N                  # one shard (or from torchrun / a SLURM array)
     kbench collect merge   DIR... --out RAW                 # join shard folders (same GPU and versions)
@@ -99,6 +100,23 @@ def add_corpus_parser(sub) -> None:
     c.set_defaults(func=cmd_corpus)
 
 
+def add_autotune_parser(sub) -> None:
+    """``kbench collect autotune``: PyTorch's autotune choice per problem (:mod:`kbench.collect.measure.cudnn.autotune`)."""
+    c = sub.add_parser("autotune", help="what PyTorch's benchmark=True runs per problem, and its first call's cost",
+                       description="Run each problem-direction through PyTorch's convolution with "
+                                   "torch.backends.cudnn.benchmark = True from the process's start, time its first "
+                                   "(tuning) call, and match the plan it settles on to cuDNN's mode A plans; one JSON "
+                                   "line per problem-direction in OUT/autotune.jsonl (a re-run resumes).")
+    c.add_argument("--problems", required=True, help="problems CSV (e.g. a raw folder's corpus.csv.gz)")
+    c.add_argument("--out", required=True, help="output folder (created; a re-run resumes it)")
+    c.add_argument("--directions", default="F,B,W", help="comma list of F,B,W (default all)")
+    c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
+    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC or NCDHW,NDHWC (default: the file's)")
+    c.add_argument("--limit", type=int, default=None, help="probe at most this many pending problem-directions")
+    c.add_argument("--time-budget", type=float, default=None, help="start no problem after this many seconds")
+    c.set_defaults(func=cmd_autotune)
+
+
 def add_corpus3d_parser(sub) -> None:
     """``kbench collect corpus3d``: its arguments belong to :mod:`kbench.collect.measure.corpus3d`."""
     c = sub.add_parser("corpus3d", help="write the deterministic 3D problem corpus (real 3D network layers "
@@ -170,9 +188,8 @@ def add_package_parser(sub) -> None:
 
 
 #: the collector's own subcommands, in the order ``kbench collect --help`` lists them
-PARSERS = [add_cudnn_parser, add_corpus_parser, add_corpus3d_parser, add_compact_parser, add_merge_parser,
-           add_travel_copy_parser,
-           add_compare_parser, add_package_parser]
+PARSERS = [add_cudnn_parser, add_corpus_parser, add_corpus3d_parser, add_autotune_parser, add_compact_parser,
+           add_merge_parser, add_travel_copy_parser, add_compare_parser, add_package_parser]
 
 
 def check_positive(value, name):
@@ -219,6 +236,21 @@ def cmd_corpus(args) -> int:
 
 def cmd_corpus3d(args) -> int:
     return corpus3d.run(args)
+
+
+def cmd_autotune(args) -> int:
+    from kbench.collect.measure import cudnn as cudnn_collector
+    from kbench.collect.measure.cudnn import autotune
+    check_positive(args.limit, "--limit")
+    check_positive(args.time_budget, "--time-budget")
+    directions = cudnn_collector.parse_list(args.directions, cudnn_collector.DIRECTIONS, "directions")
+    dtypes = cudnn_collector.parse_list(args.dtypes, cudnn_collector.DTYPES, "dtypes") if args.dtypes else None
+    layouts = (cudnn_collector.parse_list(args.layouts, cudnn_collector.LAYOUTS + cudnn_collector.LAYOUTS_3D, "layouts")
+               if args.layouts else None)
+    summary = autotune.probe_autotune(args.problems, args.out, directions, dtypes, layouts, limit=args.limit,
+                                      time_budget_s=args.time_budget)
+    print(json.dumps(summary, indent=1))
+    return 3 if "fatal" in summary else 0
 
 
 def cmd_compact(args) -> int:

@@ -1,0 +1,136 @@
+"""What PyTorch's own autotune runs: ``torch.backends.cudnn.benchmark = True``, one problem at a time.
+
+The collector identifies PyTorch's choice with ``benchmark = False`` (:mod:`.pytorch_choice`). With
+``benchmark = True`` PyTorch times cuDNN's first ``torch.backends.cudnn.benchmark_limit`` plans on the
+problem's first call and keeps the fastest. Its plan cache is keyed by the convolution's parameters,
+data type, memory format and pointer alignments, and **not** by the benchmark flag
+(``ConvolutionParams`` in ``aten/src/ATen/native/cudnn/ConvShared.h``): a problem run once without
+autotune is never tuned in that process again. So this probe runs in a process of its own, with
+autotune on from the start, each problem's first call being its tuning call, as in a user's step:
+
+1. the problem's tensors, with the collector's strides and seeded inputs;
+2. its first call timed on the host (the tuning call: PyTorch builds and times its candidates), then
+   a second call (the cached plan), their difference being the first call's cost;
+3. mode A's first :data:`AUTOTUNE_PROFILE_TOP` plans built and profiled beside PyTorch's call, the
+   plan whose kernels equal PyTorch's being its autotune choice (:func:`.pytorch_choice.match_torch`).
+
+One JSON line per problem-direction, written as it goes; a re-run skips the keys already written::
+
+    kbench collect autotune --problems raw/h200-3d/corpus.csv.gz --out DIR --limit 400 --time-budget 500
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from kbench.collect.measure.cudnn.collector import CudnnCollector, Options
+from kbench.collect.measure.cudnn.problems import DIRECTIONS, conv_args, load_problems
+from kbench.collect.measure.cudnn.protocol import FatalCudaError, _err
+
+#: mode A's plans profiled beside PyTorch's call: its candidates are cuDNN's first
+#: ``benchmark_limit`` (10 by default) heuristic plans, and a plan that does not build is skipped
+AUTOTUNE_PROFILE_TOP = 14
+RECORDS = "autotune.jsonl"
+
+
+class AutotuneProbe(CudnnCollector):
+    """The collector's tensors and graphs, used to see what ``benchmark = True`` settles on."""
+
+    def __init__(self, options: Options | None = None):
+        super().__init__(options or Options(notes=False, precise=False, verify=False))
+        self.torch.backends.cudnn.benchmark = True  # from the first call on, as a user's script sets it
+
+    def env(self) -> dict:
+        t = self.torch
+        return {**super().env(), "torch_cudnn_benchmark": bool(t.backends.cudnn.benchmark),
+                "torch_cudnn_benchmark_limit": int(getattr(t.backends.cudnn, "benchmark_limit", 10))}
+
+    def probe(self, p: dict) -> dict:
+        """One problem-direction: PyTorch's autotune choice, its kernels and its first call's cost."""
+        t = self.torch
+        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout")}
+        rec.update(status="ok", error="")
+        try:
+            x, w, y, _ = self._tensors(p)
+            self._fill_inputs(p, x, w, y)
+            g, pack, names, err = self._plan_list(p, x, w, y, [self.modes["a"]])
+            if g is None:
+                raise RuntimeError(f"no mode A plan list: {err}")
+            states = [self._plan_state(g, i, n, None, {"a": {}, "b": {}, "fallback": {}})
+                      for i, n in enumerate(names[:AUTOTUNE_PROFILE_TOP])]
+            built = [ps for ps in states if ps.rec["build_ok"]]
+            self._ensure_workspace(built)
+            xx, ww, yy = x.clone(), w.clone(), y.clone()
+            args = conv_args(p)
+            first_ms, again_ms = (self._host_ms(lambda: self._torch_conv(p, xx, ww, yy, args)) for _ in range(2))
+            choice = self._torch_choice(p, x, w, y, g, pack, [ps.index for ps in built], names)
+            choice.pop("plan_kernels")
+            rec.update(torch_autotune_plans=choice["torch_plans"], torch_autotune_kernels=choice["torch_kernels"],
+                       torch_autotune_status=choice["torch_status"], first_call_ms=first_ms, second_call_ms=again_ms,
+                       first_call_cost_ms=max(first_ms - again_ms, 0.0), mode_a=";".join(names),
+                       n_profiled=len(built))
+        except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
+            self._check_cuda()
+            rec.update(status="failed", error=_err(exc))
+        finally:
+            t.cuda.empty_cache()
+        return rec
+
+    def _host_ms(self, call) -> float:
+        """One call on the collector's stream, from the host's start to the GPU's end (ms)."""
+        t = self.torch
+        self.stream.synchronize()
+        t0 = time.perf_counter()
+        with t.cuda.stream(self.stream):
+            call()
+        self.stream.synchronize()
+        return 1e3 * (time.perf_counter() - t0)
+
+
+def done_keys(path: Path) -> set[str]:
+    """Keys already written to a records file (a torn last line, from a stopped run, is not one)."""
+    if not path.exists():
+        return set()
+    keys = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            keys.add(json.loads(line)["key"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return keys
+
+
+def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layouts=None, limit: int | None = None,
+                   time_budget_s: float | None = None, make_probe=AutotuneProbe) -> dict:
+    """Probe the pending problem-directions of ``problems`` into ``out_dir/autotune.jsonl``."""
+    deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
+    todo = load_problems(problems, directions, dtypes, layouts)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RECORDS
+    pending = todo[~todo["key"].isin(done_keys(path))]
+    if limit is not None:
+        pending = pending.head(limit)
+    summary = {"total": int(len(todo)), "pending": int(len(pending)), "measured": 0}
+    if not len(pending):
+        return summary
+    probe = make_probe()
+    with (out / "env.jsonl").open("a", encoding="utf-8") as env:
+        env.write(json.dumps({"phase": "start", **probe.env()}) + "\n")
+    with path.open("a", encoding="utf-8") as fh:
+        for row in pending.to_dict("records"):
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            try:
+                rec = probe.probe({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()})
+            except FatalCudaError as exc:
+                summary["fatal"] = str(exc)
+                break
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+            summary["measured"] += 1
+    return summary

@@ -1,0 +1,83 @@
+"""kbench collect autotune: the runner writes one line per problem-direction as it goes, resumes by key,
+honours --limit and the time budget, stops on a fatal CUDA error; the probe itself runs on the GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kbench.collect.measure.cudnn import autotune
+from kbench.collect.measure.cudnn.protocol import FatalCudaError
+
+
+class FakeProbe:
+    """Stands in for AutotuneProbe: PyTorch 'settles on' eng<k> for the k-th problem it is given."""
+
+    def __init__(self, fail_at=None):
+        self.seen, self.fail_at = [], fail_at
+
+    def env(self):
+        return {"gpu": "FAKE GPU", "torch_cudnn_benchmark": True, "torch_cudnn_benchmark_limit": 10}
+
+    def probe(self, p):
+        if self.fail_at is not None and len(self.seen) == self.fail_at:
+            raise FatalCudaError("fake: the CUDA context is gone")
+        self.seen.append(p["key"])
+        return {"key": p["key"], "status": "ok", "torch_autotune_plans": f"eng{len(self.seen)}",
+                "first_call_cost_ms": 10.0 * len(self.seen)}
+
+
+@pytest.fixture
+def problems(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("n,c,k,x_h,x_w,fil_h,fil_w,dtype,layout\n1,8,8,8,8,3,3,FP16,NHWC\n1,8,16,8,8,3,3,FP16,NHWC\n")
+    return path  # 2 geometries x F, B, W = 6 problem-directions
+
+
+def test_records_resume_and_limit(problems, tmp_path):
+    out = tmp_path / "out"
+    first = FakeProbe()
+    summary = autotune.probe_autotune(problems, out, limit=4, make_probe=lambda: first)
+    assert summary == {"total": 6, "pending": 4, "measured": 4}
+    lines = [json.loads(x) for x in (out / autotune.RECORDS).read_text().splitlines()]
+    assert [r["torch_autotune_plans"] for r in lines] == ["eng1", "eng2", "eng3", "eng4"]
+    assert json.loads((out / "env.jsonl").read_text())["torch_cudnn_benchmark"] is True
+    second = FakeProbe()
+    assert autotune.probe_autotune(problems, out, make_probe=lambda: second)["measured"] == 2
+    assert set(second.seen).isdisjoint(first.seen) and len(set(first.seen + second.seen)) == 6
+    # all done: nothing pending, no probe started
+    assert autotune.probe_autotune(problems, out, make_probe=lambda: pytest.fail("no probe needed")) == \
+        {"total": 6, "pending": 0, "measured": 0}
+
+
+def test_a_torn_last_line_is_probed_again(problems, tmp_path):
+    out = tmp_path / "out"
+    autotune.probe_autotune(problems, out, limit=2, make_probe=FakeProbe)
+    path = out / autotune.RECORDS
+    keys = [json.loads(x)["key"] for x in path.read_text().splitlines()]
+    path.write_text(path.read_text() + '{"key": "torn')  # a run stopped while writing
+    assert autotune.done_keys(path) == set(keys)
+    assert autotune.probe_autotune(problems, out, make_probe=FakeProbe)["measured"] == 4
+
+
+def test_a_fatal_cuda_error_stops_with_what_was_done_saved(problems, tmp_path):
+    out = tmp_path / "out"
+    summary = autotune.probe_autotune(problems, out, make_probe=lambda: FakeProbe(fail_at=3))
+    assert summary["measured"] == 3 and "CUDA context" in summary["fatal"]
+    assert len((out / autotune.RECORDS).read_text().splitlines()) == 3
+
+
+def test_the_time_budget_starts_no_problem_after_it(problems, tmp_path):
+    summary = autotune.probe_autotune(problems, tmp_path / "out", time_budget_s=-1.0, make_probe=FakeProbe)
+    assert summary["measured"] == 0 and summary["pending"] == 6
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_autotune_settles_on_a_mode_a_plan(problems, tmp_path):
+    summary = autotune.probe_autotune(problems, tmp_path / "out")
+    lines = [json.loads(x) for x in (tmp_path / "out" / autotune.RECORDS).read_text().splitlines()]
+    assert summary["measured"] == 6 and all(r["status"] == "ok" for r in lines)
+    matched = [r for r in lines if r["torch_autotune_status"] == "matched"]
+    assert matched and all(r["torch_autotune_plans"].split(";")[0] in r["mode_a"].split(";") for r in matched)
+    assert all(r["first_call_ms"] >= r["second_call_ms"] > 0 for r in lines)
