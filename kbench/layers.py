@@ -14,9 +14,10 @@ from __future__ import annotations
 
 #: (layer, what it is, module prefixes), lowest layer first
 LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("foundation", "errors, the version and safe output writing: imported by everything, import nothing "
-                   "of kbench above this layer",
-     ("kbench.errors", "kbench.version", "kbench.output_files")),
+    ("foundation", "errors, the version, safe output writing, the identifier rule of names that become "
+                   "paths and escaping for each medium: imported by everything, import nothing of kbench "
+                   "above this layer",
+     ("kbench.errors", "kbench.version", "kbench.output_files", "kbench.identifiers", "kbench.escaping")),
     ("sources", "raw files and measurements -> tables: problem keys, split assignment, the find-db, "
                 "perf-db and PACT converters, the cuDNN collector (measurement, its studies of the "
                 "measurement, the label re-timing rounds) and its packager, and the dataset folder "
@@ -28,7 +29,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
      ("kbench.registry", "kbench.build", "kbench.hub_download", "kbench.dataset", "kbench.cards",
       "kbench.transfer_task")),
     ("metrics/evaluate", "scoring rankings and tuning predictions, typed result records",
-     ("kbench.metrics", "kbench.environment", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files",
+     ("kbench.metrics", "kbench.long_form", "kbench.environment", "kbench.records", "kbench.tuning.metrics", "kbench.prediction_files",
       "kbench.evaluate", "kbench.tuning", "kbench.selection_metrics", "kbench.network_time")),
     ("baselines", "the reference methods, one module each, behind one interface",
      ("kbench_baselines",)),

@@ -31,6 +31,7 @@ import pandas as pd
 from kbench.environment import code_path, cpu_description, environment, method_modules
 from kbench.errors import KbenchInputError, suggest
 from kbench.evaluate import Evaluator, sha256_bytes
+from kbench.identifiers import path_under
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 from kbench.leaderboard.schema import SubmissionMeta, parse_meta, record_problems
 from kbench.leaderboard.store import (
@@ -208,7 +209,8 @@ class RunReport:
 
 
 def method_dir(out: Path, dataset: str, split: str, method: str) -> Path:
-    return Path(out) / dataset / split / method
+    """``out/<dataset>/<split>/<method>``: each name an identifier, the path under ``out``."""
+    return path_under(out, ("dataset", dataset), ("split", split), ("method", method))
 
 
 def finished_seed(folder: Path, dataset, split: str, method: str) -> EvaluationResult | None:

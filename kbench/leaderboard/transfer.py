@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from kbench.errors import KbenchInputError
+from kbench.escaping import markdown_cell, markdown_text
 from kbench.evaluate import Evaluator, sha256_bytes
 from kbench.leaderboard.policy import MIN_SEEDS
 from kbench.leaderboard.store import (
@@ -183,6 +184,26 @@ def read_transfer_records(root: str | Path) -> dict[str, list[EvaluationResult]]
 ROLE_ORDER = {"reference": 0, "entry": 1, "ceiling": 2}
 
 
+def stale_reason(record: EvaluationResult) -> str | None:
+    """Why a transfer record cannot be re-scored here (its datasets are not the installed ones), or None."""
+    for role, ref in (("target", record.dataset), ("source", record.transfer.source)):
+        try:
+            ds = load_dataset(ref.name)
+        except KbenchInputError:
+            return f"its {role} dataset {ref.name!r} is not installed"
+        if ds.checksum != ref.checksum:
+            return (f"scored on {ref.name} {ref.version}, {ds.version} is installed: its figures cannot be "
+                    "re-scored here (run kbench transfer run again)")
+    return None
+
+
+def stale_note(records: list[EvaluationResult]) -> str | None:
+    """The note under a pair's table when its records were scored on data that is not installed."""
+    reasons = sorted({r for r in map(stale_reason, records) if r})
+    return ("Stale: " + "; ".join(reasons) + ". kbench leaderboard validate cannot re-score these figures.") \
+        if reasons else None
+
+
 def transfer_table(records: list[EvaluationResult]) -> tuple[list[str], list[list[str]]]:
     """(header, rows): one row per method, one column per k; cell = top-1 ± std / geomean slowdown ± std."""
     ks = sorted({r.transfer.k for r in records}, key=lambda k: (k is None, k or 0))
@@ -223,7 +244,9 @@ def transfer_markdown(root: str | Path) -> str:
         header, rows = transfer_table(recs)
         out += [f"### {pair.replace('-to-', ' → ')}", "", "| " + " | ".join(header) + " |",
                 "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
+        out += ["| " + " | ".join(markdown_cell(markdown_text(c)) for c in r) + " |" for r in rows]
+        note = stale_note(recs)
+        out += ["", f"_{markdown_text(note)}_"] if note else []
         out.append("")
     return "\n".join(out)
 
@@ -239,4 +262,7 @@ def transfer_html(root: str | Path) -> str:
                    + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>")
         out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows]
         out.append("</tbody></table>")
+        note = stale_note(recs)
+        if note:
+            out.append(f'<p class="note">{html.escape(note)}</p>')
     return "\n".join(out)
