@@ -855,3 +855,91 @@ def test_a_fifo_as_the_training_state_does_not_hang(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(KbenchInputError, match="not a regular file"):
         load_safetensors(fifo)
+
+
+# ----------------------------------------------------------------------------- collect merge
+SHARDS = REPO / "tests" / "collect" / "fixtures" / "two_shards"
+
+
+@pytest.fixture
+def shards(tmp_path) -> Path:
+    root = tmp_path / "run"
+    shutil.copytree(SHARDS, root, ignore=shutil.ignore_patterns("README.md"))
+    return root
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_merge_a_run_without_its_start_line(capsys, shards, tmp_path):
+    """The environment was checked per folder: a run_id with no start line merged under another run's GPU,
+    TF32 and stride settings."""
+    env = shards / "shard-1-of-2" / "env.jsonl"
+    lines = [json.loads(line) for line in env.read_text().splitlines()]
+    for line in lines:
+        if line.get("phase") == "start":
+            line["run_id"] = "20990101T000000-other"
+    env.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    refused(capsys, ["collect", "merge", str(shards), "--out", str(tmp_path / "merged")],
+            ["shard-1-of-2", "no start line"], [shards])
+    assert not (tmp_path / "merged").exists()
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_merge_problems_without_a_key(capsys, shards, tmp_path):
+    from kbench.collect.writer import compact
+    compact(shards / "shard-0-of-2")
+    problems = sorted((shards / "shard-0-of-2").glob("problems-*.parquet"))[0]
+    frame = pd.read_parquet(problems)
+    frame.loc[frame.index[0], "key"] = None
+    frame.to_parquet(problems)
+    refused(capsys, ["collect", "merge", str(shards), "--out", str(tmp_path / "merged")],
+            ["shard-0-of-2", "without a key"], [shards])
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_merge_out_under_a_file_leaves_nothing_behind(capsys, shards, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    refused(capsys, ["collect", "merge", str(shards), "--out", str(tmp_path / "afile" / "merged")],
+            ["afile", "is a file"], [shards, tmp_path / "afile"])
+    assert not list(tmp_path.glob(".*merging*")) and not list(tmp_path.glob("**/.merged.merging-*"))
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_merge_out_on_a_read_only_folder(capsys, shards, tmp_path, monkeypatch):
+    """A read-only folder for `merge --out` (simulated: the tests run as root): exit 1, one message, no
+    `.merging-PID` copy left behind."""
+    from kbench.collect import merge as merge_module
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(merge_module, "fsync_write", read_only)
+    capsys.readouterr()
+    assert main(["collect", "merge", str(shards), "--out", str(tmp_path / "merged")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kbench: error: ") and "writable" in err and "Traceback" not in err
+    assert not list(tmp_path.glob(".merged.merging-*")) and not (tmp_path / "merged").exists()
+
+
+# ----------------------------------------------------------------------------- unclear messages
+@pytest.mark.parametrize("argv", [
+    case(["run", "--dataset", "mi300x", "--baselines", "random", "--seeds", "-1"], "run-seeds-negative",
+         "submissions", "error", fixed=FIXED),
+    case(["baseline", "run", "random", "--dataset", "mi300x", "--seeds", "-1"], "baseline-seeds-negative",
+         "submissions", "error", fixed=FIXED)])
+def test_a_negative_seed_is_bad_input_not_a_baseline_failure(capsys, tmp_path, argv):
+    """`--seeds -1` was reported as a baseline failure (exit 1)."""
+    refused(capsys, argv + ["--out", str(tmp_path / "out")], ["--seeds", "-1"], [tmp_path])
+    assert not (tmp_path / "out").exists()
+
+
+@adversarial("predictions", "error", fixed=FIXED)
+def test_an_empty_against_path_is_not_silently_ignored(capsys, tmp_path):
+    preds = tmp_path / "p.csv"
+    preds.write_text("problem_id,ranking\n")
+    refused(capsys, ["evaluate", str(preds), "--dataset", "mi300x", "--against", ""], ["--against", "empty"],
+            [tmp_path])
+
+
+@adversarial("submissions", "error", fixed=FIXED)
+def test_an_empty_relabel_name_is_not_silently_ignored(capsys, board):
+    refused(capsys, ["leaderboard", "rescore", "--leaderboard", str(board), "--relabel", ""], ["--relabel", "empty"],
+            [board])
