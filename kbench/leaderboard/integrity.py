@@ -245,6 +245,7 @@ def validate_all(root: Path, check_data: bool = True) -> dict:
             summary["verified"] += 1
     summary["transfer"], found = transfer_problems(root, rescorer)
     summary["stale"] = [p.replace(STALE_MARK, "") for p in found if STALE_MARK in p]
+    summary["transfer"] -= len(summary["stale"])  # listed, not re-scored
     problems += [p for p in found if STALE_MARK not in p]
     if problems:
         raise KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} problem(s) in its GPU re-timings "

@@ -943,3 +943,38 @@ def test_an_empty_against_path_is_not_silently_ignored(capsys, tmp_path):
 def test_an_empty_relabel_name_is_not_silently_ignored(capsys, board):
     refused(capsys, ["leaderboard", "rescore", "--leaderboard", str(board), "--relabel", ""], ["--relabel", "empty"],
             [board])
+
+
+@adversarial("data", "error", fixed=FIXED)
+def test_a_full_disk_during_publish_out(capsys, tmp_path, monkeypatch):
+    """A full disk during `publish --out`: exit 1, one message, no half-written folder."""
+    from kbench import hub
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(hub, "write_split_parts", full)
+    capsys.readouterr()
+    assert main(["publish", "mi300x-tuning", "--repo-id", "org/x", "--dry-run", "--out", str(tmp_path / "hubdir")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kbench: error: ") and "disk is full" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_a_read_only_folder_for_score_only(capsys, tmp_path, monkeypatch):
+    """A read-only folder for `verify-on-gpu --out`: exit 1, the raw timings untouched."""
+    import tempfile
+    dataset, _, method = VERIFIED
+    for name in ("plan.json", "raw.jsonl"):
+        (tmp_path / name).write_bytes(gzip.decompress((REPO / "raw" / dataset / "verify" / method /
+                                                       f"{name}.gz").read_bytes()))
+    before = snapshot(tmp_path)
+
+    def read_only(*a, **k):
+        raise OSError(errno.EROFS, "Read-only file system")
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    capsys.readouterr()
+    assert main(["verify-on-gpu", "--out", str(tmp_path), "--score-only"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kbench: error: ") and "verification.json" in err and "Traceback" not in err
+    assert snapshot(tmp_path) == before
