@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from advkit import adversarial, case, refused, snapshot
-from lbtoy import registered_toy, run_fakes
 
 from kbench.cli import main
 from kbench.dataset import read_dataset_folder
@@ -32,32 +31,7 @@ FIXED = "62"
 
 
 # ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def toy_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("trust2")
-    run_fakes(tmp / "results", tmp / "leaderboard")
-    return tmp
-
-
-@pytest.fixture
-def toy():
-    yield from registered_toy()
-
-
-@pytest.fixture
-def board(toy_run, toy, tmp_path) -> Path:
-    root = tmp_path / "board"
-    shutil.copytree(toy_run / "leaderboard", root)
-    return root
-
-
-@pytest.fixture
-def run_dir(toy_run, toy, tmp_path) -> Path:
-    dst = tmp_path / "sub" / "toy-model"
-    shutil.copytree(toy_run / "results" / "toy" / "random" / "toy-model", dst)
-    return dst
-
-
+# toy_run, toy, run_dir and board: the toy run and leaderboard (tests/adversarial/conftest.py)
 def edit_json(path: Path, change) -> None:
     doc = json.loads(path.read_text())
     change(doc)
