@@ -38,6 +38,7 @@ from kbench.collect.strides import UNRECORDED_CONVENTION, run_conventions, strid
 from kbench.collect.writer import dedupe, graph_modes, load_env, load_records
 from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.errors import KbenchInputError
+from kbench.identifiers import check_identifier
 from kbench.problem import PROBLEM_COLUMNS, parse_miopen_keys
 from kbench.sources.mituna import read_network_layers
 from kbench.splits import assign_networks_split, assign_random_split
@@ -400,6 +401,7 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     replace the base's (:func:`overlay_retimed`), after ``labels`` are applied to the base, and the
     replaced problems leave the ``repeats`` table, whose runs measured the old form.
     """
+    check_identifier(name, "--name")  # the dataset's name becomes its folder and result paths
     problems, plans, env = load_raw(raws, through_run)
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
     label_info = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from kbench.errors import KbenchInputError
 from kbench.escaping import markdown_cell, markdown_text
 from kbench.evaluate import Evaluator, sha256_bytes
+from kbench.identifiers import path_under
 from kbench.leaderboard.policy import MIN_SEEDS
 from kbench.leaderboard.store import (
     atomic_write_bytes,
@@ -126,7 +127,7 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
     pair = f"{src.name}-to-{tgt.name}"
     evaluator = Evaluator(tgt, split="random", part="test", reference="default")
     test_ids = tgt.split("random")["test"]
-    base = Path(out) / TRANSFER_FOLDER / pair
+    base = path_under(Path(out) / TRANSFER_FOLDER, ("pair", pair))  # dataset names from manifests: identifiers
     # the budgets each method runs at: its own, within --k; the ceiling (None) always
     plan = {m: [k for k in reg[m].budgets if k is None or k in ks] for m in methods}
     per_seed: dict[tuple[str, int | None], list[tuple[int, EvaluationResult, bytes]]] = {}
@@ -159,7 +160,7 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
         agg = _aggregated_record(reg[m], m, k, runs, src, tgt, ks, seeds)
         out_records.append(agg)
         if leaderboard_root is not None:
-            folder = Path(leaderboard_root) / TRANSFER_FOLDER / pair / m
+            folder = path_under(Path(leaderboard_root) / TRANSFER_FOLDER, ("pair", pair), ("method", m))
             atomic_write_bytes(folder / f"{k_label(k)}.preds.csv.gz", runs[0][2])
             atomic_write_text(folder / f"{k_label(k)}.json", record_json(agg))
     return out_records

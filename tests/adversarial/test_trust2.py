@@ -952,3 +952,11 @@ def test_a_read_only_folder_for_score_only(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert err.startswith("kbench: error: ") and "verification.json" in err and "Traceback" not in err
     assert snapshot(tmp_path) == before
+
+
+@adversarial("collector", "error", fixed=FIXED)
+def test_collect_package_with_a_name_that_is_no_identifier(capsys, shards, tmp_path):
+    """`collect package --name ../x` would name a dataset that could never be loaded (and write its name
+    into paths)."""
+    refused(capsys, ["collect", "package", str(shards), "--name", "../escaped", "--out", str(tmp_path / "ds")],
+            ["--name", "not an identifier"], [shards, tmp_path])
