@@ -876,6 +876,9 @@ class Seq2Seq(TuningModel):
             raise KbenchInputError(f"{path}: a training state of another configuration, seed or training "
                                    "set, or not one kbench wrote; remove the file to train from the start.")
         damaged = _fit_state_problem(doc, int(self.params["max_epochs"]), int(self.params["patience"]))
+        weights = [k for k, v in arrays.items() if k.startswith(("net.", "best.")) and v.dtype.kind == "f"
+                   and not np.isfinite(v).all()]
+        damaged = damaged or (f"weights {weights[0]} are not finite" if weights else None)
         if damaged:
             raise KbenchInputError(f"{path}: a damaged training state ({damaged}); remove the file to train "
                                    "from the start.")

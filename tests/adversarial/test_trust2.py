@@ -960,3 +960,45 @@ def test_collect_package_with_a_name_that_is_no_identifier(capsys, shards, tmp_p
     into paths)."""
     refused(capsys, ["collect", "package", str(shards), "--name", "../escaped", "--out", str(tmp_path / "ds")],
             ["--name", "not an identifier"], [shards, tmp_path])
+
+
+# ----------------------------------------------------------------------------- generated files
+@adversarial("submissions", "accepted", fixed=FIXED)
+def test_figures_computed_at_build_time_are_written_rounded():
+    """The noise ceiling's figures, computed at build time, differed in their 16th digit between
+    environments, so `leaderboard build --check` failed in a fresh venv: they are written with 12
+    significant digits, and the stored board files hold them so."""
+    from kbench.leaderboard.noise import NOISE_METHOD, significant
+    assert significant({"a": [1.0449595920674009, 2]}) == {"a": [1.04495959207, 2]}
+    assert significant(1.044959592067401) == significant(1.0449595920674009)
+
+    def floats(tree):
+        if isinstance(tree, dict):
+            return [x for v in tree.values() for x in floats(v)]
+        if isinstance(tree, list):
+            return [x for v in tree for x in floats(v)]
+        return [tree] if isinstance(tree, float) else []
+    checked = 0
+    for path in sorted((REPO / "leaderboard" / "site" / "boards").glob("*.json")):
+        for entry in json.loads(path.read_text())["entries"]:
+            if entry["method"] == NOISE_METHOD:
+                values = floats(entry["metrics"]) + floats(entry["references"] or {})
+                assert all(v == float(f"{v:.12g}") for v in values), path.name
+                checked += 1
+    assert checked >= 4
+
+
+@adversarial("data", "error", fixed=FIXED)
+def test_a_training_state_with_damaged_weights(seq2seq_state, tmp_path):
+    """A damaged state was trained on and its predictions refused as "preds.csv.gz is invalid"; the file
+    that is damaged is named now."""
+    from kbench_baselines.base import load_safetensors, save_safetensors
+    from kbench_baselines.seq2seq import Seq2Seq
+    ds, ids, params, state = seq2seq_state
+    arrays, meta = load_safetensors(state)
+    name = next(k for k in arrays if k.startswith("net.") and arrays[k].dtype.kind == "f")
+    arrays[name] = np.full_like(arrays[name], np.nan)
+    forged = tmp_path / "fit-state.safetensors"
+    save_safetensors(forged, arrays, meta)
+    with pytest.raises(KbenchInputError, match=f"{forged}: a damaged training state .*not finite"):
+        Seq2Seq(**params).fit(ds, ids[:32], ids[32:40], seed=0, checkpoint=forged)
