@@ -46,10 +46,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.dataset import _dataset_dir
-from kbench.errors import KbenchInputError, read_json_object, suggest
-from kbench.registry import DATASETS
-from kbench.version import __version__
+from kbench.core.errors import KbenchInputError, read_json_object, suggest
+from kbench.core.version import __version__
+from kbench.data.dataset import _dataset_dir
+from kbench.data.registry import DATASETS
 
 SAVE_FORMAT = 1
 #: Dataset tasks whose data is (problem, kernel, time): every selection baseline applies.

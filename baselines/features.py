@@ -76,7 +76,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 #: Bytes per element of MIOpen's data-type names.
 DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2,

@@ -51,7 +51,7 @@ hyper-parameter chosen on valid, as are the forest's leaf size:
 ``fit`` trains one small forest (``search_trees`` trees) per grid point on
 ``train``, ranks the ``valid`` problems' candidates with it, and keeps the grid
 point with the lowest mean of LoP@1, @5, @10 and @30 on valid (the kbench
-scorer, :func:`kbench.metrics.score_rankings`); the final forest
+scorer, :func:`kbench.scoring.metrics.score_rankings`); the final forest
 (``n_trees`` trees, same seed) is then trained on ``train`` alone. ``test`` is
 never read in ``fit``. Forests use ``n_jobs=2`` (``KBENCH_THREADS`` overrides it) and
 ``random_state=seed``: a fixed seed reproduces the predictions, for any thread count.
@@ -113,9 +113,9 @@ from dataclasses import fields
 import numpy as np
 import pandas as pd
 
-from kbench.environment import tree_threads
-from kbench.errors import KbenchInputError
-from kbench.metrics import build_scoring_table, score_rankings
+from kbench.core.errors import KbenchInputError
+from kbench.scoring.environment import tree_threads
+from kbench.scoring.metrics import build_scoring_table, score_rankings
 from kbench.sources.cnnopt import DATASET_TO_GPU
 from kbench.sources.cnnopt_features import (
     GPU_SPECS,

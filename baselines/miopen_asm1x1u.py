@@ -26,7 +26,7 @@ Decoding (``ModelSetParams``, ``predict_type = 0``)
     metadata decoding is ``"-1"`` ends the model run with failure; otherwise
     the first token whose value passes ``ModelApplyToken`` (sets parameter
     ``i`` and checks ``IsValidImpl(problem, i + 1)``, i.e. the prefix
-    predicates of :mod:`kbench.tuning.grammar`) is taken and fed back as the
+    predicates of :mod:`kbench.sources.tuning_grammar`) is taken and fed back as the
     next decoder input. The token vocabulary is shared by all positions (a
     token is accepted at any step if its value fits there).
 Applicability (``IsModelApplicable``) and fallback (``HeuristicInit``)
@@ -50,8 +50,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
+from kbench.core.errors import KbenchInputError
+from kbench.sources.tuning_grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
 from kbench_baselines.base import problems_of
 from kbench_baselines.fdeep import FdeepModel
 from kbench_baselines.seq2seq import TuningModel, prediction_frame

@@ -4,7 +4,7 @@ The ``xgboost-plans-safe`` recipe (one row per (problem, plan cuDNN proposes), r
 log(t / t_best), the safe decision rule) trained on the train parts of every collected dataset
 of the target's candidate-set variant: h100 with h200, h100-pytorch with h200-pytorch. The GPU
 enters through the ``device_spec`` of each dataset's manifest, what the collector recorded of it
-(``kbench.collect.package.DEVICE_SPEC``: SM count, L2 bytes, memory bytes, maximum SM and memory
+(``kbench.collect.packaging.package.DEVICE_SPEC``: SM count, L2 bytes, memory bytes, maximum SM and memory
 clocks), never a device id, so a GPU the model never saw can be scored.
 
 Which problems are trained on is :func:`kbench_baselines.pooled.training_parts`, as for the AMD
@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines.base import as_id_index
 from kbench_baselines.pooled import _cache_root, _load, cache_key, sibling_names, training_parts
 from kbench_baselines.xgb_plans import XGBoostPlansSafe
@@ -50,7 +50,7 @@ def device_spec_columns(info: dict) -> dict[str, float]:
     missing = [f for f in DEVICE_SPEC_FIELDS if f not in spec]
     if missing:
         raise KbenchInputError(f"dataset {info.get('name')!r}: its manifest's device_spec lacks {', '.join(missing)}; "
-                               "package it with this kbench (kbench.collect.package writes it from the collector's "
+                               "package it with this kbench (kbench.collect.packaging.package writes it from the collector's "
                                "environment records)")
     return {col: float(spec[f]) for col, f in zip(DEVICE_COLUMNS, DEVICE_SPEC_FIELDS)}
 

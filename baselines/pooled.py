@@ -56,9 +56,9 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from kbench.dataset import load
-from kbench.errors import KbenchInputError
-from kbench.registry import DATASETS
+from kbench.core.errors import KbenchInputError
+from kbench.data.dataset import load
+from kbench.data.registry import DATASETS
 from kbench_baselines.base import KernelSpace, as_id_index
 from kbench_baselines.features import features_for
 from kbench_baselines.xgb import DIRECTIONS, XGBoostMulticlass, _callback, _progress, _xgb
@@ -95,13 +95,20 @@ def device_features(dataset, ids) -> pd.DataFrame:
 
 def sibling_names(dataset) -> list[str]:
     """Registered kernel-selection datasets of the same vendor, library and candidate-set variant as
-    ``dataset`` (itself included): h100 pools with h200, not with h100-pytorch."""
+    ``dataset`` (itself included): h100 pools with h200, not with h100-pytorch. A 2D set pools with 2D
+    sets; a 3D set with the 3D sets and the 2D set of its own GPU (h200-3d with h200), whose plans and
+    engines it shares."""
     info = dataset.info
     variant = info.get("variant", "default")
     registered = DATASETS.get(dataset.name)  # the registry names the library alike for every collected set
     library = registered.library if registered is not None else info.get("library")
+    rank = registered.spatial_dims if registered is not None else 2
+    device = registered.device if registered is not None else info.get("device")
+
+    def same_family(s) -> bool:
+        return s.spatial_dims == rank or (rank == 3 and s.device == device)
     names = [s.name for s in DATASETS.values() if s.task == "kernel-selection" and s.vendor == info.get("vendor")
-             and s.library == library and s.variant == variant]
+             and s.library == library and s.variant == variant and same_family(s)]
     return names if dataset.name in names else names + [dataset.name]
 
 

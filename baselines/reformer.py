@@ -126,7 +126,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines.base import (
     Baseline,
     KernelSpace,
@@ -532,7 +532,7 @@ class OnnxReformer:
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy threads between calls
-        self.session = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+        self.ort_model = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
         self._ort = ort
         self._binding = None
 
@@ -544,7 +544,7 @@ class OnnxReformer:
         ort = self._ort
         self._x = np.zeros((1, n_in), np.float32)
         self._y = np.zeros((1, n_out), np.float32)
-        self._binding = self.session.io_binding()
+        self._binding = self.ort_model.io_binding()
         self._binding.bind_ortvalue_input("x", ort.OrtValue.ortvalue_from_numpy(self._x))
         self._binding.bind_output("logits", "cpu", 0, np.float32, [1, n_out], self._y.ctypes.data)
         self._run_options = ort.RunOptions()
@@ -552,16 +552,16 @@ class OnnxReformer:
     def logits_row(self, x: np.ndarray) -> np.ndarray:
         """Logits of one problem: the batch-1 fast path (not thread-safe: one instance per thread)."""
         if self._binding is None:
-            self._bind(len(x), int(self.session.get_outputs()[0].shape[1]))
+            self._bind(len(x), int(self.ort_model.get_outputs()[0].shape[1]))
         self._x[0] = x
-        self.session.run_with_iobinding(self._binding, self._run_options)
+        self.ort_model.run_with_iobinding(self._binding, self._run_options)
         return self._y[0].copy()
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float32)
         if x.ndim == 1:
             return self.logits_row(x)
-        return self.session.run(None, {"x": np.ascontiguousarray(x)})[0]
+        return self.ort_model.run(None, {"x": np.ascontiguousarray(x)})[0]
 
 
 # ----------------------------------------------------------------------------- the baseline

@@ -14,7 +14,7 @@ Descriptor (:func:`descriptor`)
     stride_h, stride_w, pad_h, pad_w`` (numeric, kbench's true x/w/y terms),
     plus the solver's own direction-relative inputs when the space has a
     grammar (ConvAsm1x1U: ``in_channels, out_channels, img_hw``, see
-    :func:`kbench.tuning.grammar.asm1x1u_problem_inputs`).
+    :func:`kbench.sources.tuning_grammar.asm1x1u_problem_inputs`).
 Token encoding (:class:`DescriptorEncoder`, fitted on the training part)
     Fields that take a single value in training are dropped. Position ``j``
     gets a field id (a learned embedding = one-hot times a matrix), a value
@@ -26,7 +26,7 @@ Token encoding (:class:`DescriptorEncoder`, fitted on the training part)
 Sequence spaces (:class:`GrammarSpace`, :class:`CandidateSpace`)
     The output positions, each position's legal values, and the validity of
     a prefix for a problem: a tuning grammar's prefix predicates
-    (``kbench.tuning.grammar``) or "some candidate of this problem starts with
+    (``kbench.sources.tuning_grammar``) or "some candidate of this problem starts with
     this prefix" (the measured tile configurations of a problem).
 Search (:func:`beam_search`, :func:`greedy_decode`)
     Model-agnostic: a *scorer* gives per-step log-probabilities. With
@@ -83,9 +83,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, read_json_object
-from kbench.tuning.grammar import SOLVER_PARAMS, get_grammar
-from kbench.version import __version__
+from kbench.core.errors import KbenchInputError, read_json_object
+from kbench.core.version import __version__
+from kbench.sources.tuning_grammar import SOLVER_PARAMS, get_grammar
 from kbench_baselines.base import (
     Baseline,
     as_id_index,
@@ -211,7 +211,7 @@ class DescriptorEncoder:
 
 # =============================================================================== sequence spaces
 class GrammarSpace:
-    """The output space of a tuning grammar (``kbench.tuning.grammar.Grammar``)."""
+    """The output space of a tuning grammar (``kbench.sources.tuning_grammar.Grammar``)."""
 
     kind = "grammar"
 
@@ -796,7 +796,7 @@ class Seq2Seq(TuningModel):
             history, stopped_by = loop["history"], loop["stopped_by"]
             start_epoch, elapsed_before = loop["epochs_done"], loop["elapsed_s"]
             resumed_at = [*loop["resumed_at_epochs"], start_epoch]
-        t_start -= elapsed_before  # the time limit and fit_time_s count every session's training
+        t_start -= elapsed_before  # the time limit and fit_time_s count every resumed call's training
         for epoch in range(start_epoch, int(p["max_epochs"]) if stopped_by is None else start_epoch):
             self.net.train()
             perm = rng.permutation(len(y))

@@ -1,6 +1,6 @@
 """Baselines of the cross-device transfer track (``docs/transfer.md``), built on the standard baselines.
 
-A transfer method is fitted on a :class:`kbench.transfer_task.Transfer` task and
+A transfer method is fitted on a :class:`kbench.data.transfer_task.Transfer` task and
 predicts target problems from ``task.target_inputs()`` (every target problem's
 description, measured times of the k drawn shots only)::
 
@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, suggest
+from kbench.core.errors import KbenchInputError, suggest
 from kbench_baselines.base import join_rankings, kernel_directions, predictions_frame, problems_of
 from kbench_baselines.features import features_for
 from kbench_baselines.oracle import Oracle

@@ -76,7 +76,7 @@ import numpy as np
 import pandas as pd
 
 try:  # kbench's user-facing error type when the package is importable
-    from kbench.errors import KbenchInputError
+    from kbench.core.errors import KbenchInputError
 except Exception:  # pragma: no cover - standalone use of this module
     class KbenchInputError(ValueError):
         pass

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines.base import problems_of
 from kbench_baselines.seq2seq import (
     CATEGORICAL_FIELDS,

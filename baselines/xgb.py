@@ -34,7 +34,7 @@ and ``colsample_bytree`` 0.8, ``max_bin`` 64 (its ~0.7 M training rows
 dominate its cost). ``fit_info`` keeps the rounds kept per booster; the
 subsampling makes the seed matter. The settings were picked on valid by
 ``experiments/tune_xgboost.py`` (results in ``experiments/results/xgboost_tuning*.json``;
-the multi-class defaults in ``xgboost_tuning_issue4.json``, three seeds per
+the multi-class defaults in ``xgboost_tuning_multiclass.json``, three seeds per
 setting, where a deeper, slower setting that scores higher on valid is
 listed too: it stays opt-in because the default run must stay short). The OpenMP wait policy is set to
 PASSIVE before xgboost is imported (unless the user set it): with the default
@@ -67,8 +67,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.environment import tree_threads
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
+from kbench.scoring.environment import tree_threads
 from kbench_baselines.base import (
     Baseline,
     KernelSpace,

@@ -64,7 +64,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines.base import as_id_index, dataset_task, predictions_frame, problems_of
 from kbench_baselines.features import KNOB_ABSENT, kernel_features, problem_features
 from kbench_baselines.xgb import _XGBBase, relevance

@@ -15,7 +15,7 @@ figures are of the exported folder as ``kbench.selector.load`` reads it.
   set) is also given the problem's heuristic lists, as the framework has them from cuDNN:
   ``PlanSelector.choose(problem, lists)``.
 * kept speed-up: the selector's first choices on the whole test part, scored
-  with ``kbench.evaluate.Evaluator`` against the dataset's default reference;
+  with ``kbench.scoring.evaluate.Evaluator`` against the dataset's default reference;
   the best leaderboard entry's speed-up (lowest geomean slowdown among the
   ``entry`` rows) is read from its committed record. ``kept_gain`` =
   (s_selector - 1) / (s_best - 1), ``kept_ratio`` = s_selector / s_best.
@@ -61,7 +61,7 @@ def main() -> None:
 
     import kbench
     from kbench import selector
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
 
     ds = kbench.load(a.dataset)

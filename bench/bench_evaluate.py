@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     ds = kbench.load(args.dataset)
     t = time.perf_counter()
     ev = Evaluator(ds, split=args.split, reference=None)

@@ -4,7 +4,7 @@
 
 Each load is timed in a new Python process (import excluded from the timing),
 as a user's first `kbench.load("mi100")` in a notebook would be. The dataset reads its
-tables on first use (``kbench.dataset.LazyTables``); the timing includes reading every
+tables on first use (``kbench.data.dataset.LazyTables``); the timing includes reading every
 one of them, so it is the time to have the whole dataset in memory.
 """
 
@@ -47,7 +47,7 @@ def main() -> None:
                              capture_output=True, text=True, check=True)
         loads.append(float(out.stdout.strip().splitlines()[-1]))
 
-    from kbench.registry import DATASETS
+    from kbench.data.registry import DATASETS
     from kbench.sources.miopen import convert_finddb
     spec = DATASETS[args.dataset]
     t = time.perf_counter()

@@ -7,7 +7,7 @@ Two ways of reading the same packaged files, each in a fresh Python process:
 * ``strings``: the reading before categoricals were widened (only ``runtimes.kernel``,
   ``runtimes.algorithm`` and the split columns categorical; ``problem_id``, the heuristics
   columns and ``direction``/``dtype``/``layout`` plain strings);
-* ``categoricals``: ``kbench.load`` as it is (``kbench.dataset.CATEGORICAL``).
+* ``categoricals``: ``kbench.load`` as it is (``kbench.data.dataset.CATEGORICAL``).
 
 Per way: the memory of every table (``DataFrame.memory_usage(deep=True)``), the load time, the
 process's peak resident memory after loading (``ru_maxrss``, includes the interpreter and the
@@ -28,7 +28,7 @@ from pathlib import Path
 CHILD = r"""
 import json, resource, sys, time
 mode, name = sys.argv[1], sys.argv[2]
-import kbench, kbench.dataset as kd
+import kbench, kbench.data.dataset as kd
 if mode == "strings":
     kd.CATEGORICAL = {"runtimes": ["kernel", "algorithm"]}  # splits: every split column, as before
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -36,7 +36,7 @@ t = time.perf_counter(); ds = kbench.load(name); load_s = time.perf_counter() - 
 rss_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 tables = {k: int(v.memory_usage(deep=True).sum()) for k, v in ds.tables.items()}
 dtypes = {k: sorted({str(c) for c, d in v.dtypes.items() if str(d) == "category"}) for k, v in ds.tables.items()}
-from kbench.evaluate import Evaluator
+from kbench.scoring.evaluate import Evaluator
 t = time.perf_counter()
 ev = Evaluator(ds, split="random" if "random" in ds.split_names else ds.split_names[0], reference="default")
 h = ds.heuristics

@@ -50,8 +50,8 @@ class OneProblem:
 def mean_saved_ms(ds, split: str, preds_path: Path) -> dict:
     """Table-derived time saved per call over mode A with the entry's committed test choices (its first
     seed's, which the GPU re-timing also times)."""
-    from kbench.evaluate import Evaluator, read_predictions
     from kbench.leaderboard.store import read_seed_predictions
+    from kbench.scoring.evaluate import Evaluator, read_predictions
     ev = Evaluator(ds, split=split, part="test")
     if Path(preds_path).suffix == ".parquet":  # an entry's every-seed table
         by_seed = read_seed_predictions(preds_path)

@@ -3,7 +3,7 @@ measure the stored predictions.
 
     python bench/bench_validate.py [--leaderboard leaderboard] [--before REV] [--out bench/results/validate.json]
 
-Writes the wall and CPU time of one :func:`kbench.leaderboard.rescore.validate_board` run, the
+Writes the wall and CPU time of one :func:`kbench.leaderboard.rescorer.validate_board` run, the
 number of entries re-scored (and of one-seed entries), and the bytes of the stored predictions:
 every ``preds.parquet`` now, and, with ``--before REV``, every ``preds.csv.gz`` of the leaderboard
 at git revision REV (the single-seed store it replaced), read from git without a checkout.
@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import PREDS_FILE
 
 REPO = Path(__file__).resolve().parents[1]

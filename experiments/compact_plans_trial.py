@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 import kbench  # noqa: E402
 from kbench import selector  # noqa: E402
-from kbench.errors import KbenchInputError  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.core.errors import KbenchInputError  # noqa: E402
 from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import as_id_index, predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.features import problem_features  # noqa: E402

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import predictions_frame, problems_of, rank_by_scores  # noqa: E402
 

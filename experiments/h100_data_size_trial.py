@@ -2,7 +2,7 @@
 
     python experiments/h100_data_size_trial.py --seeds 0 1 2
 
-``raw/h100`` holds more runs than the shipped h100 1.1.0 (``collected_through`` in kbench/registry.py).
+``raw/h100`` holds more runs than the shipped h100 1.1.0 (``collected_through`` in kbench/data/registry.py).
 This trial packages *every* run into a provisional dataset in a temporary folder (never shipped), takes
 its ``random`` split, and fits ``xgboost-plans-safe`` twice per seed on the same valid part:
 
@@ -33,8 +33,8 @@ SHARED = ROOT.parent / "shared" / "data"
 def provisional_h100(folder: Path):
     """Every run of raw/h100 packaged as a dataset (labels applied as kbench build-data does)."""
     from kbench.collect.label_retiming.apply import label_files
-    from kbench.collect.package import package
-    from kbench.dataset import read_dataset_folder
+    from kbench.collect.packaging.package import package
+    from kbench.data.dataset import read_dataset_folder
     raw = ROOT / "raw" / "h100"
     package([raw], "h100", folder / "h100", mituna=SHARED / "mituna", labels=label_files(raw) or None,
             version="provisional")
@@ -42,7 +42,7 @@ def provisional_h100(folder: Path):
 
 
 def fit_score(ds, train, valid, seed: int) -> dict:
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
     t0 = time.perf_counter()
     model = get_baseline("xgboost-plans-safe")

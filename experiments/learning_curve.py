@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 
 FIGURES = ("top1", "geomean_slowdown", "speedup_geomean")

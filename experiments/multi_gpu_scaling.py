@@ -50,9 +50,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.raw_store.shard import expected_seconds  # noqa: E402
+from kbench.collect.raw_store.writer import load_env, load_records  # noqa: E402
 from kbench.collect.studies import scaling  # noqa: E402
-from kbench.collect.writer import load_env, load_records  # noqa: E402
 
 RAW = ROOT / "raw" / "h200"
 HOST = RAW / "scaling_x4"

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from pooled_amd_trial import board_entry  # noqa: E402  (experiments/, the script's own folder)
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from tools.report import update_doc_block  # noqa: E402
 

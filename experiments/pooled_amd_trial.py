@@ -35,8 +35,8 @@ import pandas as pd  # noqa: E402
 from learning_curve import train_share  # noqa: E402  (experiments/, the script's own folder)
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
 from kbench.leaderboard.store import entry_dir  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import predictions_frame, problems_of, rank_by_scores  # noqa: E402
 from tools.report import update_doc_block  # noqa: E402

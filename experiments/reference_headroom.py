@@ -26,9 +26,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench.evaluate import Evaluator, read_predictions  # noqa: E402
 from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions  # noqa: E402
-from kbench.metrics import score_rankings  # noqa: E402
+from kbench.scoring.evaluate import Evaluator, read_predictions  # noqa: E402
+from kbench.scoring.metrics import score_rankings  # noqa: E402
 
 ENTRY = "xgboost-plans-safe"  # the best learned entry of every NVIDIA random board
 STRONG = "cudnn_mode_b"       # the strongest recorded heuristic on every NVIDIA board

@@ -55,9 +55,9 @@ METRICS = ("top1", "within5", "lop_mean", "geomean_slowdown", "speedup_geomean")
 def cmd_train(args) -> None:
     import torch
 
-    from kbench.evaluate import Evaluator
     from kbench.leaderboard.runner import registry, run_method
     from kbench.leaderboard.store import load_dataset
+    from kbench.scoring.evaluate import Evaluator
     torch.set_num_threads(1)
     ds = load_dataset(args.dataset)
     ids = ds.split(args.split)
@@ -106,11 +106,11 @@ def _summary(records) -> dict:
 
 def cmd_report(args) -> None:
     from kbench import __version__
-    from kbench.evaluate import Evaluator, sha256_bytes
     from kbench.leaderboard.runner import aggregate_method, machine_description
     from kbench.leaderboard.schema import SubmissionMeta, record_problems
     from kbench.leaderboard.store import load_dataset, predictions_csv_gz, record_json, write_entry
-    from kbench.records import EvaluationResult
+    from kbench.scoring.evaluate import Evaluator, sha256_bytes
+    from kbench.scoring.records import EvaluationResult
     from kbench_baselines.base import BASELINES, discover
     from kbench_baselines.tunanet import TunaNet
     discover()

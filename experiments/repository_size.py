@@ -2,7 +2,7 @@
 
 Sums the sizes of the files ``git ls-files`` lists (those present in the checkout) by kind. Then copies
 committed raw parquet tables to a temporary folder and writes each copy again in the encoding kbench
-now writes raw tables in (``kbench.collect.writer.PARQUET_ENCODING``: zstd level 19, dictionaries on
+now writes raw tables in (``kbench.collect.raw_store.writer.PARQUET_ENCODING``: zstd level 19, dictionaries on
 the text columns only), checking that it reads back equal (schema and metadata included): two files
 in detail (sizes, write times of the old and the new encoding), and every committed raw table summed
 by kind. The committed files themselves are never rewritten (docs/collect_scale_out.md says why).
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from kbench.collect.writer import PARQUET_ENCODING, text_columns, write_raw_table
+from kbench.collect.raw_store.writer import PARQUET_ENCODING, text_columns, write_raw_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

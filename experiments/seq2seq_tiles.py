@@ -39,8 +39,8 @@ def main(argv=None):
         return compare(a)
 
     import kbench
-    from kbench.evaluate import Evaluator
     from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text, predictions_csv_gz
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines.seq2seq import Seq2SeqTiles
 
     ds = kbench.load(a.dataset)
@@ -80,7 +80,7 @@ def main(argv=None):
 
 def compare(a):
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
 
     ds = kbench.load(a.dataset)

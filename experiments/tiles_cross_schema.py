@@ -29,7 +29,7 @@ for p in (ROOT, ROOT / "bench"):
 import numpy as np  # noqa: E402
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.base import predictions_frame, problems_of  # noqa: E402
 from kbench_baselines.hybrid_rf import CROSS_SCHEMA, rank_long, tile_order  # noqa: E402

@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import kbench  # noqa: E402
-from kbench.metrics import build_scoring_table  # noqa: E402
+from kbench.scoring.metrics import build_scoring_table  # noqa: E402
 from kbench_baselines import get_baseline  # noqa: E402
 from kbench_baselines.hybrid_rf import SELECT_LOP_AT, TreeEnsemble, gpu_spec_of, problem_flops, selection_score  # noqa: E402
 

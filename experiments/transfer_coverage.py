@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 import kbench  # noqa: E402
-from kbench.evaluate import Evaluator, read_predictions  # noqa: E402
+from kbench.scoring.evaluate import Evaluator, read_predictions  # noqa: E402
 
 SOURCE, TARGET = "h100", "h200"
 METRICS = ("n", "top1", "geomean_slowdown", "speedup_geomean")

@@ -1,7 +1,7 @@
 """How much MIOpen's TunaNet solver lists cover the kernels a find-db actually lists.
 
 Reads a raw MIOpen find-db (``../shared/data/miopen/<id>.HIP.fdb.txt.bz2``),
-parses its problem keys with :func:`kbench.problem.parse_miopen_keys` and
+parses its problem keys with :func:`kbench.sources.problem.parse_miopen_keys` and
 reports, for the TunaNet model of that device:
 
 * the model's solver list, and the distinct solvers the find-db lists
@@ -36,7 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench.problem import parse_miopen_keys  # noqa: E402
+from kbench.sources.problem import parse_miopen_keys  # noqa: E402
 from kbench_baselines.tunanet import DEVICE_ARCH, TunaNet  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
     python experiments/tune_xgboost.py                     # writes experiments/results/xgboost_tuning.json
     python experiments/tune_xgboost.py --split networks --grid '[{"max_depth": 6}]'
-    python experiments/tune_xgboost.py --grid issue4 --seeds 0 1 2 --out experiments/results/xgboost_tuning_issue4.json
+    python experiments/tune_xgboost.py --grid multiclass --seeds 0 1 2 --out experiments/results/xgboost_tuning_multiclass.json
 
 Every line of the output comes from one fit (one seed) scored by kbench's
 Evaluator on the split's valid part (speed-up over the rules heuristic); with
@@ -38,7 +38,7 @@ OLD_DEFAULT = {"max_depth": 8, "learning_rate": 0.3, "colsample_bytree": 0.8, "m
 NEW_DEFAULT = {"max_depth": 10, "learning_rate": 0.2, "colsample_bytree": 0.6, "max_rounds": 600, "early_stopping": 20}
 SLOW = {"max_depth": 12, "learning_rate": 0.1, "colsample_bytree": 0.6, "max_rounds": 800, "early_stopping": 30}
 GRIDS = {
-    "issue4": [
+    "multiclass": [
         ("xgboost", OLD_DEFAULT),
         ("xgboost", dict(OLD_DEFAULT, soft_labels=0.02)),
         ("xgboost", NEW_DEFAULT),
@@ -70,7 +70,7 @@ def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -108,7 +108,7 @@ def main() -> None:
     Path(args.out).write_text(json.dumps({
         "dataset": ds.name, "split": args.split, "part": "valid", "seeds": args.seeds,
         "machine": {"cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()},
-        "note": "one fit per setting and seed on train, scored on valid with kbench.evaluate.Evaluator; the "
+        "note": "one fit per setting and seed on train, scored on valid with kbench.scoring.evaluate.Evaluator; the "
                 "machine's 2 cores were shared with other jobs (loadavg_1min_before per row), so fit_s is only "
                 "indicative",
         "summary": summarize(rows), "rows": rows}, indent=1) + "\n")

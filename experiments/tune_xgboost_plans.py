@@ -63,7 +63,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
     out = Path(args.out or ROOT / "bench" / "results" / f"xgboost_plans_tuning{'' if args.split == 'random' else '_' + args.split}.json")
     ds = kbench.load("h100")

@@ -1,7 +1,7 @@
 """Train, predict and score the tuning baselines on mi50-tuning ConvAsm1x1U (issue 7).
 
 Writes, per method, ``experiments/results/mi50-tuning/<split>/<method>/result.json``
-(the TuningResult of ``kbench.evaluate.evaluate_tuning`` on the test part, as
+(the TuningResult of ``kbench.scoring.evaluate.evaluate_tuning`` on the test part, as
 ``model_dump_json``) and ``preds.csv.gz`` (the seed's predictions: problem_id
 + the 8 parameter columns; re-score with ``kbench evaluate preds.csv.gz
 --dataset mi50-tuning --solver ConvAsm1x1U``). ``extra`` holds the seed,
@@ -49,9 +49,9 @@ def _gz_csv(frame: pd.DataFrame) -> bytes:
 
 
 def write_record(ds, split, method, preds_test, preds_valid, extra, out_root):
-    from kbench.evaluate import evaluate_tuning, sha256_bytes
     from kbench.leaderboard.runner import machine_description
     from kbench.leaderboard.store import atomic_write_bytes, atomic_write_text
+    from kbench.scoring.evaluate import evaluate_tuning, sha256_bytes
 
     folder = out_root / DATASET / split / method
     folder.mkdir(parents=True, exist_ok=True)
@@ -164,7 +164,7 @@ def run_nn(ds, split, seed, out_root):
 
 
 def run_miopen(ds, split, seed, out_root):
-    from kbench.tuning.metrics import score_tuning
+    from kbench.scoring.tuning_metrics import score_tuning
     from kbench_baselines.miopen_asm1x1u import MiopenAsm1x1U
 
     sp, ids = _ids(ds, split)
@@ -207,8 +207,8 @@ def run_miopen(ds, split, seed, out_root):
 def table(split, out_root):
     """The records' test metrics, the forward stride-1 test subset (MIOpen's model's domain), valid metrics."""
     import kbench
-    from kbench.evaluate import read_predictions
-    from kbench.tuning.metrics import score_tuning
+    from kbench.scoring.evaluate import read_predictions
+    from kbench.scoring.tuning_metrics import score_tuning
 
     ds = kbench.load(DATASET)
     _, ids = _ids(ds, split)
@@ -274,7 +274,7 @@ def family_of(method: str) -> str | None:
 
 def method_environment(method: str):
     """The record's environment, with the packages of the method's code (its FAMILY module)."""
-    from kbench.environment import environment
+    from kbench.scoring.environment import environment
 
     family = family_of(method)
     return environment([f"kbench_baselines.{Path(FAMILY[family][0]).stem}"] if family else [])
@@ -292,8 +292,8 @@ def leaderboard(split, out_root, seeds_root, root, min_seeds=5):
     from kbench.leaderboard.runner import machine_description
     from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems
     from kbench.leaderboard.store import seed_predictions_parquet, write_entry
-    from kbench.prediction_files import read_predictions
-    from kbench.records import DatasetRef, aggregate_seeds
+    from kbench.scoring.prediction_files import read_predictions
+    from kbench.scoring.records import DatasetRef, aggregate_seeds
 
     ds = kbench.load(DATASET)
     recs: dict[str, dict[int, tuple]] = {}

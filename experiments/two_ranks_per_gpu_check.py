@@ -1,4 +1,4 @@
-"""Issue 17: do two or three collector ranks sharing one H100 (``--ranks-per-gpu R``, kbench.collect.gpu_turn)
+"""Issue 17: do two or three collector ranks sharing one H100 (``--ranks-per-gpu R``, kbench.collect.measure.gpu_turn)
 time plans as one rank alone does, and how many problem-directions per minute do they measure?
 
 Two yardsticks, both from raw folders in the repository:
@@ -9,14 +9,14 @@ Two yardsticks, both from raw folders in the repository:
   (``raw/h100/lend_check``, commit 42ae72c; taken out again) against their first, single-rank
   measurement in ``raw/h100``; next to it, the single-rank test-retest of issue 16 (500 problem-directions
   of ``raw/h100`` against ``raw/h100/repeats/retest-20261124``, another lease): per-plan
-  ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.repeatability through
+  ``|ln(t_b / t_a)|``, same fastest plan, noise ceiling (kbench.sources.repeatability through
   ``kbench collect compare``);
 * *within runs*: ``python -m kbench.collect.studies.scaling phases raw/h100 --before 20261127T022943-5e36b3`` per group of runs: the best plan
   re-timed at its problem's end, the verification pass's second reading, how often a third was needed;
 * *throughput per launch* of the runs since the verification pass (runs 16 on), from the journal's
   problem start times (so a launch stopped before its end record counts too): problem-directions per
   minute between a launch's first and last start, and the shard cost model's expected seconds
-  (kbench.collect.shard.expected_seconds) done per wall second, which corrects for the problem mix;
+  (kbench.collect.raw_store.shard.expected_seconds) done per wall second, which corrects for the problem mix;
   next to them the rate from the ranks' end records (what ``scaling throughput`` printed on the GPU:
   the ranks' problem-directions over the longest rank's elapsed time), and that of the two-rank
   launches stopped by their time budget together.
@@ -35,10 +35,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kbench import repeatability as R  # noqa: E402
-from kbench.collect.shard import expected_seconds  # noqa: E402
+from kbench.collect.raw_store.shard import expected_seconds  # noqa: E402
+from kbench.collect.raw_store.writer import load_env, load_records, read_journal  # noqa: E402
 from kbench.collect.studies import retest, scaling  # noqa: E402
-from kbench.collect.writer import load_env, load_records, read_journal  # noqa: E402
+from kbench.sources import repeatability as R  # noqa: E402
 
 
 def across(raw_a: Path, raw_b: Path) -> dict:

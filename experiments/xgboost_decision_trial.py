@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines import get_baseline
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

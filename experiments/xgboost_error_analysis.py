@@ -52,7 +52,7 @@ def near_ties(table) -> dict:
 def batch_sibling_agreement(ds, split: str, part: str) -> dict:
     """Does the nearest-batch training problem (same geometry but batch, direction, dtype, layout)
     have the same fastest kernel? Its share over the part's problems that have one."""
-    from kbench.splits import NETWORK_GEOMETRY
+    from kbench.sources.splits import NETWORK_GEOMETRY
     parts = ds.split(split)
     best = ds.best.drop_duplicates("problem_id").set_index("problem_id")["kernel"].astype(str)
     cols = NETWORK_GEOMETRY + ["direction", "dtype", "layout"]
@@ -80,8 +80,8 @@ def main() -> None:
     args = ap.parse_args()
 
     import kbench
-    from kbench.evaluate import Evaluator, read_predictions
-    from kbench.metrics import score_rankings
+    from kbench.scoring.evaluate import Evaluator, read_predictions
+    from kbench.scoring.metrics import score_rankings
 
     ds = kbench.load(args.dataset)
     ev = Evaluator(ds, args.split, reference=None)

@@ -93,7 +93,7 @@ def neighbour_features(ds, train: pd.Index, rows: pd.DataFrame, nb: pd.DataFrame
 def fit_score(ds, helper, xtr, ytr, xva, yva, rva, ids_va, seed, names):
     import xgboost as xgb
 
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     params = helper.xgb_params(seed)
     params.update(objective="reg:squarederror", eval_metric="rmse")
     dtr = xgb.DMatrix(xtr, label=ytr, feature_names=names)

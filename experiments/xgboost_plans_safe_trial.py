@@ -151,7 +151,7 @@ def main(argv=None) -> None:
                     help="instead of fitting: score the mean of the cached row scores of these seeds per variant")
     args = ap.parse_args(argv)
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     ds = kbench.load("h100")
     parts = ds.split("random")
     ev = Evaluator(ds, split="random", part="valid")

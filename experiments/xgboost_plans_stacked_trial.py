@@ -51,7 +51,7 @@ def main(seed: int = 0) -> None:
     import xgboost as xgb
 
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     ds = kbench.load("h100")
     parts = ds.split("random")

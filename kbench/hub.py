@@ -43,13 +43,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kbench.cards import render_card
-from kbench.dataset import Dataset, load, read_dataset_folder
-from kbench.dataset_files import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
-from kbench.errors import KbenchError, KbenchInputError
+from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.output_files import check_output_folder, printable_path, write_failure
+from kbench.core.version import __version__
+from kbench.data.cards import render_card
+from kbench.data.dataset import Dataset, load, read_dataset_folder
 
-# the download half (and the names both halves share) lives in kbench.hub_download
-from kbench.hub_download import (  # noqa: F401
+# the download half (and the names both halves share) lives in kbench.data.hub_download
+from kbench.data.hub_download import (  # noqa: F401
     DATA_DIR,
     HUB_FORMAT,
     KBENCH_MANIFEST,
@@ -69,8 +70,7 @@ from kbench.hub_download import (  # noqa: F401
     hub_cache_dir,
     kbench_cache_dir,
 )
-from kbench.output_files import check_output_folder, printable_path, write_failure
-from kbench.version import __version__
+from kbench.sources.dataset_files import SCHEMA_VERSION, TABLE_ORDER, sha256_file, split_sizes, write_table
 
 _TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: kbench's part names -> the Hugging Face split names
@@ -452,7 +452,7 @@ def load_from_hub(repo_id: str, revision: str | None = None, *, token: str | Non
     """Download (once) and load a kbench dataset published on the Hub; returns a :class:`Dataset`.
 
     ``revision`` is a branch, tag or commit sha (default: main). Every file is checked against
-    the repo's ``kbench_manifest.json`` (:func:`kbench.hub_download.download_from_hub`).
+    the repo's ``kbench_manifest.json`` (:func:`kbench.data.hub_download.download_from_hub`).
     """
     folder, name = download_from_hub(repo_id, revision, token=token, endpoint=endpoint)
     return read_dataset_folder(folder, name, verify=False)

@@ -53,8 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.errors import KbenchInputError, read_json_object
-from kbench.identifiers import path_under
+from kbench.core.errors import KbenchInputError, read_json_object
+from kbench.core.identifiers import path_under
 
 FORMAT = "kbench-selector-1"
 DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2,
@@ -555,7 +555,7 @@ def main(argv=None) -> None:
     import argparse
 
     # the export command's own needs: loading a selector (this module) is numpy-only
-    from kbench.dataset import load as load_dataset
+    from kbench.data.dataset import load as load_dataset
     from kbench_baselines import get_baseline
     ap = argparse.ArgumentParser(prog="python -m kbench.selector",
                                  description="train a compact model on a dataset's train part and export it")

@@ -20,10 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from kbench.layers import LAYER_NAMES, layer_of  # noqa: E402
-
-#: import name -> folder: the baselines install as ``kbench_baselines`` from the folder ``baselines/``
-PACKAGES = {"kbench": "kbench", "kbench_baselines": "baselines"}
+from kbench.layers import LAYER_NAMES, LAYERS, PACKAGES, layer_of, place_of  # noqa: E402
 
 
 def module_files(root: Path) -> dict[str, tuple[Path, bool]]:
@@ -160,23 +157,78 @@ def test_parser_sees_function_level_and_relative_imports(tmp_path):
     assert cycles(import_edges(tmp_path)) == [["kbench.sub.b", "kbench.sub.c"]]
 
 
-def test_layer_table_places_modules_by_longest_prefix():
-    assert LAYER_NAMES[layer_of("kbench.errors")] == "foundation"
-    assert LAYER_NAMES[layer_of("kbench.tuning.grammar")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.tuning")] == "metrics/evaluate"
-    assert LAYER_NAMES[layer_of("kbench.collect.package")] == "sources"
+def test_layer_table_places_modules_by_folder():
+    assert LAYER_NAMES[layer_of("kbench.core.errors")] == "core"
+    assert LAYER_NAMES[layer_of("kbench.sources.tuning_grammar")] == "sources"
+    assert LAYER_NAMES[layer_of("kbench.scoring.tuning_metrics")] == "scoring"
+    assert LAYER_NAMES[layer_of("kbench.collect.packaging.package")] == "collect"
+    assert LAYER_NAMES[layer_of("kbench.collect.measure.cudnn.timing")] == "collect"
+    assert LAYER_NAMES[layer_of("kbench.collect.__main__")] == "collect"
     assert LAYER_NAMES[layer_of("kbench.cli.collect")] == "application"
-    assert LAYER_NAMES[layer_of("kbench.collect.corpus")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.collect.cudnn.timing")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.collect.studies.scaling")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.collect.label_retiming.front_runners")] == "sources"
-    assert LAYER_NAMES[layer_of("kbench.collect.label_retiming.shipped")] == "application"
-    assert LAYER_NAMES[layer_of("kbench.collect.__main__")] == "application"
-    assert LAYER_NAMES[layer_of("kbench.gpu_check.plan")] == "application"
-    assert LAYER_NAMES[layer_of("kbench.hub_download")] == "data model"
+    assert LAYER_NAMES[layer_of("kbench.gpu_check.shipped_labels")] == "application"
+    assert LAYER_NAMES[layer_of("kbench.data.hub_download")] == "data"
     assert LAYER_NAMES[layer_of("kbench.hub")] == "application"
+    assert LAYER_NAMES[layer_of("kbench")] == "application"
     assert LAYER_NAMES[layer_of("kbench_baselines.rules")] == "baselines"
     assert layer_of("numpy") is None
+
+
+def test_folders_are_the_layers():
+    """Every folder of kbench/ (and baselines/) is in exactly one layer, the layer of every module is its
+    folder's, and each layer below the application is one folder named as the layer."""
+    places = [place for _, _, places in LAYERS for place in places]
+    assert len(places) == len(set(places)), "a folder in two layers"
+    folders = {f"kbench/{p.name}" for p in (REPO / "kbench").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    modules = {f"kbench/{p.name}" for p in (REPO / "kbench").glob("*.py")}
+    assert folders | modules | {"baselines"} <= set(places)
+    for layer, _, layer_places in LAYERS:
+        if layer != "application":
+            assert [p.rpartition("/")[2] for p in layer_places] == [layer], layer
+    assert {place_of(m) for m in module_files(REPO)} - {p.removesuffix(".py") for p in places} <= {"kbench/__init__.py"}
+
+
+def test_kbench_has_few_top_level_modules():
+    """kbench/ holds its layers as folders, and at most eight modules beside them."""
+    top = sorted(p.name for p in (REPO / "kbench").glob("*.py"))
+    assert len(top) <= 8, top
+
+
+def test_no_module_imports_a_deprecated_path():
+    """The old flat import paths (``kbench.dataset``, ...) are kept for users, with a DeprecationWarning:
+    the code imports the new ones."""
+    import kbench
+    modules = module_files(REPO)
+    found = []
+    for module, (path, _) in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            found += [f"{module} -> {n}" for n in names
+                      if n not in modules and (kbench._new_path(n) is not None or n == "kbench.tuning")]
+    assert found == []
+
+
+def test_deprecated_paths_import_the_moved_modules():
+    import importlib
+    import warnings
+
+    import kbench
+    for old, new in kbench.DEPRECATED_PATHS.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert any(issubclass(w.category, DeprecationWarning) for w in caught) or old in sys.modules, old
+    from kbench.scoring.tuning_metrics import score_tuning
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import kbench.tuning
+    assert kbench.tuning.score_tuning is score_tuning
 
 
 EDGES = import_edges(REPO)
@@ -213,29 +265,25 @@ def test_package_imports_no_scripts():
 
 def test_every_module_sits_in_one_layer_named_in_the_docs():
     """Each module file has a layer, and docs/architecture.md's table row of each layer names every
-    prefix that layers.py gives it (so the docs and the table cannot drift apart)."""
+    folder that layers.py gives it (so the docs and the table cannot drift apart)."""
     assert [m for m in module_files(REPO) if layer_of(m) is None] == []
     rows = {line.split("|")[1].strip(): line for line in
             (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines() if line.startswith("| ")}
-    from kbench.layers import LAYERS
-    missing = []
-    for layer, _, prefixes in LAYERS:
-        for prefix in prefixes:
-            short = "kbench/__init__.py" if prefix == "kbench" else prefix.removeprefix("kbench.")
-            if f"`{short}" not in rows.get(layer, ""):
-                missing.append(f"{layer}: {short}")
+    missing = [f"{layer}: {place}" for layer, _, places in LAYERS for place in places
+               if f"`{place}" not in rows.get(layer, "")]
     assert missing == []
 
 
 def test_collect_is_grouped_by_job():
-    """kbench/collect/ keeps measurement at its top (no flat list longer than a reader can hold) and
-    its jobs in subpackages, the collector (``cudnn/``, one module per step of a measurement) among
-    them; the diagnostics live in tools/collect/, which nothing imports."""
+    """kbench/collect/ holds its jobs in subpackages (measurement with the collector ``cudnn/``, the raw-folder
+    store, packaging, label re-timing, studies) and only its command line at its top; the diagnostics live in
+    tools/collect/ and the device scripts in tools/device/, which nothing imports."""
     top = sorted(p.stem for p in (REPO / "kbench" / "collect").glob("*.py") if p.stem not in ("__init__", "__main__"))
-    assert len(top) <= 13, top  # "about twelve": a reader holds that many names at once
+    assert top == ["command"], top
     assert {p.name for p in (REPO / "kbench" / "collect").iterdir() if p.is_dir() and p.name != "__pycache__"} == {
-        "cudnn", "label_retiming", "studies"}
+        "measure", "raw_store", "packaging", "label_retiming", "studies"}
     assert (REPO / "tools" / "README.md").exists() and (REPO / "tools" / "collect" / "probe_api.py").exists()
+    assert (REPO / "tools" / "device" / "run_on_device.sh").exists()
 
 
 def test_pyproject_installs_every_package_folder():
@@ -250,7 +298,7 @@ def test_pyproject_installs_every_package_folder():
 
 #: modules allowed past the size limit: the Evaluator, which is being split into its prediction-file
 #: reader and the scorer
-LONG_MODULES = {"kbench/evaluate.py"}
+LONG_MODULES = {"kbench/scoring/evaluate.py"}
 
 
 def test_no_module_is_over_700_lines():
@@ -260,12 +308,13 @@ def test_no_module_is_over_700_lines():
 
 
 def test_comments_and_docstrings_name_no_issue_numbers():
-    """Code says what is; history (which issue asked for what) lives in git and CHANGELOG.md. Strings
+    """Code says what is; history (which issue or session asked for what, earlier layouts) lives in git and
+    CHANGELOG.md. Strings
     that render data cards are data, not comments, and are not checked here."""
     import io
     import re
     import tokenize
-    pattern = re.compile(r"\bissues? #?\d+\b", re.IGNORECASE)
+    pattern = re.compile(r"\bissues? #?\d+\b|\bsessions?\b|\bearlier layouts?\b", re.IGNORECASE)
     found = []
     for path, _ in module_files(REPO).values():
         text = path.read_text(encoding="utf-8")

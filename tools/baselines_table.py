@@ -1,8 +1,8 @@
-"""Render the baseline result records into Markdown tables (docs/baselines.md, issue 4's closing note).
+"""Render the baseline result records into Markdown tables (docs/baselines.md).
 
     python tools/baselines_table.py                      # rewrites the block in docs/baselines.md
     python tools/baselines_table.py --print              # prints the tables only
-    python tools/baselines_table.py --root results/issue4 --methods oracle rules xgboost
+    python tools/baselines_table.py --root results/final --methods oracle rules xgboost
 
 Reads ``<root>/<dataset>/<split>/<method>/result.json`` (records written by
 ``kbench baseline run`` / ``kbench run``); every number comes from a record.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train and score board entries on the lent GPU machine's CPU cores, many (baseline, seed) jobs at once.
-# Run from the repository root there, after 'bash kbench/collect/device_tree.sh out STASH DATASET ...'
+# Run from the repository root there, after 'bash tools/device/device_tree.sh out STASH DATASET ...'
 # here (the datasets the queue names travel; .kbench-source names the commit) and with the wheels of
 # the baselines' packages carried in .whl/:
 #
@@ -44,7 +44,7 @@ SLOTS=${3:-$(( $(nproc) / THREADS - 1 ))}
 OUT=${OUT:-/tmp/out}
 T0=$(date +%s)
 mkdir -p "$OUT" /tmp/boards /tmp/board_logs
-# WHEELS and SITE (defaults .whl and /tmp/site) let a GPU run of kbench/collect/run_on_device.sh share the call
+# WHEELS and SITE (defaults .whl and /tmp/site) let a GPU run of tools/device/run_on_device.sh share the call
 WHEELS=${WHEELS:-.whl} SITE=${SITE:-/tmp/site}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
 # editable, as here: the records name kbench's version and the commit in .kbench-source
@@ -53,7 +53,7 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /tmp/
 export PYTHONPATH=$SITE PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS \
   MKL_NUM_THREADS=$THREADS
 [ "$THREADS" != 2 ] && export KBENCH_THREADS=$THREADS  # 2 is the baselines' own: records without the key
-python3 -c "import kbench, kbench_baselines, numpy, pandas, sklearn, xgboost; from kbench.environment import git_state
+python3 -c "import kbench, kbench_baselines, numpy, pandas, sklearn, xgboost; from kbench.scoring.environment import git_state
 print('kbench', kbench.__version__, 'numpy', numpy.__version__, 'pandas', pandas.__version__, 'sklearn',
       sklearn.__version__, 'xgboost', xgboost.__version__, git_state().describe())" || exit 1
 echo "$(grep -c . "$QUEUE") jobs, $SLOTS at a time, $THREADS threads each, $BUDGET s"

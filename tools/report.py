@@ -1,10 +1,13 @@
-"""Render the README's generated blocks: the dataset table, the scoring rules and the performance table.
+"""Render the README's generated blocks: the dataset table, the scoring rules, the leaderboard rules, the
+GPU figures and the performance table.
 
-    python tools/report.py            # rewrites the three blocks in README.md
+    python tools/report.py            # rewrites the blocks in README.md
 
 The performance table comes from ``bench/results/*.json``; the scoring rules from the "Scoring
-rules" part of :data:`kbench.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
-prints, so the README and the command say the same (``tests/test_dataset.py`` checks both blocks).
+rules" part of :data:`kbench.scoring.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
+prints, so the README and the command say the same; the leaderboard rules from
+:data:`kbench.leaderboard.policy.RULES_MD`, as the board states them; the GPU figures from the board
+entries' ``verification.json`` records (``tests/data/test_dataset.py`` checks every block).
 """
 
 from __future__ import annotations
@@ -104,6 +107,71 @@ DATASETS_START, DATASETS_END = "<!-- datasets:start -->", "<!-- datasets:end -->
 SCORING_START, SCORING_END = "<!-- scoring:start -->", "<!-- scoring:end -->"
 
 
+GPU_START, GPU_END = "<!-- gpu:start -->", "<!-- gpu:end -->"
+GPU_SUMMARY_START, GPU_SUMMARY_END = "<!-- gpu-summary:start -->", "<!-- gpu-summary:end -->"
+RULES_START, RULES_END = "<!-- rules:start -->", "<!-- rules:end -->"
+#: the references a verification record's ``live`` part times, as the README names them
+REFERENCE_NAMES = {"live_mode_b": "live cuDNN mode B", "live_mode_a": "live cuDNN mode A",
+                   "table_mode_a": "cuDNN mode A (the table's)", "pytorch_op": "PyTorch's own convolution"}
+
+
+def verification_records(root: Path = ROOT) -> list[tuple[str, dict]]:
+    """(path in the repository, record) of every board entry re-timed with the live references."""
+    out = []
+    for path in sorted((root / "leaderboard").glob("*/*/*/verification.json")):
+        record = json.loads(path.read_text())
+        if record.get("live"):
+            out.append((path.relative_to(root).as_posix(), record))
+    return out
+
+
+def _speedup(reference: dict) -> str:
+    low, high = reference["speedup_ci95"]
+    return f"{reference['speedup_geomean']:.3f}x [{low:.3f}, {high:.3f}]"
+
+
+def gpu_markdown(root: Path = ROOT) -> str:
+    """The table of the board entries re-timed on the GPU: the choice's measured speed-up over each live
+    reference, with its 95% bootstrap interval over problems, from the verification records."""
+    lines = ["| board | entry | GPU | problems | over live mode B | over live mode A | over PyTorch's convolution "
+             "| strongest reference |", "|---|---|---|---|---|---|---|---|"]
+    for path, record in verification_records(root):
+        live = record["live"]
+        cells = [_speedup(live["references"][name]) if name in live["references"] else "–"
+                 for name in ("live_mode_b", "live_mode_a", "pytorch_op")]
+        lines.append(f"| {record['dataset']['name']} `{record['split']}` | [`{record['method']}`]({path}) "
+                     f"| {record['device']['gpu']} | {live['problems']:,} | {' | '.join(cells)} "
+                     f"| {REFERENCE_NAMES[live['strongest_reference']]} |")
+    return "\n".join(lines)
+
+
+def gpu_summary_markdown(root: Path = ROOT) -> str:
+    """The README's first-screen bullet: on the ``pytorch`` variant's ``random`` boards, the best re-timed
+    entry's speed-up over the strongest reference decided on the GPU, per GPU."""
+    best: dict[str, tuple[float, str]] = {}
+    for _, record in verification_records(root):
+        live = record["live"]
+        if live["variant"] != "pytorch" or record["split"] != "random":
+            continue
+        strongest = live["strongest_reference"]
+        figure = live["references"][strongest]["speedup_geomean"]
+        gpu = record["device"]["gpu"]
+        if gpu not in best or figure > best[gpu][0]:
+            best[gpu] = (figure, strongest)
+    parts = [f"{figure:.3f}x on the {gpu} (over {REFERENCE_NAMES[strongest]})"
+             for gpu, (figure, strongest) in sorted(best.items(), key=lambda kv: -kv[1][0])]
+    text = ("* **Confirmed on the GPU against what PyTorch users run.** On the `pytorch` variant the best "
+            "re-timed entry is faster than the strongest reference, timed with the references decided on the "
+            "GPU itself, by " + " and ".join(parts) + " (\"Measured on the GPU\" below).")
+    return textwrap.fill(text, width=100, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
+
+
+def rules_markdown() -> str:
+    """The leaderboard's rules, as the board states them (:data:`kbench.leaderboard.policy.RULES_MD`)."""
+    from kbench.leaderboard.policy import RULES_MD
+    return RULES_MD.rstrip("\n")
+
+
 def scoring_rules_markdown(expected_format: str) -> str:
     """The "Scoring rules" part of ``expected_format`` as Markdown: a numbered list, then its closing note."""
     section = expected_format.split("\nScoring rules\n", 1)[1]
@@ -139,12 +207,15 @@ def replace_block(text: str, start: str, end: str, body: str) -> str:
 def main() -> None:
     import sys
     sys.path.insert(0, str(ROOT))
-    from kbench.dataset import datasets_markdown
-    from kbench.evaluate import EXPECTED_FORMAT
+    from kbench.data.dataset import datasets_markdown
+    from kbench.scoring.evaluate import EXPECTED_FORMAT
     readme = ROOT / "README.md"
     text = readme.read_text()
     text = replace_block(text, DATASETS_START, DATASETS_END, datasets_markdown())
     text = replace_block(text, SCORING_START, SCORING_END, scoring_rules_markdown(EXPECTED_FORMAT))
+    text = replace_block(text, RULES_START, RULES_END, rules_markdown())
+    text = replace_block(text, GPU_SUMMARY_START, GPU_SUMMARY_END, gpu_summary_markdown())
+    text = replace_block(text, GPU_START, GPU_END, gpu_markdown())
     block = START + "\n" + "\n".join(rows()) + "\n" + END
     if START in text:
         head, rest = text.split(START, 1)

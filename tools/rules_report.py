@@ -1,4 +1,4 @@
-"""How the ``rules`` heuristic's choices distribute over kernel families (issue 4).
+"""How the ``rules`` heuristic's choices distribute over kernel families.
 
     python tools/rules_report.py                 # rewrites the block in docs/baselines.md
     python tools/rules_report.py --print

@@ -1,4 +1,4 @@
-"""The tile-size report of issue 5: LoP@n per benchmark layer, speed-up over cuDNN, from the records.
+"""The tile-size report: LoP@n per benchmark layer, speed-up over cuDNN, from the records.
 
 Every number comes from the leaderboard records (``result.json``: 5-seed means and
 standard deviations, training time) and the seed-0 predictions next to them
@@ -59,8 +59,8 @@ CROSS_SCHEMA_JSON = ROOT / "bench" / "results" / "tiles_cross_schema.json"
 
 def layer_scores(dataset, preds: pd.DataFrame, split: str = SPLIT) -> pd.DataFrame:
     """Per test problem: network, layer, LoP@n, chosen configuration and times, speed-up over cuDNN."""
-    from kbench.evaluate import Evaluator
-    from kbench.metrics import score_rankings
+    from kbench.scoring.evaluate import Evaluator
+    from kbench.scoring.metrics import score_rankings
     ev = Evaluator(dataset, split, "test", reference=None)
     prob, kern, predicted = ev._to_long(preds, allow_partial=False)
     ch = score_rankings(ev.table, prob, kern)
@@ -92,7 +92,7 @@ def schema_scores(dataset, preds: pd.DataFrame, split: str = SPLIT) -> pd.DataFr
     One row per (layer, schema the layer lists): the setting of a per-schema evaluation, where
     the candidates are the configurations of one kernel only.
     """
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     ev = Evaluator(dataset, split, "test", reference=None)
     prob, kern, _ = ev._to_long(preds, allow_partial=False)
     t = ev.table.times[prob, kern]
@@ -141,7 +141,7 @@ def _entry(root: Path, dataset: str, split: str, method: str):
         preds = folder / ((rec.get("predictions") or {}).get("path") or "preds.csv.gz")
     if not preds.exists():
         return None, None
-    from kbench.evaluate import read_predictions
+    from kbench.scoring.evaluate import read_predictions
     return rec, read_predictions(preds)[0]
 
 
@@ -296,7 +296,7 @@ def publish(results: Path, root: Path) -> list[Path]:
     """Copy finished (all-seeds) runs of the report's entries from ``results`` into ``root``."""
     from kbench.leaderboard.schema import parse_meta, record_problems
     from kbench.leaderboard.store import write_entry
-    from kbench.records import EvaluationResult
+    from kbench.scoring.records import EvaluationResult
     wanted = [(d, SPLIT, m) for d in TILE_DATASETS for m in TILE_METHODS] + list(EXTRA_ENTRIES)
     written = []
     for d, split, m in wanted:

@@ -22,9 +22,9 @@ import sys
 import traceback
 
 from kbench.cli.console import _console, print_frame  # noqa: F401  (re-exported for callers of kbench.cli)
-from kbench.errors import KbenchError
-from kbench.output_files import os_failure
-from kbench.version import __version__
+from kbench.core.errors import KbenchError
+from kbench.core.output_files import os_failure
+from kbench.core.version import __version__
 
 #: the command modules, in the order their commands appear in ``kbench --help``
 COMMAND_MODULES = ("kbench.cli.datasets", "kbench.cli.evaluate", "kbench.cli.collect", "kbench.cli.baseline",

@@ -37,12 +37,12 @@ from kbench.cli.console import (
     print_frame,
     progress_disabled,
 )
-from kbench.dataset import load
-from kbench.errors import BaselineFailed, KbenchInputError, suggest
-from kbench.evaluate import Evaluator
+from kbench.core.errors import BaselineFailed, KbenchInputError, suggest
+from kbench.data.dataset import load
 from kbench.leaderboard.runner import checked_seeds, method_dir, run_method
 from kbench.leaderboard.schema import parse_meta, record_problems
 from kbench.leaderboard.store import write_entry
+from kbench.scoring.evaluate import Evaluator
 
 SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP mean"), ("lop_at_5", "LoP@5"),
                    ("geomean_slowdown", "slowdown×"), ("speedup_geomean", "speed-up×"),

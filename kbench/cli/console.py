@@ -20,7 +20,7 @@ import math
 import os
 import sys
 
-from kbench.output_files import atomic_write_text, check_output
+from kbench.core.output_files import atomic_write_text, check_output
 
 STDOUT = "-"
 #: text columns are cut to no fewer characters than this (nor than their header)

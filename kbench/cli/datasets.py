@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbench.cli.console import STDOUT, _console, add_json_option, emit_json, print_frame
-from kbench.dataset import list_datasets, load
-from kbench.errors import KbenchInputError, suggest
-from kbench.registry import DATASETS, resolve_name
+from kbench.core.errors import KbenchInputError, suggest
+from kbench.data.dataset import list_datasets, load
+from kbench.data.registry import DATASETS, resolve_name
 
 DEFAULT_RAW = Path("../shared/data")
 
@@ -78,8 +78,8 @@ def cmd_info(args) -> int:
 
 def cmd_build_data(args) -> int:
     # the builders and card renderers load when the command runs (`kbench --help` stays fast)
-    from kbench.build import PACKAGE_DATA, build_dataset
-    from kbench.cards import write_card
+    from kbench.data.build import PACKAGE_DATA, build_dataset
+    from kbench.data.cards import write_card
     names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     out_root = Path(args.out) if args.out else PACKAGE_DATA
     for name in names:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 
 from kbench.cli.console import _console, add_json_option, check_json_target, emit_json, json_to_stdout, print_frame
-from kbench.dataset import load
-from kbench.errors import KbenchInputError
-from kbench.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
-from kbench.metrics import BEST_OF
-from kbench.output_files import printable_path
+from kbench.core.errors import KbenchInputError
+from kbench.core.output_files import printable_path
+from kbench.data.dataset import load
+from kbench.scoring.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
+from kbench.scoring.metrics import BEST_OF
 
 TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
                  ("lop_mean", "LoP mean"), ("lop_median", "LoP med"), ("lop_p90", "LoP p90"),

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kbench.cli.console import _console, add_json_option, check_json_target, emit_json, json_to_stdout, print_frame, say
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.runner import (
     DEFAULT_DATASET,
     DEFAULT_SEEDS,
@@ -99,7 +99,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_rescore(args) -> int:
-    from kbench.leaderboard.rescore_entries import run
+    from kbench.leaderboard.rescore_command import run
     return run(args)
 
 
@@ -197,7 +197,7 @@ def register_cli(sub) -> None:
 
     p = lsub.add_parser("rescore", help="re-score entries from their predictions with the current scoring",
                         description="Re-score leaderboard entries from their predictions with the current "
-                        "Evaluator (kbench.leaderboard.rescore_entries describes the modes).")
+                        "Evaluator (kbench.leaderboard.rescore_command describes the modes).")
     p.add_argument("datasets", nargs="*")
     p.add_argument("--results", default="results")
     p.add_argument("--leaderboard", default="leaderboard")

@@ -1,4 +1,4 @@
-"""``kbench transfer run``: argparse wiring only; the logic is in :mod:`kbench.leaderboard.transfer`."""
+"""``kbench transfer run``: argparse wiring only; the logic is in :mod:`kbench.leaderboard.transfer_track`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 def cmd_transfer_run(args) -> int:
     # the transfer track and the site renderer load when the command runs (`kbench --help` stays fast)
     from kbench.leaderboard.site import build
-    from kbench.leaderboard.transfer import run_transfer
+    from kbench.leaderboard.transfer_track import run_transfer
     root = args.leaderboard if args.update_leaderboard else None
     run_transfer(args.source, args.target, args.methods, args.k, args.seeds, args.out, root)
     if root is not None:

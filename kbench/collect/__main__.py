@@ -2,6 +2,6 @@
 
 import sys
 
-from kbench.cli.collect import main
+from kbench.collect.command import main
 
 sys.exit(main())

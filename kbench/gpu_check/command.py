@@ -9,7 +9,7 @@ Three steps, three modules: the plan (:mod:`kbench.gpu_check.plan`, pure:
 which plans per problem and the interleaved order), the timing
 (:mod:`kbench.gpu_check.timing`, on the GPU, resumable, raw rows as it
 goes), and the score (:mod:`kbench.gpu_check.score`, pure) into a typed
-:class:`kbench.records.VerificationRecord` with the measured speed-up over
+:class:`kbench.scoring.records.VerificationRecord` with the measured speed-up over
 cuDNN mode A (geomean overall, per direction and data type) and the oracle's
 measured margin, next to the table-derived figures of the same problems.
 With ``--live-references`` the GPU also decides and times the references a
@@ -17,7 +17,7 @@ PyTorch user meets (cuDNN mode A and mode B with the variant's note filter,
 PyTorch's own convolution: :mod:`kbench.gpu_check.live`), and the record
 (schema 2) gives the speed-up over each with a bootstrap interval, the
 strongest of them, and how the run's graph and eager times agree with the table.
-On the lent device: ``bash kbench/collect/run_on_device.sh verify DIR BUDGET_S``.
+On the lent device: ``bash tools/device/run_on_device.sh verify DIR BUDGET_S``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, read_json_object
+from kbench.core.errors import KbenchInputError, read_json_object
 
 PLAN_NAME = "plan.json"
 RECORD_NAME = "verification.json"
@@ -44,10 +44,10 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     (:func:`kbench.gpu_check.plan.live_block`, with the dataset variant's filter)."""
     # imported here, not at the top: the GPU machines run `python -m kbench.collect`, whose parser
     # registers this command, without pydantic (which the leaderboard store needs)
-    from kbench.dataset import load
-    from kbench.evaluate import read_predictions
+    from kbench.data.dataset import load
     from kbench.gpu_check.plan import build_plan, live_block, require_cudnn_collected, role_plans
     from kbench.leaderboard.store import PREDS_FILE, first_seed, read_seed_predictions
+    from kbench.scoring.evaluate import read_predictions
     ds = load(dataset) if isinstance(dataset, str) else dataset
     path = sha = None
     if isinstance(predictions, (str, Path)) and Path(predictions).name == PREDS_FILE:
@@ -162,10 +162,10 @@ def read_live(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
     """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
+    from kbench.core.version import __version__
     from kbench.gpu_check.score import score
     from kbench.gpu_check.timing import RAW_NAME
-    from kbench.records import VERIFICATION_SCHEMA_VERSION, DatasetRef, PredictionsRef, VerificationRecord
-    from kbench.version import __version__
+    from kbench.scoring.records import VERIFICATION_SCHEMA_VERSION, DatasetRef, PredictionsRef, VerificationRecord
     raw_path = out_dir / RAW_NAME
     if not raw_path.exists() and raw_path.with_name(RAW_NAME + ".gz").exists():
         raw_path = raw_path.with_name(RAW_NAME + ".gz")  # as the device run brings it back
@@ -232,7 +232,7 @@ def run(args) -> int:
                          args.seed, args.method, args.live_references)
         if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
-        from kbench.output_files import atomic_write_text
+        from kbench.core.output_files import atomic_write_text
         atomic_write_text(plan_path, json.dumps(plan, indent=1) + "\n")  # a killed run leaves no half a plan
         left_out = len(plan.get("no_reference", []))
         print(f"verify-on-gpu: plan of {len(plan['problems'])} problems -> {plan_path}"
@@ -246,14 +246,14 @@ def run(args) -> int:
         except ImportError as exc:
             raise KbenchInputError(f"the timing step needs PyTorch with CUDA and nvidia-cudnn-frontend ({exc}); "
                                    f"on a CPU machine use --plan-only here and run the timing on the GPU "
-                                   f"machine (bash kbench/collect/run_on_device.sh verify {out} BUDGET_S)") from None
+                                   f"machine (bash tools/device/run_on_device.sh verify {out} BUDGET_S)") from None
         print(json.dumps(summary))
         if args.time_only:
             return 0
     record = make_record(plan, out, args.method)
     # through the atomic, link-safe writer: a verification.json linked to raw.jsonl or plan.json (a hard
     # link) is refused, never written through, and a killed run leaves the old record whole
-    from kbench.output_files import atomic_write_text, check_output
+    from kbench.core.output_files import atomic_write_text, check_output
     target = check_output(out / RECORD_NAME, [out / PLAN_NAME, out / f"{PLAN_NAME}.gz", out / "raw.jsonl",
                                               out / "raw.jsonl.gz"], "the record")
     atomic_write_text(target, record.model_dump_json(indent=1) + "\n")
@@ -274,11 +274,11 @@ def main(argv=None) -> int:
     import argparse
     import sys
 
-    from kbench.errors import KbenchError
+    from kbench.core.errors import KbenchError
     p = argparse.ArgumentParser(prog="python -m kbench.gpu_check.command", description=__doc__.split("\n\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
-    from kbench.collect.cudnn import FatalCudaError
+    from kbench.collect.measure.cudnn import FatalCudaError
     try:
         return run(args)
     except FatalCudaError as exc:  # the CUDA context is gone: exit 3, run_on_device.sh restarts and resumes

@@ -3,11 +3,11 @@
 A timing unit runs the problem's convolution once: a cuDNN plan at an index of a frontend
 graph, or PyTorch's own convolution. Every unit of a problem is timed by the same protocol,
 so a comparison never mixes two: :func:`prepare` runs it once (warm-up), then once more to
-pick k as the collector does (:func:`kbench.collect.cudnn.protocol.inner_count`), captures k
+pick k as the collector does (:func:`kbench.collect.measure.cudnn.protocol.inner_count`), captures k
 back-to-back runs in one CUDA graph and recaptures with a larger k when a replay is too short
 to hide the host; :func:`time_unit` is then the median of ``replays`` replays behind a spin
 kernel (ms per run). A unit whose warm-up takes over
-:data:`~kbench.collect.cudnn.protocol.SLOW_PLAN_MS` is timed by single runs instead.
+:data:`~kbench.collect.measure.cudnn.protocol.SLOW_PLAN_MS` is timed by single runs instead.
 :func:`eager_ms` times the same unit without a graph: k launches from Python behind a spin kernel,
 as an eager PyTorch program launches them.
 
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as cudnn_collector
 from kbench.gpu_check.plan import PYTORCH_OP_UNIT
 
 
@@ -66,21 +66,21 @@ def capture(col, fn, k: int):
 
 
 def _graph_replays(col, unit: Unit, n: int) -> list[float]:
-    return col._replays(C.PlanState(0, {}, graph=unit.graph, k=unit.k), n)
+    return col._replays(cudnn_collector.PlanState(0, {}, graph=unit.graph, k=unit.k), n)
 
 
 def prepare(col, unit: Unit) -> None:
-    """Warm-up run, k and capture: the collector's rule (:mod:`kbench.collect.cudnn.timing`)."""
+    """Warm-up run, k and capture: the collector's rule (:mod:`kbench.collect.measure.cudnn.timing`)."""
     single = single_ms(col, unit.run)
-    if single >= C.SLOW_PLAN_MS:
+    if single >= cudnn_collector.SLOW_PLAN_MS:
         unit.method = "single"
         return
     single = single_ms(col, unit.run)
-    unit.k = C.inner_count(single)
+    unit.k = cudnn_collector.inner_count(single)
     unit.graph = capture(col, unit.run, unit.k)
     warm = _graph_replays(col, unit, 1)[0]
-    if warm * unit.k < C.COARSE_TARGET_MS / 2 and unit.k < C.MAX_INNER:
-        unit.k = C.inner_count(warm)
+    if warm * unit.k < cudnn_collector.COARSE_TARGET_MS / 2 and unit.k < cudnn_collector.MAX_INNER:
+        unit.k = cudnn_collector.inner_count(warm)
         unit.graph = capture(col, unit.run, unit.k)
         _graph_replays(col, unit, 1)
     unit.method = "graph"
@@ -102,7 +102,7 @@ def eager_ms(col, unit: Unit, replays: int) -> float:
     for _ in range(replays):
         s, e = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         with t.cuda.stream(col.stream):
-            t.cuda._sleep(C.spin_cycles(unit.k))  # keeps the GPU busy while the host queues the k launches
+            t.cuda._sleep(cudnn_collector.spin_cycles(unit.k))  # keeps the GPU busy while the host queues the k launches
             s.record()
             for _ in range(unit.k):
                 unit.run()
@@ -128,7 +128,7 @@ def live_pick(col, p: dict, x, w, y, mode: str, deselect: list[str]) -> tuple[Un
         try:
             g.build_plan_at_index(i)
         except Exception as exc:  # noqa: BLE001 - deselected or unsupported: PyTorch goes on to the next
-            errors.append(C._err(exc))
+            errors.append(cudnn_collector._err(exc))
             continue
         name = g.get_plan_name_at_index(i)
         return plan_unit(col, g, pack, i, name), name

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.cudnn.candidates import REDUCED_NOTES
-from kbench.errors import KbenchInputError
-from kbench.long_form import long_form_rankings
+from kbench.collect.measure.cudnn.candidates import REDUCED_NOTES
+from kbench.core.errors import KbenchInputError
+from kbench.scoring.long_form import long_form_rankings
 
 PLAN_FORMAT = 1
 ROLES = ("choice", "mode_a", "oracle")
@@ -40,9 +40,11 @@ ROLES = ("choice", "mode_a", "oracle")
 LIVE_REFERENCES = ("live_mode_a", "live_mode_b", "pytorch_op")
 #: the timing unit of PyTorch's own convolution in raw rows (no cuDNN plan name can look like it)
 PYTORCH_OP_UNIT = "pytorch:conv"
-#: problem fields the collector needs to rebuild the convolution (kbench.collect.cudnn.problems.GEOMETRY + more)
+#: problem fields the collector needs to rebuild the convolution (kbench.collect.measure.cudnn.problems.GEOMETRY + more)
 PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
+#: the fields a 3D problem adds (with ``spatial_dims`` 3); a 2D problem's plan entry has none of them
+DEPTH_FIELDS = ("x_d", "y_d", "fil_d", "pad_d", "stride_d", "dil_d")
 
 
 #: ``source.collector`` of a dataset measured by kbench's own cuDNN collector
@@ -54,7 +56,7 @@ def require_cudnn_collected(dataset, command: str) -> None:
     in the collector's terms (a MIOpen find-db has no cuDNN plan to run)."""
     source = (getattr(dataset, "info", None) or {}).get("source") or {}
     if source.get("collector") != CUDNN_COLLECTOR:
-        from kbench.registry import DATASETS
+        from kbench.data.registry import DATASETS
         ok = sorted(n for n, s in DATASETS.items() if s.collected)
         library = (dataset.info or {}).get("library") or "another library"
         raise KbenchInputError(f"{command}: dataset {dataset.name!r} was not measured by '{CUDNN_COLLECTOR}' "
@@ -86,8 +88,8 @@ def live_filter(variant: str, dtype: str) -> dict:
 
     ``pytorch`` follows ``filterEngineConfigs`` (``aten/src/ATen/native/cudnn/Conv_v8.cpp``) with
     PyTorch's defaults (``allow_tf32 = True``, ``deterministic = False``): only DOWN_CONVERT_INPUTS
-    plans go, as :func:`kbench.collect.cudnn.candidates.pytorch_default_mask` rules for the table.
-    ``default`` follows :func:`kbench.collect.cudnn.candidates.default_set`: FP32 data without the
+    plans go, as :func:`kbench.collect.measure.cudnn.candidates.pytorch_default_mask` rules for the table.
+    ``default`` follows :func:`kbench.collect.measure.cudnn.candidates.default_set`: FP32 data without the
     reduced-precision notes (TENSOR_CORE, DOWN_CONVERT_INPUTS, REDUCED_PRECISION_REDUCTION), which
     PyTorch matches with ``allow_tf32 = False``; FP16/BF16 data without REDUCED_PRECISION_REDUCTION,
     which no PyTorch flag excludes, so there PyTorch's op runs with its defaults.
@@ -145,7 +147,7 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     table times ``t_choice``, ``t_mode_a``, ``t_oracle`` (ms).
 
     ``predictions`` has ``problem_id`` and ``ranking`` (or ``kernel``). The roles follow the
-    scoring rules (:mod:`kbench.metrics`): a ranking, the prediction's or the reference's, whose
+    scoring rules (:mod:`kbench.scoring.metrics`): a ranking, the prediction's or the reference's, whose
     plans were none of them measured is a failure and takes the problem's slowest measured plan;
     a problem for which ``reference`` proposed nothing at all has no reference time, so it is
     left out, as the board's speed-up leaves it out (the ids are in ``.attrs["no_reference"]``).
@@ -196,9 +198,14 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
 def collector_problems(problems: pd.DataFrame) -> dict[str, dict]:
     """{problem id: the problem as the collector takes it} (``key``, :data:`PROBLEM_FIELDS`, ``layout``)."""
     prob = problems.astype({"problem_id": str})
+    is3d = prob["spatial_dims"].eq(3) if "spatial_dims" in prob else pd.Series(False, index=prob.index)
+    depth = list(DEPTH_FIELDS) if is3d.any() else []
     out = {}
-    for rec in prob[["problem_id", *PROBLEM_FIELDS, "layout_x"]].to_dict("records"):
-        fields = {k: (rec[k].item() if hasattr(rec[k], "item") else rec[k]) for k in PROBLEM_FIELDS}
+    for rec, three in zip(prob[["problem_id", *PROBLEM_FIELDS, *depth, "layout_x"]].to_dict("records"), is3d):
+        names = PROBLEM_FIELDS + (("spatial_dims", *DEPTH_FIELDS) if three else ())
+        fields = {k: (rec[k].item() if hasattr(rec[k], "item") else rec[k]) for k in names if k != "spatial_dims"}
+        if three:
+            fields["spatial_dims"] = 3
         # the collector's layout is one name (NCHW / NHWC); the dataset's may repeat it per tensor
         out[rec["problem_id"]] = {"key": rec["problem_id"], **fields, "layout": str(rec["layout_x"])}
     return out

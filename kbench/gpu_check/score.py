@@ -1,4 +1,4 @@
-"""Scoring of a GPU re-timing run: raw measurements -> :class:`kbench.records.VerificationRecord`. Pure.
+"""Scoring of a GPU re-timing run: raw measurements -> :class:`kbench.scoring.records.VerificationRecord`. Pure.
 
 A plan's measured time on a problem is the median over rounds of its per-round
 times (each the median of that round's replays, ms per execution). Speed-ups
@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.gpu_check.plan import LIVE_REFERENCES
 from kbench.leaderboard.stats import paired_bootstrap_ci
-from kbench.records import LiveFigures, LiveReference, SpeedupFigures, TimingAgreement, VerificationFigures
-from kbench.selection_metrics import CHANGE
+from kbench.scoring.records import LiveFigures, LiveReference, SpeedupFigures, TimingAgreement, VerificationFigures
+from kbench.scoring.selection_metrics import CHANGE
 
 
 def measured_times(raw: pd.DataFrame) -> pd.DataFrame:
@@ -125,7 +125,7 @@ def reference_figures(df: pd.DataFrame, ref: str, resamples: int = BOOTSTRAP_RES
 
 
 def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = AGREEMENT_MIN_MS):
-    """:class:`kbench.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
+    """:class:`kbench.scoring.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
     times of the plan's role plans, over the pairs whose table time is at least ``min_ms``."""
     table = pd.DataFrame([(item["problem_id"], name, ms) for item in plan["problems"]
                           for name, ms in item["table_ms"].items()], columns=["problem_id", "plan", "table_ms"])
@@ -139,7 +139,7 @@ def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = A
 
 def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.DataFrame,
                  resamples: int = BOOTSTRAP_RESAMPLES):
-    """:class:`kbench.records.LiveFigures` of a run with live references: the choice against the table's
+    """:class:`kbench.scoring.records.LiveFigures` of a run with live references: the choice against the table's
     mode-A plan and every live reference (all timed in the run), and the agreement of the run's graph
     and eager times with the table."""
     times = measured_times(raw)

@@ -1,6 +1,6 @@
 """The GPU part of ``kbench verify-on-gpu``: time a run plan's plans, writing raw rows as it goes.
 
-It reuses :class:`kbench.collect.cudnn.collector.CudnnCollector` for everything that
+It reuses :class:`kbench.collect.measure.cudnn.collector.CudnnCollector` for everything that
 touches the GPU: the input tensors (``_tensors``, PyTorch's strides; filled by
 ``_fill_inputs``), the cuDNN graph of the problem with every heuristic mode
 (``_plan_list``, so plan names are the dataset's kernel names), replay timing with
@@ -25,8 +25,8 @@ import json
 import time
 from pathlib import Path
 
-from kbench.collect import cudnn as C
-from kbench.gpu_check import live as L
+from kbench.collect.measure import cudnn as cudnn_collector
+from kbench.gpu_check import live as live_timing
 from kbench.gpu_check.plan import interleave, problem_rng
 
 RAW_NAME = "raw.jsonl"
@@ -61,14 +61,14 @@ def _time_problem(col, item: dict, replays: int, seed: int = 0, live: dict | Non
     missing = [n for n in item["plans"] if n not in index]
     if missing:
         raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
-    units: dict[str, L.Unit] = {}
+    units: dict[str, live_timing.Unit] = {}
     try:
         for name in item["plans"]:
             g.build_plan_at_index(index[name])
-            units[name] = L.plan_unit(col, g, pack, index[name], name)
+            units[name] = live_timing.plan_unit(col, g, pack, index[name], name)
         order, fields = item["order"], {}
         if live is not None:
-            fields["live"] = L.live_units(col, p, x, w, y, live, units)
+            fields["live"] = live_timing.live_units(col, p, x, w, y, live, units)
             order = interleave(list(units), len(item["order"]), problem_rng(seed, item["problem_id"]))
         need = max([1] + [u.workspace_bytes for u in units.values()])
         if col.workspace.numel() < need:  # before any capture: the graphs keep the workspace's address
@@ -76,19 +76,19 @@ def _time_problem(col, item: dict, replays: int, seed: int = 0, live: dict | Non
             col.torch.cuda.empty_cache()
             col.workspace = col.torch.empty(need, dtype=col.torch.uint8, device="cuda")
         for unit in units.values():
-            L.prepare(col, unit)
+            live_timing.prepare(col, unit)
         rows = []
         for r, round_units in enumerate(order):
             for slot, name in enumerate(round_units):
                 unit = units[name]
                 rows.append({"kind": "time", "problem_id": item["problem_id"], "plan": name, "round": r, "slot": slot,
-                             "ms": L.time_unit(col, unit, replays), "k": unit.k, "method": unit.method})
+                             "ms": live_timing.time_unit(col, unit, replays), "k": unit.k, "method": unit.method})
         if live is not None:
             rows += [{"kind": "eager", "problem_id": item["problem_id"], "plan": name,
-                      "ms": L.eager_ms(col, unit, replays), "k": unit.k} for name, unit in units.items()]
+                      "ms": live_timing.eager_ms(col, unit, replays), "k": unit.k} for name, unit in units.items()]
         return rows, fields
     finally:
-        L.release(col, units, pytorch_op=live is not None)
+        live_timing.release(col, units, pytorch_op=live is not None)
 
 
 def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, work, time_budget_s: float | None = None,
@@ -98,7 +98,7 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
 
     ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
     ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
-    (:class:`kbench.collect.cudnn.protocol.FatalCudaError`, raised for the caller to restart and resume).
+    (:class:`kbench.collect.measure.cudnn.protocol.FatalCudaError`, raised for the caller to restart and resume).
     Shared by ``kbench verify-on-gpu`` and ``kbench collect verify-labels``.
     """
     out_dir = Path(out_dir)
@@ -120,11 +120,11 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
             try:
                 (rows, fields), status, error = work(col, item), "ok", ""
                 n_ok += 1
-            except C.FatalCudaError:
+            except cudnn_collector.FatalCudaError:
                 raise
             except Exception as exc:  # noqa: BLE001 - one problem's failure is recorded, the run goes on
                 col._check_cuda()
-                rows, fields, status, error = [], {}, "failed", C._err(exc)
+                rows, fields, status, error = [], {}, "failed", cudnn_collector._err(exc)
                 n_failed += 1
             for row in rows:
                 fh.write(json.dumps(row) + "\n")
@@ -143,6 +143,6 @@ def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = No
     """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
     return run_resumable(
         plan["problems"], out_dir,
-        lambda: C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
+        lambda: cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
         lambda col, item: _time_problem(col, item, plan["replays"], plan["seed"], plan.get("live")),
         time_budget_s, progress_every)

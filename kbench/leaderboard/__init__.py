@@ -18,7 +18,8 @@ Both JSON files are validated by the JSON Schemas shipped in ``kbench/schemas/``
 Modules: :mod:`.schema` (schemas and validation), :mod:`.store` (layout and
 writing entries), :mod:`.submit` (``kbench submit``), :mod:`.runner`
 (``kbench run``), :mod:`.stats` (per-problem scores, paired bootstrap),
-:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.rescore_entries` (``kbench leaderboard
+:mod:`.plots`, :mod:`.site` (``kbench leaderboard build``), :mod:`.rescorer` (re-scoring a record from its
+predictions), :mod:`.rescore_command` (``kbench leaderboard
 rescore``); :mod:`.policy` (ranking
 metric, seed rule, roles), :mod:`.datasets` (the datasets entries are scored on).
 """

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kbench.escaping import markdown_text
+from kbench.core.escaping import markdown_text
+from kbench.data.registry import DATASETS, variants_of
 from kbench.leaderboard.policy import PRIMARY_METRIC
 from kbench.leaderboard.store import Entry
-from kbench.registry import DATASETS, variants_of
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -65,7 +65,7 @@ def fmt_ms(v) -> str:
     return f"{v:.3g} ms"
 
 
-#: free text for a markdown table cell (kbench.escaping.markdown_text: on one line, HTML escaped, the
+#: free text for a markdown table cell (kbench.core.escaping.markdown_text: on one line, HTML escaped, the
 #: characters that start markdown links or emphasis and ``|`` backslashed)
 md_text = markdown_text
 

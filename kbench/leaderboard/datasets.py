@@ -6,8 +6,8 @@ can use it without importing each other.
 
 from __future__ import annotations
 
-from kbench.dataset import load
-from kbench.registry import DATASETS
+from kbench.data.dataset import load
+from kbench.data.registry import DATASETS
 
 #: datasets registered in-process (tests, custom data) by name; checked before kbench.load
 _EXTRA_DATASETS: dict = {}

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchError, KbenchInputError
-from kbench.identifiers import identifier_problem, path_under
-from kbench.leaderboard.rescore import Rescorer, tree_mismatches, validate_board
+from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.identifiers import identifier_problem, path_under
+from kbench.leaderboard.rescorer import Rescorer, tree_mismatches, validate_board
 from kbench.leaderboard.schema import parse_verification, seed_inconsistencies
 from kbench.leaderboard.store import VERIFICATION_FILE, first_seed, load_dataset, read_entries
-from kbench.leaderboard.transfer import TRANSFER_FOLDER, k_label, stale_reason
-from kbench.prediction_files import read_predictions, sha256_bytes
-from kbench.records import EvaluationResult
+from kbench.leaderboard.transfer_track import TRANSFER_FOLDER, k_label, stale_reason
+from kbench.scoring.prediction_files import read_predictions, sha256_bytes
+from kbench.scoring.records import EvaluationResult
 
 #: where the raw inputs of the board's GPU re-timings are kept, relative to the leaderboard's parent
 RAW_FOLDER = "raw"

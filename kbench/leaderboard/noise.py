@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.dataset import Dataset
-from kbench.evaluate import Evaluator
+from kbench.data.dataset import Dataset
 from kbench.leaderboard.policy import PRIMARY_METRIC
 from kbench.leaderboard.schema import SubmissionMeta
 from kbench.leaderboard.store import Entry
-from kbench.repeatability import run_pairs
+from kbench.scoring.evaluate import Evaluator
+from kbench.sources.repeatability import run_pairs
 
 NOISE_METHOD = "noise-ceiling"
 NOISE_DESCRIPTION = ("ceiling under measurement noise: the first measurement's kernel order scored against a "

@@ -28,10 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.environment import code_path, cpu_description, environment, method_modules
-from kbench.errors import KbenchInputError, suggest
-from kbench.evaluate import Evaluator, sha256_bytes
-from kbench.identifiers import path_under
+from kbench.core.errors import KbenchInputError, suggest
+from kbench.core.identifiers import path_under
+from kbench.core.version import __version__
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 from kbench.leaderboard.schema import SubmissionMeta, parse_meta, record_problems
 from kbench.leaderboard.store import (
@@ -44,9 +43,10 @@ from kbench.leaderboard.store import (
     seed_predictions_parquet,
     write_entry,
 )
-from kbench.prediction_files import read_predictions
-from kbench.records import EvaluationResult, SeedSummary, _mean_std, aggregate_seeds
-from kbench.version import __version__
+from kbench.scoring.environment import code_path, cpu_description, environment, method_modules
+from kbench.scoring.evaluate import Evaluator, sha256_bytes
+from kbench.scoring.prediction_files import read_predictions
+from kbench.scoring.records import EvaluationResult, SeedSummary, _mean_std, aggregate_seeds
 
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 DEFAULT_DATASET = "mi100"

@@ -23,13 +23,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kbench.errors import KbenchInputError, read_json_object
-from kbench.identifiers import IDENTIFIER_PATTERN, identifier_problem
+from kbench.core.errors import KbenchInputError, read_json_object
+from kbench.core.identifiers import IDENTIFIER_PATTERN, identifier_problem
 from kbench.leaderboard.datasets import load_dataset
 from kbench.leaderboard.gpu_names import gpu_problem
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
-from kbench.prediction_files import sha256_bytes
-from kbench.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
+from kbench.scoring.prediction_files import sha256_bytes
+from kbench.scoring.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
 
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.schema.json",
@@ -38,7 +38,7 @@ SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.
 RECORD_TYPES = {"kbench.evaluation": ("result", EvaluationResult),
                 "kbench.tuning-evaluation": ("tuning-result", TuningResult)}
 META_SCHEMA_VERSION = 1
-METHOD_PATTERN = IDENTIFIER_PATTERN  # a method id is a folder name: kbench.identifiers' rule
+METHOD_PATTERN = IDENTIFIER_PATTERN  # a method id is a folder name: kbench.core.identifiers' rule
 URL_PATTERN = r"^https?://[^\s]+$"
 # code: a URL, or a path inside the kbench repository (baselines/xgboost.py)
 CODE_PATTERN = r"^(https?://[^\s]+|[A-Za-z0-9_][A-Za-z0-9_./-]*)$"

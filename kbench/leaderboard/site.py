@@ -10,7 +10,7 @@ Site layout (works from the file system and any static host; no CDN)::
     site/index.html             every dataset and split: tables and plots
     site/<dataset>.html         one page per dataset: facts, tables, plots, its data card
     site/assets/style.css, site/assets/sort.js, site/assets/filter.js
-    site/boards/<dataset>-<split>.{csv,json}   each table's rows with the stored figures (board_extras)
+    site/boards/<dataset>-<split>.{csv,json}   each table's rows with the stored figures (table_extras)
     site/plots/<dataset>-<split>-{lop-cdf,speedup-direction,accuracy-latency,best-of-k,learning-curve}.svg
     site/data_cards/<dataset>.md
 """
@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kbench.errors import KbenchError, KbenchInputError
-from kbench.escaping import markdown_cell, markdown_prose
-from kbench.evaluate import Evaluator
-from kbench.leaderboard import markdown, plots, selection
+from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.escaping import markdown_cell, markdown_prose
+from kbench.leaderboard import markdown, plots, practitioner_table
 from kbench.leaderboard.assets import FILTER_JS, SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (
     Board,
@@ -43,7 +42,11 @@ from kbench.leaderboard.board import (
     fmt_x,
     md_text,
 )
-from kbench.leaderboard.board_extras import (
+from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
+from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
+from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
+from kbench.leaderboard.store import Entry, atomic_write_bytes, load_dataset, read_entries
+from kbench.leaderboard.table_extras import (
     LEARNING_CURVE,
     REPORTED,
     board_files,
@@ -62,12 +65,9 @@ from kbench.leaderboard.board_extras import (
     selector_note,
     tools_html,
 )
-from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
-from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
-from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
-from kbench.leaderboard.store import Entry, atomic_write_bytes, load_dataset, read_entries
-from kbench.leaderboard.transfer import transfer_html, transfer_markdown
-from kbench.records import TuningResult
+from kbench.leaderboard.transfer_track import transfer_html, transfer_markdown
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.records import TuningResult
 
 SITE_MARKER = ".kbench-site"
 ROLE_ORDER = {"ceiling": 0, "floor": 1}
@@ -185,7 +185,7 @@ def draw_plots(board: Board, plot_dir: Path) -> dict[str, bytes]:
                f"log scale) on {where}; up and to the left is better. {text}.")
         board.plots.append((name, title, alt))
     # 4. best of the first K: the best entry against each reference heuristic's own order
-    best_of = selection.plot(board)
+    best_of = practitioner_table.plot(board)
     if best_of:
         name, title, alt, out[name] = best_of
         board.plots.append((name, title, alt))
@@ -322,7 +322,7 @@ def board_html(board: Board, repo_prefix: str | None, heading: str = "h3", detai
              f"{len(board.refs)} reference row(s); {n}.</p>",
              tools_html(board), table_html(board, repo_prefix)]
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
-    parts.append(selection.section_html(board))
+    parts.append(practitioner_table.section_html(board))
     parts.append(plots_html(board))
     parts.append(details_html(board, repo_prefix) if details else "")
     return "\n".join(p for p in parts if p)
@@ -498,7 +498,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
            BOUND_TEXT, "", ONE_SEED_TEXT, "", RESCORED_TEXT, "",
-           "Under each table, the best entry beside each reference heuristic's own order: " + selection.TEXT, "",
+           "Under each table, the best entry beside each reference heuristic's own order: " + practitioner_table.TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]
     for board in boards:
@@ -507,7 +507,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
         if board.dataset in cards:
             out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
         out += [markdown_table(board, "../"), ""]
-        practice = selection.markdown(board)
+        practice = practitioner_table.markdown(board)
         if practice:
             out += [practice, ""]
         out += [f"_{markdown_prose(x)}_" for x in board.notes] + ([""] if board.notes else [])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbench.metrics import score_rankings
+from kbench.scoring.metrics import score_rankings
 
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 0

@@ -23,15 +23,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator
-from kbench.identifiers import check_identifier, path_under
+from kbench.core.errors import KbenchInputError
+from kbench.core.identifiers import check_identifier, path_under
+from kbench.core.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 from kbench.leaderboard.datasets import _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset  # noqa: F401  (re-exported: the store's public names)
 from kbench.leaderboard.schema import GENERATED, PREDS_FILE, parse_meta, parse_record, parse_verification
-from kbench.metrics import DEEPEST, lean_rows
-from kbench.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
-from kbench.prediction_files import read_predictions, sha256_bytes
-from kbench.records import EvaluationResult
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.metrics import DEEPEST, lean_rows
+from kbench.scoring.prediction_files import read_predictions, sha256_bytes
+from kbench.scoring.records import EvaluationResult
 
 DEFAULT_ROOT = Path("leaderboard")
 
@@ -196,7 +196,7 @@ def write_entry(root: Path, record: EvaluationResult, meta, preds_parquet: bytes
     record.predictions.path = PREDS_FILE
     record.predictions.sha256 = sha256_bytes(preds_parquet)
     atomic_write_bytes(folder / PREDS_FILE, preds_parquet)
-    (folder / "preds.csv.gz").unlink(missing_ok=True)  # the single-seed file of earlier layouts
+    (folder / "preds.csv.gz").unlink(missing_ok=True)  # a single-seed predictions file: PREDS_FILE replaces it
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2) + "\n")
     atomic_write_text(folder / "result.json", record_json(record))
     return folder

@@ -4,7 +4,7 @@ The predictions of every seed the record lists must be given: a ``preds.parquet`
 leaderboard stores it (a ``seed`` column), or one CSV per seed as ``kbench run`` writes them
 (``seed-<k>/preds.csv.gz`` beside the record; the record's own ``predictions.path`` stands for
 its first seed). Every seed is re-scored and every stored figure compared
-(:mod:`kbench.leaderboard.rescore`); the entry is written atomically under a lock, so two
+(:mod:`kbench.leaderboard.rescorer`); the entry is written atomically under a lock, so two
 submits never interleave.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.evaluate import Evaluator
-from kbench.leaderboard.rescore import Rescorer
+from kbench.core.errors import KbenchInputError
+from kbench.core.version import __version__
+from kbench.leaderboard.rescorer import Rescorer
 from kbench.leaderboard.schema import dataset_problems, parse_meta, parse_record, record_problems
 from kbench.leaderboard.store import (
     DEFAULT_ROOT,
@@ -30,9 +30,9 @@ from kbench.leaderboard.store import (
     seed_predictions_parquet,
     write_entry,
 )
-from kbench.prediction_files import read_predictions
-from kbench.records import TuningResult
-from kbench.version import __version__
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.prediction_files import read_predictions
+from kbench.scoring.records import TuningResult
 
 #: where ``kbench run`` writes a seed's predictions, relative to the all-seeds record
 SEED_PREDS = "seed-{seed}/preds.csv.gz"

@@ -31,7 +31,7 @@ so and run with ``PaddingH=0``), and the cuDNN reference was run the same way
 therefore keyed as the padding-free convolution that was measured:
 ``pad = 0``, input ``x = (y-1)*stride + R``; for a "same"-padded network layer
 that is the layer's input plus its padding. ``problem_id`` is the MIOpen key of
-that convolution (:func:`kbench.problem.to_miopen_key`).
+that convolution (:func:`kbench.sources.problem.to_miopen_key`).
 
 Candidates. A kernel is a schema plus a tile configuration; its id keeps the
 source's column names (``RS_TK2_TH7_TW7_BK32_BH4_BW1_CM8``,
@@ -70,11 +70,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.dataset_files import DATASET_VERSION, REPO_ROOT, split_sizes, write_dataset
-from kbench.errors import KbenchInputError, suggest
-from kbench.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, to_miopen_key
+from kbench.core.errors import KbenchInputError, suggest
 from kbench.sources.cnnopt_features import GPU_SPECS
-from kbench.splits import assign_networks_split
+from kbench.sources.dataset_files import DATASET_VERSION, REPO_ROOT, split_sizes, write_dataset
+from kbench.sources.problem import PROBLEM_COLUMNS, geometry_ids, output_size_status, to_miopen_key
+from kbench.sources.splits import assign_networks_split
 
 #: HPCRL/AE-PACT commit the raw files come from.
 SOURCE_COMMIT = "7e118b5e7827ffa1254cc681a2c98f2dac67f92d"
@@ -132,7 +132,7 @@ REFERENCE_ALL = "cudnn8.2_best_any"
 #: Network names of the cuDNN profile prefixes (``cres3`` -> ResNet-18 layer res3).
 NETWORKS = {"res": "ResNet-18", "yolo": "YOLO-9000", "defo": "DefoNet"}
 #: The standard split (test = the benchmark layers, as in the paper), built by
-#: :func:`kbench.splits.assign_networks_split` like the AMD datasets' ``networks`` split.
+#: :func:`kbench.sources.splits.assign_networks_split` like the AMD datasets' ``networks`` split.
 SPLIT_NAME = "networks"
 _NS_PER = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}  # -> ms
 _REG_RE = re.compile(r"^Reg\.timesForProblem(\d+)x(\d+)x(\d+)_(\d+)_(\d+)\.csv(\.gz)?$")
@@ -568,7 +568,7 @@ def convert_tiles(gpu: str, raw_dir: str | Path | None = None) -> tuple[dict[str
     problems = _name_benchmark_layers(problems, layers, raw, report)
 
     # splits: the project's ``networks`` split with the benchmark layers as the network layers:
-    # test = layers, train/valid = random problems by the grouped stable hash of kbench.splits
+    # test = layers, train/valid = random problems by the grouped stable hash of kbench.sources.splits
     splits = pd.DataFrame({
         "problem_id": problems["problem_id"],
         SPLIT_NAME: assign_networks_split(problems, problems[problems["role"] == "layer"]).to_numpy(),
@@ -620,7 +620,7 @@ CENSORING_TEXT = (
 
 
 def dataset_spec(gpu: str) -> dict:
-    """The fields of a tile dataset's :class:`kbench.registry.DatasetSpec` (the registry registers it)."""
+    """The fields of a tile dataset's :class:`kbench.data.registry.DatasetSpec` (the registry registers it)."""
     gpu = resolve_gpu(gpu)
     spec = GPU_SPECS[gpu]
     return dict(
@@ -635,7 +635,7 @@ def dataset_spec(gpu: str) -> dict:
 
 
 def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
-    """Manifest information of a tile dataset, with the keys of :func:`kbench.build.spec_info`."""
+    """Manifest information of a tile dataset, with the keys of :func:`kbench.data.build.spec_info`."""
 
     spec = dataset_spec(gpu)
     cleaning = {k: v for k, v in report.items() if k != "files"}
@@ -652,7 +652,7 @@ def dataset_info(gpu: str, report: dict, splits: pd.DataFrame) -> dict:
 
 
 def write_tiles_dataset(gpu: str, out_dir: str | Path, raw_dir: str | Path | None = None) -> dict:
-    """Convert and write one tile dataset with :func:`kbench.dataset_files.write_dataset`; returns the manifest."""
+    """Convert and write one tile dataset with :func:`kbench.sources.dataset_files.write_dataset`; returns the manifest."""
 
     tables, report = convert_tiles(gpu, raw_dir)
     return write_dataset(out_dir, tables, dataset_info(gpu, report, tables["splits"]))

@@ -11,8 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.dataset_files import REPO_ROOT
-from kbench.problem import parse_miopen_keys
 from kbench.sources.cnnopt import (
     CITATION,
     GPUS,
@@ -26,6 +24,8 @@ from kbench.sources.cnnopt import (
     resolve_gpu,
 )
 from kbench.sources.cnnopt_features import GPU_SPECS
+from kbench.sources.dataset_files import REPO_ROOT
+from kbench.sources.problem import parse_miopen_keys
 
 
 def _fmt(x: float, digits: int = 4) -> str:

@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError, suggest
+from kbench.core.errors import KbenchInputError, suggest
 
 #: Threads in a warp (all NVIDIA GPUs).
 WARP_SIZE = 32

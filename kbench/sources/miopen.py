@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.problem import parse_miopen_keys
+from kbench.core.errors import KbenchInputError
+from kbench.sources.problem import parse_miopen_keys
 
 #: MIOpen's export keeps this many solvers per problem; a full list is censored.
 FINDDB_MAX_ENTRIES = 4

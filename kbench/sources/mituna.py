@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.errors import KbenchInputError
-from kbench.problem import expected_output_size
+from kbench.core.errors import KbenchInputError
+from kbench.sources.problem import expected_output_size
 
 #: MIOpenDriver conv flags: short flag -> (column, default) (driver/conv_driver.hpp AddCmdLineArgs).
 DRIVER_FLAGS = {

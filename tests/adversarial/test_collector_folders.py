@@ -17,14 +17,14 @@ import pytest
 from advkit import adversarial
 from collect_fakes import HERE, RAW_SAMPLE, ReplayCollector, SyntheticCollector, replay_problems_csv, write_problems_csv
 
-from kbench.collect import cudnn as C
-from kbench.collect import package as P
-from kbench.collect import writer as W
-from kbench.collect.cudnn import run as collect_run
-from kbench.collect.lock import PID_LOCK, FolderLock, holder
-from kbench.collect.merge import merge
-from kbench.collect.shard import Shard
-from kbench.errors import KbenchInputError
+from kbench.collect.measure import cudnn as C
+from kbench.collect.measure.cudnn import run as collect_run
+from kbench.collect.packaging import package as P
+from kbench.collect.raw_store import writer as W
+from kbench.collect.raw_store.lock import PID_LOCK, FolderLock, holder
+from kbench.collect.raw_store.merge import merge
+from kbench.collect.raw_store.shard import Shard
+from kbench.core.errors import KbenchInputError
 
 ROOT = HERE.parents[1]
 
@@ -106,7 +106,7 @@ SLOW_COLLECTOR = """
 import sys
 sys.path.insert(0, {here!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 C.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda o: SyntheticCollector(delay_s=0.3))
 """
 
@@ -139,7 +139,7 @@ def test_second_collector_on_the_same_folder_is_refused(tmp_path, capsys):
 @adversarial("collector", "accepted", fixed=True)
 def test_lock_of_a_killed_collector_is_gone(tmp_path):
     holder_proc = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from kbench.collect.lock import FolderLock; "
+        "import sys, time; from kbench.collect.raw_store.lock import FolderLock; "
         f"FolderLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)")],
         env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, text=True)
     assert holder_proc.stdout.readline().strip() == "held"
@@ -276,7 +276,7 @@ def test_merge_refuses_busy_inputs_and_existing_output(two_shard_root, tmp_path)
 
 @adversarial("collector", "accepted")
 def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, tmp_path, monkeypatch):
-    from kbench.collect import merge as M
+    from kbench.collect.raw_store import merge as M
     root, _ = two_shard_root
     monkeypatch.setattr(M, "CHUNK", 5)
     report = merge([root], tmp_path / "m")

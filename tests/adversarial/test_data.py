@@ -15,8 +15,8 @@ import pytest
 from advkit import adversarial, case, refused
 
 import kbench
-from kbench import dataset as dataset_module
-from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError
+from kbench.core.errors import DataIntegrityError, KbenchError, KbenchInputError
+from kbench.data import dataset as dataset_module
 
 pytest.importorskip("huggingface_hub")
 import huggingface_hub.constants as hf_constants  # noqa: E402
@@ -100,7 +100,7 @@ def hub_env(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     """A 120-problem slice of mi300x as a dataset folder."""
-    from kbench.build import split_sizes, write_dataset
+    from kbench.data.build import split_sizes, write_dataset
     ds = kbench.load("mi300x")
     sub = ds.subset(ds.problems["problem_id"].iloc[:120])
     info = {k: v for k, v in ds.manifest.items() if k not in ("files", "checksum", "kbench_schema",

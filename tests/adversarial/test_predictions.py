@@ -20,11 +20,11 @@ from advkit import adversarial, case, refused, snapshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbench import evaluate as evaluate_module
-from kbench import prediction_files as prediction_files_module
 from kbench.cli import main
-from kbench.errors import KbenchError
-from kbench.evaluate import Evaluator
+from kbench.core.errors import KbenchError
+from kbench.scoring import evaluate as evaluate_module
+from kbench.scoring import prediction_files as prediction_files_module
+from kbench.scoring.evaluate import Evaluator
 
 DATASET = ["-d", "mi300x", "--no-reference", "-q"]
 REPO = Path(__file__).resolve().parents[2]

@@ -111,7 +111,7 @@ def test_a_wrong_dataset_version(capsys, run_dir, tmp_path):
 
 @adversarial("submissions", "error")
 def test_claimed_metrics_that_the_predictions_do_not_give(capsys, run_dir, tmp_path):
-    from kbench.records import EvaluationResult, aggregate_seeds
+    from kbench.scoring.records import EvaluationResult, aggregate_seeds
     recs = []
     for seed in range(5):
         rec = EvaluationResult.model_validate_json((run_dir / f"seed-{seed}" / "result.json").read_text())

@@ -20,17 +20,17 @@ import pytest
 from advkit import adversarial, refused, snapshot
 
 from kbench.cli import main
-from kbench.collect.merge import merge
-from kbench.collect.writer import compact
-from kbench.dataset import read_dataset_folder
-from kbench.errors import DataIntegrityError, KbenchInputError
-from kbench.evaluate import Evaluator
-from kbench.leaderboard.rescore import validate_board
+from kbench.collect.raw_store.merge import merge
+from kbench.collect.raw_store.writer import compact
+from kbench.core.errors import DataIntegrityError, KbenchInputError
+from kbench.core.output_files import atomic_write_text
+from kbench.data.dataset import read_dataset_folder
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit
-from kbench.output_files import atomic_write_text
-from kbench.prediction_files import MAX_COLUMNS
-from kbench.records import EvaluationResult, aggregate_seeds
+from kbench.scoring.evaluate import Evaluator
+from kbench.scoring.prediction_files import MAX_COLUMNS
+from kbench.scoring.records import EvaluationResult, aggregate_seeds
 
 REPO = Path(__file__).resolve().parents[2]
 SHARDS = REPO / "tests" / "collect" / "fixtures" / "two_shards"
@@ -245,7 +245,7 @@ def test_concurrent_writers_of_one_output_never_leave_it_torn(tmp_path):
 @pytest.fixture
 def tuning_preds(tmp_path):
     """A valid mi50-tuning predictions file: the test part's targets of ConvAsm1x1U."""
-    from kbench.dataset import load
+    from kbench.data.dataset import load
     ds = load("mi50-tuning")
     ids = set(ds.split("random")["test"])
     targets = ds.targets[(ds.targets["solver"] == "ConvAsm1x1U") & ds.targets["problem_id"].isin(ids)]
@@ -428,7 +428,7 @@ def test_merge_an_unreadable_env_jsonl(capsys, shards, tmp_path, content):
 
 
 def test_the_card_lists_each_runs_setting_where_runs_differ():
-    from kbench.collect.card import settings_rows
+    from kbench.collect.packaging.card import settings_rows
     env = pd.DataFrame([{"run_id": "a", "phase": "start", "torch_allow_tf32_cudnn": True},
                         {"run_id": "b", "phase": "start", "torch_allow_tf32_cudnn": False,
                          "tensor_strides": "pytorch"}])
@@ -453,7 +453,7 @@ def _cached_file(cache: Path, name: str, data: bytes, blob_name: str | None = No
 
 @adversarial("data", "error", fixed="42")
 def test_hub_cleanup_never_deletes_outside_the_cache(tmp_path, monkeypatch):
-    from kbench.hub_download import _check_file
+    from kbench.data.hub_download import _check_file
     monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "cache"))
     outside = tmp_path / "precious.parquet"
     outside.write_bytes(b"the user's own file")
@@ -469,7 +469,7 @@ def test_hub_cleanup_never_deletes_outside_the_cache(tmp_path, monkeypatch):
 def test_hub_cleanup_keeps_a_file_that_verifies(tmp_path, monkeypatch):
     """One corrupted hash in kbench_manifest.json deleted the good cached blob; a blob that matches its
     content address is what the Hub sent, so it is kept and the manifest blamed."""
-    from kbench.hub_download import _check_file
+    from kbench.data.hub_download import _check_file
     monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "cache"))
     data = b"good parquet bytes"
     link = _cached_file(tmp_path / "cache" / "hub", "data.parquet", data)
@@ -518,7 +518,7 @@ def test_a_dataset_checksum_edited_alone(tmp_path):
 
 def test_the_dataset_checksum_is_recomputed_from_the_file_hashes():
     """Hand-worked: sha256 over 'name:sha256' of each file, in name order."""
-    from kbench.dataset_files import dataset_checksum
+    from kbench.sources.dataset_files import dataset_checksum
     files = {"b.parquet": {"sha256": "22"}, "a.parquet": {"sha256": "11"}}
     assert dataset_checksum(files) == hashlib.sha256(b"a.parquet:11b.parquet:22").hexdigest()
 

@@ -19,12 +19,12 @@ import pytest
 from advkit import adversarial, case, refused, snapshot
 
 from kbench.cli import main
-from kbench.dataset import read_dataset_folder
-from kbench.dataset_files import PACKAGE_DATA, dataset_checksum
-from kbench.errors import DataIntegrityError, KbenchInputError
-from kbench.escaping import csv_cell, markdown_cell, safe_href
-from kbench.identifiers import check_identifier, confined_path, path_under
+from kbench.core.errors import DataIntegrityError, KbenchInputError
+from kbench.core.escaping import csv_cell, markdown_cell, safe_href
+from kbench.core.identifiers import check_identifier, confined_path, path_under
+from kbench.data.dataset import read_dataset_folder
 from kbench.leaderboard.site import build
+from kbench.sources.dataset_files import PACKAGE_DATA, dataset_checksum
 
 REPO = Path(__file__).resolve().parents[2]
 FIXED = "62"
@@ -168,7 +168,13 @@ def test_escaping_for_each_medium():
 
 def _verification(gpu: str, method: str = "toy-model"):
     """A made-up GPU re-timing record of a toy entry (the board renders it; validate would refuse it)."""
-    from kbench.records import DatasetRef, PredictionsRef, SpeedupFigures, VerificationFigures, VerificationRecord
+    from kbench.scoring.records import (
+        DatasetRef,
+        PredictionsRef,
+        SpeedupFigures,
+        VerificationFigures,
+        VerificationRecord,
+    )
     one = SpeedupFigures(problems=12, speedup_geomean=1.0625, speedup_total=1.0625, oracle_speedup_geomean=1.125,
                          slowdown_vs_oracle_geomean=1.05, choice_is_mode_a=0.25)
     figs = VerificationFigures(overall=one, by_direction={"F": one}, by_dtype={"FP32": one})
@@ -314,7 +320,7 @@ def test_confined_path_refuses_what_leaves_its_root(tmp_path):
 @adversarial("data", "error", fixed=FIXED)
 def test_a_damaged_hub_format_field(monkeypatch, tmp_path):
     """A malformed `kbench_hub_format` or file entry in kbench_manifest.json gave a traceback."""
-    from kbench import hub_download
+    from kbench.data import hub_download
     manifest = tmp_path / "snap" / "kbench_manifest.json"
     manifest.parent.mkdir()
     for doc in ({"kbench_hub_format": "one", "files": {}}, {"kbench_hub_format": 1, "files": {"data/x": 3}}):
@@ -550,7 +556,7 @@ def transfer_copy(tmp_path) -> Path:
 
 def transfer_check(path: Path) -> list[str]:
     from kbench.leaderboard.integrity import transfer_record_problems
-    from kbench.leaderboard.rescore import Rescorer
+    from kbench.leaderboard.rescorer import Rescorer
     return transfer_record_problems(path, Rescorer())
 
 
@@ -578,7 +584,7 @@ def test_a_tampered_transfer_record(transfer_copy, change):
 
 @adversarial("submissions", "accepted", fixed=FIXED)
 def test_a_transfer_method_name_is_escaped_in_the_readme(tmp_path):
-    from kbench.leaderboard.transfer import transfer_markdown
+    from kbench.leaderboard.transfer_track import transfer_markdown
     folder = tmp_path / "transfer" / "mi100-to-mi300x" / "target-xgboost"
     shutil.copytree(TRANSFER, folder)
     edit_json(folder / "kfull.json", lambda d: d.update(method="x | y\n| z <b>"))
@@ -595,7 +601,7 @@ STALE_LIMIT = ("a transfer record scored on a dataset version that is no longer 
 @adversarial("submissions", "error", fixed=FIXED, limit=STALE_LIMIT)
 def test_a_transfer_record_of_another_dataset_version_is_marked_stale(tmp_path):
     from kbench.leaderboard.integrity import STALE_MARK
-    from kbench.leaderboard.transfer import transfer_markdown
+    from kbench.leaderboard.transfer_track import transfer_markdown
     folder = tmp_path / "transfer" / "mi100-to-mi300x" / "target-xgboost"
     shutil.copytree(TRANSFER, folder)
     edit_json(folder / "kfull.json", lambda d: d["dataset"].update(checksum="0" * 64, version="0.9.0"))
@@ -608,7 +614,7 @@ def test_a_transfer_record_of_another_dataset_version_is_marked_stale(tmp_path):
 @pytest.fixture(scope="module")
 def tied_long_form():
     """mi300x random test predictions in long form, every kernel of a problem with one of two scores."""
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     ev = Evaluator("mi300x", split="random", reference=None)
     rt = ev.dataset.runtimes
     rt = rt[rt["problem_id"].isin(set(ev.ids))][["problem_id", "kernel"]].reset_index(drop=True)
@@ -859,7 +865,7 @@ def test_merge_a_run_without_its_start_line(capsys, shards, tmp_path):
 
 @adversarial("collector", "error", fixed=FIXED)
 def test_merge_problems_without_a_key(capsys, shards, tmp_path):
-    from kbench.collect.writer import compact
+    from kbench.collect.raw_store.writer import compact
     compact(shards / "shard-0-of-2")
     problems = sorted((shards / "shard-0-of-2").glob("problems-*.parquet"))[0]
     frame = pd.read_parquet(problems)
@@ -881,7 +887,7 @@ def test_merge_out_under_a_file_leaves_nothing_behind(capsys, shards, tmp_path):
 def test_merge_out_on_a_read_only_folder(capsys, shards, tmp_path, monkeypatch):
     """A read-only folder for `merge --out` (simulated: the tests run as root): exit 1, one message, no
     `.merging-PID` copy left behind."""
-    from kbench.collect import merge as merge_module
+    from kbench.collect.raw_store import merge as merge_module
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system")

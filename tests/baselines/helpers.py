@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench.dataset import Dataset
-from kbench.problem import parse_miopen_keys
+from kbench.data.dataset import Dataset
+from kbench.sources.problem import parse_miopen_keys
 
 
 def small_subset(ds, split: str = "random", n_train: int = 2500, n_valid: int = 400, n_test: int = 800,

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from kbench.build import write_dataset
 from kbench.cli import main
-from kbench.records import EvaluationResult
+from kbench.data.build import write_dataset
+from kbench.scoring.records import EvaluationResult
 from tests.baselines.helpers import small_subset
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.errors import KbenchInputError
-from kbench.problem import parse_miopen_keys, to_miopen_key
+from kbench.core.errors import KbenchInputError
+from kbench.sources.problem import parse_miopen_keys, to_miopen_key
 from kbench_baselines.features import Standardizer, dtype_bytes, problem_features
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines import BASELINES, get_baseline
 from kbench_baselines.base import (
     Baseline,
@@ -83,7 +83,7 @@ def test_unknown_ids_are_an_input_error(small, fitted):
 
 
 def test_oracle_scores_lop_zero(small, parts, fitted):
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     res = Evaluator(small, split="random", part="test", reference=None)(fitted["oracle"].predict(small, parts["test"]))
     o = res.metrics["overall"]
     assert o["top1"] == 1.0 and o["lop_mean"] == 0.0 and o["lop_max"] == 0.0 and o["geomean_slowdown"] == 1.0

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kbench
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.sources.cnnopt_features import FEATURE_COLUMNS, PROBLEM_INPUTS, TILE_INPUTS
 from kbench_baselines.base import BASELINES, Baseline, discover, get_baseline, load_safetensors
 from kbench_baselines.hybrid_rf import TreeEnsemble, floor_float32, interleave_key, rank_long, tile_order

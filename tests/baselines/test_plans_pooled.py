@@ -9,7 +9,7 @@ import pytest
 
 import kbench_baselines.plans_pooled as plans_pooled
 import kbench_baselines.pooled as pooled
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines import get_baseline
 from kbench_baselines.plans_pooled import DEVICE_COLUMNS, device_spec_columns, pooled_view, tagged
 from tests.baselines.helpers import small_subset
@@ -23,7 +23,8 @@ def test_manifests_carry_the_collectors_device_spec():
     sys.path.insert(0, str(REPO / "tools" / "collect"))
     import manifest_device_spec as tool
     paths = tool.collected_manifests()
-    assert {p.parent.name for p in paths} == {"h100", "h100-pytorch", "h200", "h200-pytorch"}
+    assert {p.parent.name for p in paths} == {"h100", "h100-pytorch", "h200", "h200-pytorch", "h200-3d",
+                                              "h200-3d-pytorch"}
     for path in paths:
         manifest = json.loads(path.read_text())
         assert manifest["device_spec"] == tool.spec_of(manifest)
@@ -32,6 +33,15 @@ def test_manifests_carry_the_collectors_device_spec():
     # the cards say so too: 132 SMs each, L2 50 and 60 MiB
     assert h100["sm_count"] == h200["sm_count"] == 132
     assert (h100["l2_bytes"], h200["l2_bytes"]) == (50 * 2**20, 60 * 2**20)
+
+
+def test_siblings_keep_2d_sets_apart_and_give_a_3d_set_its_gpus_2d_set():
+    import kbench
+    from kbench_baselines.pooled import sibling_names
+    assert sibling_names(kbench.load("h200")) == ["h100", "h200"]
+    assert sibling_names(kbench.load("h200", variant="pytorch")) == ["h100-pytorch", "h200-pytorch"]
+    assert sibling_names(kbench.load("h200-3d")) == ["h200", "h200-3d"]
+    assert sibling_names(kbench.load("h200-3d", variant="pytorch")) == ["h200-pytorch", "h200-3d-pytorch"]
 
 
 def test_device_spec_columns_and_a_missing_spec():

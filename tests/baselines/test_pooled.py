@@ -73,7 +73,7 @@ def test_leave_out_trains_on_no_target_row_and_subsets_scale_siblings(two_gpus):
 
 
 def test_train_ids_outside_a_standard_split_are_an_input_error(two_gpus):
-    from kbench.errors import KbenchInputError
+    from kbench.core.errors import KbenchInputError
     target, _ = two_gpus
     parts = target.split("random")
     with pytest.raises(KbenchInputError, match="standard"):

@@ -14,8 +14,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.dataset import Dataset
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
+from kbench.data.dataset import Dataset
 from kbench_baselines.base import BASELINES, Baseline, KernelSpace, discover, runtime_matrix
 from kbench_baselines.reformer import (
     PAPER_N_PARAMETERS,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbench import selector
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines import get_baseline
 from kbench_baselines.features import problem_features
 from tests.baselines.helpers import small_subset

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbench.errors import KbenchInputError
-from kbench.tuning.grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
+from kbench.core.errors import KbenchInputError
+from kbench.sources.tuning_grammar import ASM1X1U_PARAMS, CONV_ASM_1X1U
 from kbench_baselines.seq2seq import (
     CandidateSpace,
     GrammarSpace,

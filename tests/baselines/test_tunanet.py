@@ -122,7 +122,7 @@ def test_backward_keys_get_true_x_y_features():
     must equal those of the forward key of the same convolution except for
     the Direction code.
     """
-    problem_mod = pytest.importorskip("kbench.problem")
+    problem_mod = pytest.importorskip("kbench.sources.problem")
     keys = pd.Series([
         "64-56-56-3x3-128-28-28-32-1x1-2x2-1x1-0-NCHW-FP32-F",   # x: 64x56x56, y: 128x28x28
         "128-28-28-3x3-64-56-56-32-1x1-2x2-1x1-0-NCHW-FP32-B",   # same conv: in = dy, out = dx

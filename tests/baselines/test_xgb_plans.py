@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench_baselines import get_baseline
 from kbench_baselines.base import Baseline
 from kbench_baselines.features import KNOB_ABSENT

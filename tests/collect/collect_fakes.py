@@ -1,6 +1,6 @@
 """Stand-ins for the GPU part of ``kbench collect cudnn`` (no CUDA here, none in CI).
 
-:func:`kbench.collect.cudnn.run.collect` takes ``make_collector``; these classes
+:func:`kbench.collect.measure.cudnn.run.collect` takes ``make_collector``; these classes
 have the methods it calls (``warm_up``, ``env``, ``measure``), so everything
 around the GPU (sharding, journal, batches, lock, resume) runs for real.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.collect.cudnn import GEOMETRY, FatalCudaError
-from kbench.collect.writer import load_env, load_records
+from kbench.collect.measure.cudnn import GEOMETRY, FatalCudaError, geometry_of, spatial_dims
+from kbench.collect.raw_store.writer import load_env, load_records
 
 HERE = Path(__file__).resolve().parent
 RAW_SAMPLE = HERE / "fixtures" / "raw_sample"
@@ -53,7 +53,8 @@ class SyntheticCollector:
         if self.log is not None:
             with open(self.log, "a") as fh:
                 fh.write(p["key"] + "\n")
-        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *GEOMETRY)}
+        rank = ("spatial_dims",) if spatial_dims(p) == 3 else ()  # a 3D problem's record says so
+        rec = {k: p[k] for k in ("key", "direction", "dtype", "layout", *geometry_of(p), *rank)}
         rec.update(status="ok", error="", t_total_s=self.delay_s)
         return rec, [{"plan": "eng0", "coarse_ms": 1.0}]
 
@@ -157,7 +158,7 @@ class SimulatedGpu:
 
 
 class SimulatedCollector:
-    """The parts of :class:`kbench.collect.cudnn.collector.CudnnCollector` that ``kbench verify-on-gpu``
+    """The parts of :class:`kbench.collect.measure.cudnn.collector.CudnnCollector` that ``kbench verify-on-gpu``
     uses, on a :class:`SimulatedGpu`.
 
     ``ms``: plan name (or ``"torch"`` for PyTorch's own convolution) -> milliseconds per run.
@@ -169,8 +170,8 @@ class SimulatedCollector:
     def __init__(self, ms: dict, table_plans: list[str], live_lists: dict | None = None):
         import types
 
-        from kbench.collect.cudnn import NOTE_NAMES
-        from kbench.collect.cudnn.timing import PlanTiming
+        from kbench.collect.measure.cudnn import NOTE_NAMES
+        from kbench.collect.measure.cudnn.timing import PlanTiming
         self.gpu = SimulatedGpu()
         self.torch = self.gpu.torch
         self.stream = types.SimpleNamespace(synchronize=lambda: None)

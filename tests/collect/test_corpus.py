@@ -3,8 +3,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect import corpus
-from kbench.problem import expected_output_size
+from kbench.collect.measure import corpus
+from kbench.sources.problem import expected_output_size
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

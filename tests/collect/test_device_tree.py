@@ -1,4 +1,4 @@
-"""``kbench/collect/device_tree.sh``: thinning the tree for a GPU-machine call loses nothing.
+"""``tools/device/device_tree.sh``: thinning the tree for a GPU-machine call loses nothing.
 
 The script runs on a small git repository laid out like kbench's: 'out' must leave exactly the
 collector's needs (code, corpora, the datasets named), 'size' must count what would travel, and
@@ -9,12 +9,12 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from kbench.dataset_files import REPO_ROOT
+from kbench.sources.dataset_files import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "kbench" / "collect" / "device_tree.sh"
+SCRIPT = REPO_ROOT / "tools" / "device" / "device_tree.sh"
 FILES = {  # path -> content; sizes differ so that 'size' sums can be checked by hand
     "README.md": b"k" * 10,
-    "kbench/collect/run_on_device.sh": b"#!" * 50,
+    "tools/device/run_on_device.sh": b"#!" * 50,
     "kbench/datasets/h200/runtimes.parquet": b"h" * 300,
     "kbench/datasets/mi100/runtimes.parquet": b"m" * 4000,
     "raw/h100/corpus.csv.gz": b"c" * 7,
@@ -24,7 +24,7 @@ FILES = {  # path -> content; sizes differ so that 'size' sums can be checked by
     "bench/results/latency.json": b"{}",
     "experiments/results/old.md": b"r" * 40,
 }
-KEPT = ["README.md", "kbench/collect/run_on_device.sh", "kbench/datasets/h200/runtimes.parquet",
+KEPT = ["README.md", "tools/device/run_on_device.sh", "kbench/datasets/h200/runtimes.parquet",
         "raw/h100/corpus.csv.gz"]
 
 
@@ -53,7 +53,7 @@ def test_out_keeps_what_the_collector_needs_and_back_restores_every_byte(tmp_pat
 
     out = _run(repo, "out", str(stash), "h200")
     assert out.returncode == 0, out.stderr
-    # and the manifest that names the commit the copy travels at (kbench.environment.copy_state)
+    # and the manifest that names the commit the copy travels at (kbench.scoring.environment.copy_state)
     assert sorted(_digest(repo)) == sorted([*KEPT, ".kbench-source"])
     assert (repo / ".kbench-source").read_text().startswith("commit ")
     assert f"moved {len(FILES) - len(KEPT)} files" in out.stdout

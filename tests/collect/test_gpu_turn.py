@@ -1,4 +1,4 @@
-"""Ranks sharing a GPU take turns at it (kbench.collect.gpu_turn): exclusion across processes, release on kill."""
+"""Ranks sharing a GPU take turns at it (kbench.collect.measure.gpu_turn): exclusion across processes, release on kill."""
 
 import json
 import multiprocessing as mp
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.collect import shard as S
-from kbench.collect import writer as W
-from kbench.collect.gpu_turn import GpuTurn, turn_path
+from kbench.collect.measure.gpu_turn import GpuTurn, turn_path
+from kbench.collect.raw_store import shard as S
+from kbench.collect.raw_store import writer as W
 from kbench.collect.studies import scaling
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 
 def _take_turns(path, log, n, hold_s):
@@ -122,7 +122,7 @@ def test_throughput_counts_ranks_sharing_a_gpu_as_one_gpu(tmp_path):
 
 def test_cli_ranks_per_gpu_sets_the_turn_and_refuses_zero(tmp_path, monkeypatch, capsys):
     from kbench.cli import main
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     seen = {}
 
     def fake_collect(problems, out, *a, options=None, launch_info=None, **kw):

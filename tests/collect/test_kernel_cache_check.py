@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.collect.writer import ENV, load_records
-from kbench.errors import KbenchInputError
+from kbench.collect.raw_store.writer import ENV, load_records
+from kbench.core.errors import KbenchInputError
 
 # a diagnostic script of tools/, which the package never imports: loaded from its file
 _SPEC = importlib.util.spec_from_file_location(
@@ -91,7 +91,7 @@ def test_folders_without_shared_problems_are_refused(records, tmp_path, capsys):
 
 
 def test_kernel_cache_topology_separates_operation_type_and_layout_but_not_sizes():
-    from kbench.collect.cudnn import kernel_cache_topology
+    from kbench.collect.measure.cudnn import kernel_cache_topology
     base = {"direction": "F", "dtype": "BF16", "layout": "NCHW", "groups": 1, "n": 64, "c": 192}
     assert kernel_cache_topology(base) == ("F", "BF16", "NCHW", False)
     # other sizes: the same cache (what the kernel cache is for)

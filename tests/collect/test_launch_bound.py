@@ -1,8 +1,8 @@
-"""The check that finds launch-bound coarse measurements (issue 16), on hand-made and recorded rows."""
+"""The check that finds launch-bound coarse measurements (the run-to-run outliers), on hand-made and recorded rows."""
 
 import pandas as pd
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 from kbench.collect.studies import validate_timing as V
 
 
@@ -36,24 +36,24 @@ def test_spin_covers_every_queued_launch():
 
 
 def test_outlier_cases_from_the_recorded_h100_runs():
-    from kbench.collect.writer import load_records
+    from kbench.collect.raw_store.writer import load_records
     cases = V.outlier_cases("raw/h100")
-    for key, plans in V.ISSUE16_RERUN.items():  # the issue's two re-run outliers come first
+    for key, plans in V.RERUN_OUTLIERS.items():  # the re-run's two outliers come first
         assert cases[key][: len(plans)] == plans
     recorded = load_records("raw/h100", "plans")
     lb = recorded[C.launch_bound_mask(recorded)]
-    added = {(k, p) for k, ps in cases.items() if k not in V.ISSUE16_RERUN for p in ps}
+    added = {(k, p) for k, ps in cases.items() if k not in V.RERUN_OUTLIERS for p in ps}
     assert added, "the recorded runs hold launch-bound measurements"
     # every added plan is either a launch-bound one or its problem's recorded winner
     lb_pairs = set(zip(lb["key"], lb["plan"]))
     for key, ps in cases.items():
-        if key in V.ISSUE16_RERUN:
+        if key in V.RERUN_OUTLIERS:
             continue
         assert any((key, p) in lb_pairs for p in ps)
 
 
 def test_inconsistent_with_warm_hand_worked():
-    # issue 16's worst case: replays of one execution took 0.486 ms, one spin-protected execution 0.145 ms
+    # the re-run's worst case: replays of one execution took 0.486 ms, one spin-protected execution 0.145 ms
     assert C.inconsistent_with_warm(0.486, 0.145)
     # back to back faster than alone (launch overhead amortised): consistent
     assert not C.inconsistent_with_warm(0.0256, 0.145)
@@ -67,11 +67,11 @@ def test_inconsistent_with_warm_hand_worked():
 
 
 def test_diagnosis_of_the_recorded_evidence():
-    """raw/h100/validation/issue16: the old and new protocol on the same problems of one H100 lease."""
-    d = V.diagnosis("raw/h100/validation/issue16")
-    from kbench.collect.writer import load_records
-    old = load_records("raw/h100/validation/issue16/old", "plans")
-    new = load_records("raw/h100/validation/issue16/new", "plans")
+    """raw/h100/validation/run_to_run_outliers: the old and new protocol on the same problems of one H100 lease."""
+    d = V.diagnosis("raw/h100/validation/run_to_run_outliers")
+    from kbench.collect.raw_store.writer import load_records
+    old = load_records("raw/h100/validation/run_to_run_outliers/old", "plans")
+    new = load_records("raw/h100/validation/run_to_run_outliers/new", "plans")
     prot = d["protocol"].set_index("protocol")
     assert prot.loc["before the fix", "launch-bound"] == int(C.launch_bound_mask(old).sum())
     assert prot.loc["after the fix", "launch-bound"] == int(C.launch_bound_mask(new).sum())

@@ -6,8 +6,8 @@ import pytest
 
 @pytest.mark.gpu
 def test_collect_two_problem_directions(tmp_path):
-    from kbench.collect import cudnn as C
-    from kbench.collect.writer import load_records
+    from kbench.collect.measure import cudnn as C
+    from kbench.collect.raw_store.writer import load_records
     path = tmp_path / "p.csv"
     pd.DataFrame([dict(n=2, c=16, k=16, x_h=8, x_w=8, fil_h=3, fil_w=3, pad_h=1, pad_w=1,
                        dtype="FP16", layout="NHWC")]).to_csv(path, index=False)
@@ -38,9 +38,9 @@ def test_torchrun_two_gpus_one_shard_each(tmp_path):
     import subprocess
     import sys
 
-    from kbench.collect import cudnn as C
-    from kbench.collect.merge import merge
-    from kbench.collect.writer import load_env, load_records
+    from kbench.collect.measure import cudnn as C
+    from kbench.collect.raw_store.merge import merge
+    from kbench.collect.raw_store.writer import load_env, load_records
     path = tmp_path / "p.csv"
     pd.DataFrame([dict(n=2, c=16, k=16 * (i + 1), x_h=8, x_w=8, fil_h=3, fil_w=3, pad_h=1, pad_w=1,
                        dtype="FP16", layout="NHWC") for i in range(2)]).to_csv(path, index=False)

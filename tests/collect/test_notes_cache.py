@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbench.collect import cudnn as C
-from kbench.collect.notes_cache import NotesCache, engine_of, notes_table
+from kbench.collect.measure import cudnn as C
+from kbench.collect.measure.notes_cache import NotesCache, engine_of, notes_table
 
 P = {"direction": "F", "dtype": "FP16", "layout": "NHWC"}
 
@@ -85,7 +85,7 @@ def test_seed_learns_consistent_keys_and_drops_the_others():
 
 
 def test_seed_from_a_raw_folder(tmp_path):
-    from kbench.collect.writer import RawWriter
+    from kbench.collect.raw_store.writer import RawWriter
     writer = RawWriter(tmp_path, batch_size=10)
     problems, plans = _records()
     for row in problems.to_dict("records"):
@@ -153,7 +153,7 @@ def test_without_the_cache_every_problem_is_probed(monkeypatch, options):
 
 
 def test_card_line_counts_keys_and_sources_by_hand():
-    from kbench.collect.card import notes_line
+    from kbench.collect.packaging.card import notes_line
     problems, plans = _records()
     # keys (F, 1), (F, 2), (B, 2): 5 plan records read (c's eng1 was not), (F, 2) with two sets
     head = ("* Numerical notes per (direction, dtype, layout, engine): 3 keys over 5 plan records whose notes "

@@ -4,10 +4,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect import package as P
-from kbench.collect.card import geomean, heuristic_gaps
-from kbench.errors import KbenchInputError
-from kbench.problem import parse_miopen_keys
+from kbench.collect.packaging import package as P
+from kbench.collect.packaging.card import geomean, heuristic_gaps
+from kbench.core.errors import KbenchInputError
+from kbench.sources.problem import parse_miopen_keys
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
@@ -78,7 +78,7 @@ def test_wrong_answers_never_listed(raw):
 
 
 def test_package_writes_a_loadable_dataset(tmp_path):
-    from kbench.dataset import read_dataset_folder
+    from kbench.data.dataset import read_dataset_folder
     card = tmp_path / "card.md"
     manifest = P.package(RAW_SAMPLE, "h100", tmp_path / "h100", mituna=None, card=card)
     ds = read_dataset_folder(tmp_path / "h100", "h100")
@@ -90,7 +90,7 @@ def test_package_writes_a_loadable_dataset(tmp_path):
     assert "**Draft**" in text and "Version 1" not in text
     # the phase table: each phase the sample recorded, its median and mean over the ok problems; the
     # sample predates the per-phase times of notes, coarse timing etc., so those rows are left out
-    from kbench.collect.writer import load_records
+    from kbench.collect.raw_store.writer import load_records
     ok = load_records(RAW_SAMPLE, "problems").query("status == 'ok'")
     assert "t_notes_s" not in ok and "numerical notes, s" not in text
     for label, col in (("per problem-direction, s", "t_total_s"), ("building plans, s", "t_build_s"),
@@ -99,7 +99,7 @@ def test_package_writes_a_loadable_dataset(tmp_path):
 
 
 def test_status_line_turns_from_draft_to_version_1_at_the_target():
-    from kbench.collect.card import FIRST_VERSION_PROBLEM_DIRECTIONS, status_line
+    from kbench.collect.packaging.card import FIRST_VERSION_PROBLEM_DIRECTIONS, status_line
     assert FIRST_VERSION_PROBLEM_DIRECTIONS == 5000  # the issue's first-version size
     assert status_line(4999).startswith("**Draft**: 4,999 of the first version's 5,000")
     assert status_line(5000).startswith("**Released**: 5,000 problem-directions")
@@ -156,8 +156,8 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
                          [("h100", "1.4.0", 49, 12342, 3460), ("h200", "1.5.0", 120, 21992, 6092)])
 def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, runs_shipped, collected, retimed):
     import kbench
-    from kbench.collect.writer import load_records
-    from kbench.registry import DATASETS
+    from kbench.collect.raw_store.writer import load_records
+    from kbench.data.registry import DATASETS
     through = DATASETS[name].collected_through
     runs = sorted(load_records(Path(__file__).resolve().parents[2] / "raw" / name, "problems",
                                ["key", "run_id"])["run_id"].unique())
@@ -166,16 +166,16 @@ def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, ru
     info = ds.info
     assert info["version"] == version and info["cleaning"]["problem_directions_collected"] == collected
     # every problem whose strides differ between the conventions came from a re-timing run
-    from kbench.collect.strides import strides_differ
+    from kbench.collect.measure.strides import strides_differ
     assert info["retimed"]["problem_directions"] == retimed and info["retimed"]["tensor_strides"] == ["pytorch"]
     assert int(strides_differ(ds.problems)["any"].sum()) == retimed
 
 
 def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
-    """Runs whose problems have no verify_passes used the collector before issue 16's fix."""
+    """Runs whose problems have no verify_passes used the collector before the run-to-run outlier fix."""
     import pandas as pd
 
-    from kbench.collect.card import protocol_line
+    from kbench.collect.packaging.card import protocol_line
     problems = pd.DataFrame({"run_id": ["a", "a", "b", "c", "c"],
                              "verify_passes": [None, None, 2.0, 1.0, None]})
     line = protocol_line(problems)
@@ -186,7 +186,7 @@ def test_protocol_line_counts_the_runs_without_their_own_verification_pass():
 
 def test_manifest_paths_do_not_depend_on_where_the_checkout_sits(tmp_path):
     """The repeats' provenance names raw folders relative to the repository; a folder outside it as given."""
-    from kbench.collect.package import repo_relative
+    from kbench.collect.packaging.package import repo_relative
     root = Path(__file__).resolve().parents[2]
     assert repo_relative(root / "raw" / "h100" / "repeats" / "retest-20261124") == "raw/h100/repeats/retest-20261124"
     assert repo_relative(tmp_path / "r") == str(tmp_path / "r")
@@ -199,7 +199,7 @@ def test_fp32_first_plan_share_takes_mode_a_first_plan_that_ran_correctly():
     k2's first ran but was wrong, its second is full FP32; k3 is FP16 (left out); k4 lists no plan."""
     import pandas as pd
 
-    from kbench.collect.card import fp32_first_plan_is_full_fp32
+    from kbench.collect.packaging.card import fp32_first_plan_is_full_fp32
     ok = pd.DataFrame({"key": ["k1", "k2", "k3", "k4"], "dtype": ["FP32", "FP32", "FP16", "FP32"],
                        "heur_a": ["p1;p2;p3", "p4;p5", "p6", None]})
     plans_ok = pd.DataFrame({"key": ["k1", "k1", "k1", "k2", "k2", "k3"],
@@ -215,7 +215,7 @@ def test_heuristics_table_keeps_each_order_within_the_candidate_set():
     b and a; mode B lists nothing for p2; PyTorch ran y (not a candidate), then c, for p1."""
     import pandas as pd
 
-    from kbench.collect.package import heuristics_table
+    from kbench.collect.packaging.package import heuristics_table
     runtimes = pd.DataFrame({"problem_id": ["p1", "p1", "p1", "p2"], "kernel": ["a", "b", "c", "d"]})
     src = pd.DataFrame({"heur_a": ["x;b;a", "d"], "heur_b": ["c", None], "heur_fallback": ["a;;c", "q"],
                         "torch_plans": ["y;c;a", ""]}, index=pd.Index(["p1", "p2"], name="key"))
@@ -229,7 +229,7 @@ def test_heuristics_table_keeps_each_order_within_the_candidate_set():
 
 
 def test_hosts_row_names_the_cores_and_gpus_only_when_they_differ():
-    from kbench.collect.card import hosts_row
+    from kbench.collect.packaging.card import hosts_row
 
     def env(rows):
         return pd.DataFrame([{"run_id": f"r{i}", "phase": "start", **r} for i, r in enumerate(rows)]

@@ -1,8 +1,8 @@
 import pandas as pd
 import pytest
 
-from kbench.collect import cudnn as C
-from kbench.errors import KbenchInputError
+from kbench.collect.measure import cudnn as C
+from kbench.core.errors import KbenchInputError
 
 
 def _csv(tmp_path, rows):

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from kbench.collect import cudnn as C
+from kbench.collect.measure import cudnn as C
 
 
 def test_timing_stats_hand_worked():
@@ -71,7 +71,7 @@ def test_parse_list():
 
 
 def test_host_cpu_reads_the_model_name(tmp_path):
-    from kbench.collect.cudnn import host_cpu
+    from kbench.collect.measure.cudnn import host_cpu
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9454 48-Core Processor\n"

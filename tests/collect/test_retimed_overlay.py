@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect import package as P
-from kbench.collect.strides import strides_differ, strides_row
-from kbench.errors import KbenchInputError
+from kbench.collect.measure.strides import strides_differ, strides_row
+from kbench.collect.packaging import package as P
+from kbench.core.errors import KbenchInputError
 
 RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
 NEW_RUN = "20261127T000000-retime"

@@ -1,4 +1,4 @@
-"""The device script's shard snapshot (kbench/collect/run_on_device.sh, torchrun mode).
+"""The device script's shard snapshot (tools/device/run_on_device.sh, torchrun mode).
 
 A call the lent machine stops at its own limit never reaches the script's packing step; the
 snapshot it refreshes every minute is what comes back. Run here on a hand-made shard folder: the
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "kbench" / "collect" / "run_on_device.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "device" / "run_on_device.sh"
 
 
 def _snapshot_function() -> str:

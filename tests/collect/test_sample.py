@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbench.collect.cudnn import load_problems
+from kbench.collect.measure.cudnn import load_problems
 from kbench.collect.studies import sample as S
-from kbench.errors import DataIntegrityError, KbenchInputError
+from kbench.core.errors import DataIntegrityError, KbenchInputError
 
 
 def test_allocation_by_largest_remainder():
@@ -35,7 +35,7 @@ def test_allocation_is_proportional(sizes, data):
 
 @pytest.fixture(scope="module")
 def h100():
-    from kbench.dataset import load
+    from kbench.data.dataset import load
     return load("h100")
 
 
@@ -84,7 +84,7 @@ def test_sample_cli(tmp_path):
 # ---------------------------------------------------------------- the repeats table
 def _repeat_folder(raw_sample, tmp_path, factor=1.5, n_problems=2):
     """A second raw folder: the first n problems of the sample, every time x factor, as another run."""
-    from kbench.collect.writer import RawWriter, load_records
+    from kbench.collect.raw_store.writer import RawWriter, load_records
     problems = load_records(raw_sample, "problems").head(n_problems)
     plans = load_records(raw_sample, "plans")
     out = tmp_path / "raw2"
@@ -102,9 +102,9 @@ def _repeat_folder(raw_sample, tmp_path, factor=1.5, n_problems=2):
 
 
 def test_package_with_repeats_loads_and_checks(raw_sample, tmp_path):
-    from kbench import repeatability as R
-    from kbench.collect import package as P
-    from kbench.dataset import read_dataset_folder
+    from kbench.collect.packaging import package as P
+    from kbench.data.dataset import read_dataset_folder
+    from kbench.sources import repeatability as R
     raw2, keys = _repeat_folder(raw_sample, tmp_path)
     card = tmp_path / "card.md"
     manifest = P.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2], card=card)
@@ -135,16 +135,16 @@ def test_package_with_repeats_loads_and_checks(raw_sample, tmp_path):
 
 
 def test_without_repeats_the_card_says_the_study_is_not_run(tmp_path):
-    from kbench.collect.card import repeats_section
+    from kbench.collect.packaging.card import repeats_section
     assert "has not been run yet" in repeats_section({})
-    from kbench.dataset import load
+    from kbench.data.dataset import load
     # h200 is a draft without a test-retest study; h100 ships one since 1.1.0
     assert load("h200").repeats is None
     assert load("h100").repeats is not None
 
 
 def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
-    from kbench.collect import package as P
+    from kbench.collect.packaging import package as P
     raw2, _ = _repeat_folder(raw_sample, tmp_path)
     lines = (raw2 / "env.jsonl").read_text().splitlines()
     (raw2 / "env.jsonl").write_text("\n".join(json.dumps({**json.loads(line), "gpu": "NVIDIA H200"}) for line in lines))
@@ -161,7 +161,7 @@ def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):
     assert (m["winner_a"] == m["winner_b"]).all()
     # positions follow the collector's order (cuDNN's mode-A order first): position 0 is the built plan
     # with the smallest mode-A rank
-    from kbench.collect.writer import load_records
+    from kbench.collect.raw_store.writer import load_records
     plans = load_records(raw_sample, "plans")
     built = plans[plans["build_ok"].astype(bool) & (plans["rank_a"] >= 0)]
     first_a = built.sort_values("rank_a").drop_duplicates("key").set_index("key")["plan"]
@@ -177,8 +177,8 @@ def test_small_parts_line_hand_worked():
     training label; the train part (2) is under the largest k-shot budget, which the transfer track uses."""
     import pandas as pd
 
-    from kbench.collect.card import LARGEST_SHOT_BUDGET, small_parts_line
-    from kbench.transfer_task import K_BUDGETS
+    from kbench.collect.packaging.card import LARGEST_SHOT_BUDGET, small_parts_line
+    from kbench.data.transfer_task import K_BUDGETS
     assert LARGEST_SHOT_BUDGET == max(K_BUDGETS)
     rt = pd.DataFrame({"problem_id": ["p1", "p1", "p2", "p2", "p3"], "kernel": ["x", "y", "x", "y", "z"],
                        "time_ms": [1.0, 2.0, 3.0, 0.5, 1.0]})

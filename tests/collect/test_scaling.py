@@ -6,9 +6,9 @@ import math
 import pandas as pd
 import pytest
 
-from kbench.collect import writer as W
+from kbench.collect.raw_store import writer as W
 from kbench.collect.studies import scaling
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 
 def _env(folder, measured, elapsed):
@@ -62,7 +62,7 @@ def test_cli_usage_and_errors(tmp_path, capsys):
 
 def test_phases_hand_worked(tmp_path):
     """Two runs: one probed every problem, one took notes from the cache (a check counts as cache use)."""
-    from kbench.collect.shard import expected_seconds
+    from kbench.collect.raw_store.shard import expected_seconds
     geo = dict(status="ok", flop=1e9, direction="F", dtype="FP16", layout="NCHW", groups=1)
     rows = [("probe-run", "probe", 2.0, 0.5), ("probe-run", "probe", 4.0, 0.3),
             ("cache-run", "cache", 1.0, 0.0), ("cache-run", "check", 3.0, 0.4)]
@@ -112,7 +112,7 @@ def _launch(root, count, ranks_per_gpu, start, measured, elapsed, problems_each,
 def test_ladder_hand_worked(tmp_path):
     """1 GPU (three ranks), then 2 GPUs (six ranks), then 2 GPUs with one rank each (torchrun's
     WORLD_SIZE groups them): rates, speed-ups, efficiencies and the problem-mix correction by hand."""
-    from kbench.collect.shard import expected_seconds
+    from kbench.collect.raw_store.shard import expected_seconds
     _launch(tmp_path, 3, 3, 0, [10, 12, 8], [60.0, 50.0, 40.0], 4)          # 30 over 60 s: 30 per minute
     _launch(tmp_path, 6, 3, 1000, [10] * 6, [60.0] * 6, 2)                 # 60 over 60 s on 2 GPUs
     _launch(tmp_path, 2, 1, 2000, [9, 6], [30.0, 45.0], 3)                 # 15 over 45 s on 2 GPUs

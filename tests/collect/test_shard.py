@@ -15,10 +15,10 @@ from collect_fakes import HERE, SyntheticCollector, write_problems_csv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.collect import cudnn as C
-from kbench.collect import shard as S
-from kbench.collect import writer as W
-from kbench.errors import KbenchInputError
+from kbench.collect.measure import cudnn as C
+from kbench.collect.raw_store import shard as S
+from kbench.collect.raw_store import writer as W
+from kbench.core.errors import KbenchInputError
 
 ROOT = HERE.parents[1]
 
@@ -222,8 +222,8 @@ KILLED_RANK = """
 import sys
 sys.path.insert(0, {here!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect import cudnn as C
-from kbench.collect.shard import Shard
+from kbench.collect.measure import cudnn as C
+from kbench.collect.raw_store.shard import Shard
 fake = SyntheticCollector(delay_s=0.05, log={log!r})
 C.collect({csv!r}, {root!r}, shard=Shard(0, 2), batch_size=3, progress=False, make_collector=lambda o: fake)
 """
@@ -266,11 +266,11 @@ def test_torchrun_ranks_take_their_gpu_and_shard(tmp_path):
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect.cudnn import run as R
+from kbench.collect.measure.cudnn import run as R
 import os
 # collect() looks the class up in its own module
 R.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
-from kbench.cli.collect import main
+from kbench.collect.command import main
 sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
 """)
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE")}

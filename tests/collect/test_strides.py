@@ -1,4 +1,4 @@
-"""The two tensor-stride conventions (kbench.collect.strides): worked by hand, against PyTorch's own
+"""The two tensor-stride conventions (kbench.collect.measure.strides): worked by hand, against PyTorch's own
 stride rules on the CPU, and the vectorised table against the scalar functions."""
 
 import itertools
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.collect.strides import (
+from kbench.collect.measure.strides import (
     legacy_strides,
     problem_tensor_shapes,
     pytorch_strides,
@@ -113,7 +113,7 @@ def test_batch_stride_is_one_sample():
 
 
 def test_card_row_names_the_shared_convention():
-    from kbench.collect.strides import strides_row
+    from kbench.collect.measure.strides import strides_row
     legacy = pd.DataFrame([{"run_id": "a", "phase": "start"}, {"run_id": "b", "phase": "start"}])
     assert strides_row(legacy).startswith("| tensor strides handed to cuDNN (docs/tensor_strides.md) | `legacy` (2 runs):")
     mixed = legacy.assign(tensor_strides=[None, "pytorch"])

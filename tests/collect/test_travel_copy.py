@@ -14,13 +14,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect import cudnn as C
-from kbench.collect import shard as S
-from kbench.collect import writer as W
-from kbench.collect.merge import merge
-from kbench.collect.notes_cache import NotesCache
-from kbench.collect.travel import MARKER, RESUME_COLUMNS, travel_copy
-from kbench.errors import KbenchInputError
+from kbench.collect.measure import cudnn as C
+from kbench.collect.measure.notes_cache import NotesCache
+from kbench.collect.raw_store import shard as S
+from kbench.collect.raw_store import writer as W
+from kbench.collect.raw_store.merge import merge
+from kbench.collect.raw_store.travel_copy import MARKER, RESUME_COLUMNS, travel_copy
+from kbench.core.errors import KbenchInputError
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect import package as P
-from kbench.collect import shard as S
-from kbench.collect.cudnn import load_problems
-from kbench.collect.merge import merge
-from kbench.collect.writer import load_records
-from kbench.errors import KbenchInputError
+from kbench.collect.measure.cudnn import load_problems
+from kbench.collect.packaging import package as P
+from kbench.collect.raw_store import shard as S
+from kbench.collect.raw_store.merge import merge
+from kbench.collect.raw_store.writer import load_records
+from kbench.core.errors import KbenchInputError
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "two_shards"
@@ -86,7 +86,7 @@ def test_merge_refuses_one_shard_alone_and_a_shard_twice(shards, tmp_path):
 
 
 def test_merged_shards_package_into_a_loadable_dataset(shards, tmp_path):
-    from kbench.dataset import read_dataset_folder
+    from kbench.data.dataset import read_dataset_folder
     merge([shards], out=tmp_path / "merged")
     manifest = P.package(tmp_path / "merged", "h200", tmp_path / "h200", mituna=None, card=tmp_path / "card.md")
     ds = read_dataset_folder(tmp_path / "h200", "h200")
@@ -112,7 +112,7 @@ def _mark_kernel_cache(folder: Path) -> None:
 
 
 def test_kernel_cache_runs_are_not_mixed_with_static_ones(shards, tmp_path):
-    from kbench.collect.writer import graph_modes, load_env
+    from kbench.collect.raw_store.writer import graph_modes, load_env
     assert graph_modes(load_env(shards / SHARDS[0])) == {"static"}
     _mark_kernel_cache(shards / SHARDS[1])
     assert graph_modes(load_env(shards / SHARDS[1])) == {"kernel-cache"}

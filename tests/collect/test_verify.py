@@ -56,7 +56,7 @@ def test_real_readings_agree_label_is_their_mean():
 
 
 def test_issue_reading_of_the_winner_is_outvoted_by_the_third():
-    # verification reads the winner at 0.2343 ms (issue 16's re-measurement); the third timing reads
+    # verification reads the winner at 0.2343 ms (the re-run's re-measurement); the third timing reads
     # its end-of-problem repeat, 0.0310213: median(0.0310120, 0.2343, 0.0310213) = 0.0310213
     first, coarse = first_times(KEY_BF16), column(KEY_BF16, "coarse_ms")
     fn = Readings({**coarse, WIN_BF16: 0.2343}, {WIN_BF16: 0.0310213})
@@ -78,7 +78,7 @@ def test_winner_confirmed_slow_loses_the_label_to_a_verified_plan():
 
 
 def test_fp16_issue_case_the_winner_falls_behind_the_next_two():
-    # eng63_k25=0 first 0.0086330 (precise); issue 16 re-measured 0.0571. The next two plans
+    # eng63_k25=0 first 0.0086330 (precise); the re-run re-measured 0.0571. The next two plans
     # (0.011611, 0.011701) are outside the 3% band but verified as "at least the best 3".
     first = first_times(KEY_FP16)
     reading = {**column(KEY_FP16, "coarse_ms"), WIN_FP16: 0.0571}
@@ -178,7 +178,7 @@ def test_interleaved_order_changes_with_the_seed():
 
 # ---------------------------------------------------------------- the collector's hook (no GPU)
 def test_collector_hook_writes_the_fields(monkeypatch):
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     col = C.CudnnCollector.__new__(C.CudnnCollector)
     col.opt, col.notes_reliable = C.Options(), True
     recs = [{"plan": p, "coarse_ms": r["coarse_ms"], "precise_ms": r["precise_ms"], "precision": "",
@@ -217,7 +217,7 @@ def _raw_frames():
 
 
 def test_packaged_time_is_the_verified_time():
-    from kbench.collect.package import candidate_runtimes
+    from kbench.collect.packaging.package import candidate_runtimes
     problems, plans = _raw_frames()
     rt = candidate_runtimes(problems, plans).set_index(["key", "plan"])
     assert rt.loc[("p", "a"), "time_ms"] == 5.0 and rt.loc[("p", "a"), "timing"] == "verified"
@@ -228,7 +228,7 @@ def test_packaged_time_is_the_verified_time():
 
 def test_label_check_flags_labels_never_retimed_or_unverified():
     from kbench.collect.label_retiming.front_runners import label_checks
-    from kbench.collect.package import candidate_runtimes
+    from kbench.collect.packaging.package import candidate_runtimes
     problems, plans = _raw_frames()
     c = label_checks(candidate_runtimes(problems, plans), plans)
     # p's label is b (1.02, verified); q's label is a: 0.5 from one coarse replay (coarse_n 10 = 1 x k)
@@ -240,8 +240,8 @@ def test_label_check_flags_labels_never_retimed_or_unverified():
 
 
 def test_card_label_section():
-    from kbench.collect.card import label_section
-    from kbench.collect.package import build_tables
+    from kbench.collect.packaging.card import label_section
+    from kbench.collect.packaging.package import build_tables
     problems, plans = _raw_frames()
     problems = problems.assign(n_plans=[3, 2], truncated=False, kind="", sources="", flop=1.0,
                                n=1, c=1, k=1, groups=1, heur_a="", heur_b="", heur_fallback="",
@@ -261,7 +261,7 @@ def test_card_label_section():
 
 
 def test_collector_options_default_to_the_module_thresholds():
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as C
     o = C.Options()
     assert (o.verify_band, o.verify_min_plans, o.verify_disagree, o.verify_max_passes) == (
         V.VERIFY_BAND, V.VERIFY_MIN_PLANS, V.DISAGREE_LOG, V.VERIFY_MAX_PASSES)

@@ -5,8 +5,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kbench.collect import cudnn as C
-from kbench.collect import writer as W
+from kbench.collect.measure import cudnn as C
+from kbench.collect.raw_store import writer as W
 
 
 def _rec(key, status="ok"):

@@ -22,9 +22,9 @@ import huggingface_hub.constants as hf_constants  # noqa: E402
 import yaml  # noqa: E402
 
 import kbench  # noqa: E402
-from kbench.build import sha256_file, split_sizes, write_dataset  # noqa: E402
 from kbench.cli import main as cli_main  # noqa: E402
-from kbench.errors import DataIntegrityError, KbenchError, KbenchInputError  # noqa: E402
+from kbench.core.errors import DataIntegrityError, KbenchError, KbenchInputError  # noqa: E402
+from kbench.data.build import sha256_file, split_sizes, write_dataset  # noqa: E402
 from kbench.hub import HubError, build_hub_folder, hub_cache_dir, load_from_hub, publish  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

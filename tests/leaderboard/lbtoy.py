@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # ``baselines`` is a top-level folder
     sys.path.insert(0, str(ROOT))
 
-from kbench.dataset import Dataset  # noqa: E402
+from kbench.data.dataset import Dataset  # noqa: E402
 from kbench.leaderboard import store  # noqa: E402
 from kbench_baselines import base  # noqa: E402
 

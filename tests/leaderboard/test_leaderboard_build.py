@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kbench.cli import main
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard import markdown
 from kbench.leaderboard.site import build, check
 from kbench.leaderboard.stats import paired_bootstrap_ci, tied
@@ -226,14 +226,14 @@ def test_empty_leaderboard_builds(tmp_path):
     build(tmp_path)
     assert "No entries yet" in (tmp_path / "site/index.html").read_text()
     (tmp_path / "site" / ".kbench-site").unlink()
-    from kbench.errors import KbenchInputError
+    from kbench.core.errors import KbenchInputError
     with pytest.raises(KbenchInputError, match="not made by"):
         build(tmp_path)
 
 
 def test_learning_curve_note_reads_its_experiment(tmp_path):
     from kbench.leaderboard.board import Board
-    from kbench.leaderboard.board_extras import LEARNING_CURVE, curve_note, measured_json
+    from kbench.leaderboard.table_extras import LEARNING_CURVE, curve_note, measured_json
     board = Board("mi100", "random", [], [], None, "rules")
     assert measured_json(board, tmp_path, LEARNING_CURVE) is None and curve_note(board, None) is None  # nothing measured
     curve = {"dataset": "mi100", "split": "random", "part": "test", "model": "xgboost", "seeds": [0, 1],
@@ -251,7 +251,7 @@ def test_learning_curve_note_reads_its_experiment(tmp_path):
     assert "geomean slowdown 1.0558 ± 0.0023" in note and "over 2 seeds" in note and curve["command"] in note
     assert measured_json(Board("mi100", "networks", [], [], None, "rules"), tmp_path, LEARNING_CURVE) is None  # another split
     # and its plot: one SVG under the board, deterministic, its title and the points' labels kept as text
-    from kbench.leaderboard.board_extras import curve_plot
+    from kbench.leaderboard.table_extras import curve_plot
     svgs = curve_plot(board, measured_json(board, tmp_path, LEARNING_CURVE))
     assert list(svgs) == ["mi100-random-learning-curve.svg"] and board.plots[-1][0] == "mi100-random-learning-curve.svg"
     svg = svgs["mi100-random-learning-curve.svg"].decode()
@@ -262,7 +262,7 @@ def test_learning_curve_note_reads_its_experiment(tmp_path):
 
 def test_deployable_selector_note_reads_its_benchmark(tmp_path):
     from kbench.leaderboard.board import Board
-    from kbench.leaderboard.board_extras import SELECTOR_BENCH, selector_note
+    from kbench.leaderboard.table_extras import SELECTOR_BENCH, selector_note
     board = Board("mi100", "random", [], [], None, "rules")
     assert selector_note(board, tmp_path) is None  # nothing measured: no note
     bench = {"split": "random", "part": "test", "model": "xgboost-compact", "seed": 0, "size_bytes": 2_500_000,

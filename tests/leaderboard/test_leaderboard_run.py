@@ -6,7 +6,7 @@ import pytest
 from lbtoy import FakeBaseline, run_fakes
 
 from kbench.cli import main
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.runner import run_benchmark
 from kbench.leaderboard.schema import validate_tree
 

@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 
 from kbench.cli import main
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.schema import (
     SCHEMA_DIR,
     SCHEMA_FILES,

@@ -7,11 +7,11 @@ import shutil
 import pytest
 
 from kbench.cli import main
-from kbench.errors import KbenchInputError
-from kbench.leaderboard.rescore import validate_board
+from kbench.core.errors import KbenchInputError
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import read_seed_predictions
 from kbench.leaderboard.submit import submit
-from kbench.prediction_files import read_predictions
+from kbench.scoring.prediction_files import read_predictions
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_submit_detects_claimed_metrics_that_do_not_reproduce(run_dir, toy, tmp_
     with pytest.raises(KbenchInputError, match="seeds.mean.top1"):
         submit(path, run_dir / "meta.json", root=tmp_path / "lb")
     # a consistent record whose scores the predictions do not give
-    from kbench.records import EvaluationResult, aggregate_seeds
+    from kbench.scoring.records import EvaluationResult, aggregate_seeds
     seed_records = []
     for seed in range(5):
         rec = EvaluationResult.model_validate_json((run_dir / f"seed-{seed}" / "result.json").read_text())

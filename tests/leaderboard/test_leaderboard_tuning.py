@@ -5,14 +5,14 @@ import pytest
 
 import kbench
 from kbench import __version__
-from kbench.errors import KbenchInputError
-from kbench.evaluate import evaluate_tuning
+from kbench.core.errors import KbenchInputError
 from kbench.leaderboard import site
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.schema import SubmissionMeta, parse_record, record_problems, validate_tree
 from kbench.leaderboard.store import gzip_bytes, seed_predictions_parquet, write_entry
 from kbench.leaderboard.submit import submit
-from kbench.records import DatasetRef, TuningResult, aggregate_seeds
+from kbench.scoring.evaluate import evaluate_tuning
+from kbench.scoring.records import DatasetRef, TuningResult, aggregate_seeds
 
 SOLVER = "ConvAsm1x1U"
 PARAMS = ["read_size", "k_mult", "chunks_per_wave", "chunk_size", "n_mult", "c_mult", "waves_c_in_group",

@@ -7,7 +7,7 @@ import pytest
 
 from kbench.cli import main
 from kbench.leaderboard.site import build
-from kbench.records import (
+from kbench.scoring.records import (
     DatasetRef,
     LiveFigures,
     LiveReference,
@@ -127,9 +127,9 @@ def test_validate_accepts_a_matching_record_and_names_a_mismatch(board, toy):
 def test_validate_names_a_record_of_other_predictions(board, toy):
     """A re-run entry has new predictions; a re-timing of the old ones no longer describes it. The
     re-timing names the first seed's predictions as a gzip CSV (what verify-on-gpu reads)."""
-    from kbench.leaderboard.rescore import validate_board
+    from kbench.leaderboard.rescorer import validate_board
     from kbench.leaderboard.store import predictions_csv_gz, read_seed_predictions
-    from kbench.prediction_files import sha256_bytes
+    from kbench.scoring.prediction_files import sha256_bytes
     record = json.loads((board / "toy/random/toy-model/result.json").read_text())
     seeds = read_seed_predictions(board / "toy/random/toy-model/preds.parquet")
     mine = sha256_bytes(predictions_csv_gz(seeds[min(seeds)]))

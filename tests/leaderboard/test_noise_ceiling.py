@@ -4,11 +4,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.dataset import Dataset
-from kbench.evaluate import Evaluator
+from kbench.data.dataset import Dataset
 from kbench.leaderboard import noise, store
 from kbench.leaderboard.schema import SubmissionMeta
 from kbench.leaderboard.store import Entry
+from kbench.scoring.evaluate import Evaluator
 
 # (problem, kernel): (run 0 = runtimes, run 1 = the repeat); p3/b was not timed again
 TIMES = {("p1", "a"): (1.0, 1.1), ("p1", "b"): (1.2, 1.0), ("p1", "c"): (2.0, 2.2),

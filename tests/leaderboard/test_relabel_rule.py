@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from kbench.leaderboard.schema import record_problems
-from kbench.records import EvaluationResult
+from kbench.scoring.records import EvaluationResult
 
 RECORD = Path(__file__).resolve().parent / "data" / "relabelled-result.json"
 

@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from kbench.cli import main
-from kbench.leaderboard.rescore import validate_board
+from kbench.leaderboard.rescorer import validate_board
 from kbench.leaderboard.store import PREDS_FILE, read_seed_predictions, seed_predictions_parquet
-from kbench.prediction_files import sha256_bytes
+from kbench.scoring.prediction_files import sha256_bytes
 
 NEW = ("best_of_", "kendall_tau", "ndcg_at_", "references", "networks")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.sources.cnnopt import (
     CUDNN_FWD_ALGOS,
     REFERENCE_ALL,
@@ -20,7 +20,7 @@ from kbench.sources.cnnopt import (
 )
 from kbench.sources.cnnopt_card import render_data_card
 from kbench.sources.cnnopt_features import GPU_SPECS
-from kbench.splits import assign_networks_split
+from kbench.sources.splits import assign_networks_split
 
 GPUS = ("v100", "rtx2080ti")
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 from kbench.sources.cnnopt_features import FEATURE_COLUMNS, GPU_SPECS, kernel_model, tile_features
 
 PROBLEM = {"k": 128, "c": 128, "y_h": 28, "y_w": 28, "fil_h": 3, "fil_w": 3, "stride_h": 1, "stride_w": 1}

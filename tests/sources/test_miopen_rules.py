@@ -3,8 +3,8 @@
 import numpy as np
 import pandas as pd
 
-from kbench.problem import parse_miopen_keys
 from kbench.sources.miopen_rules import kernel_directions, rules_heuristics, rules_rankings
+from kbench.sources.problem import parse_miopen_keys
 
 KEYS = ["64-56-56-1x1-256-56-56-32-0x0-1x1-1x1-0-NCHW-FP32-F",    # rule 1x1_s1
         "64-56-56-3x3-64-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F"]     # rule default
@@ -35,7 +35,7 @@ def test_ranking_is_cut_after_the_first_measured_kernel(mi100):
 
 def test_shipped_table_is_the_rules_baselines_choice(mi100):
     """Scoring with the shipped table gives the times the rules baseline's rankings give."""
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     from kbench_baselines.rules import Rules
     ev = Evaluator(mi100, split="random", part="valid")
     assert ev.reference_name == "rules"
@@ -46,7 +46,7 @@ def test_shipped_table_is_the_rules_baselines_choice(mi100):
 def test_reference_on_a_dataset_cut_to_fewer_kernels():
     """align/subset may drop kernels the table still names: those are skipped, as scoring skips them."""
     import kbench
-    from kbench.evaluate import Evaluator
+    from kbench.scoring.evaluate import Evaluator
     ds = kbench.load("mi300x")
     dropped = ds.heuristics.loc[ds.heuristics["rank"] == 0, "kernel"].value_counts().index[0]
     cut = ds.subset(ds.problems["problem_id"])

@@ -66,15 +66,15 @@ def read_plan(path: Path) -> dict:
 def run(plan_path: Path, out: Path, time_budget: float) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    from kbench.collect import cudnn as C
-    from kbench.gpu_check import live as L
+    from kbench.collect.measure import cudnn as cudnn_collector
+    from kbench.gpu_check import live as live_timing
 
     plan = read_plan(plan_path)
     rule_of = plan["live"]["filters"]
     done = set()
     if out.exists():
         done = {json.loads(line)["problem_id"] for line in out.read_text().splitlines() if line.strip()}
-    col = C.CudnnCollector(C.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"]))
+    col = cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"]))
     t = col.torch
     t.backends.cudnn.benchmark = False
     t.backends.cudnn.deterministic = False
@@ -89,7 +89,7 @@ def run(plan_path: Path, out: Path, time_budget: float) -> int:
             t.backends.cudnn.allow_tf32 = bool(rule_of[p["dtype"]]["allow_tf32"])
             x, w, y, _ = col._tensors(p)
             col._fill_inputs(p, x, w, y)
-            unit = L.pytorch_op_unit(col, p, x, w, y)
+            unit = live_timing.pytorch_op_unit(col, p, x, w, y)
             unit.run()
             t.cuda.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -11,7 +11,7 @@ this check, on the GPU, shows that it changes nothing but the build time::
     kbench collect cudnn --problems raw/h100/corpus.csv.gz --out KC/on  --limit 60 --kernel-cache
     python tools/collect/kernel_cache_check.py KC/off KC/on > kernel_cache.json
 
-(``bash kbench/collect/run_on_device.sh kcache raw/h100/corpus.csv.gz BUDGET`` runs all three.)
+(``bash tools/device/run_on_device.sh kcache raw/h100/corpus.csv.gz BUDGET`` runs all three.)
 It compares, over the problem-directions measured in both folders:
 
 * **outcomes**: each run's problem statuses (ok, no_plans, failed, crashed) and the mean number of
@@ -31,7 +31,7 @@ It compares, over the problem-directions measured in both folders:
 ``usable`` is true when every problem measured in both runs is ``ok`` in both, every mode's lists are
 the same for every problem, no process crashed, and the timings agree within repeatability.
 
-Measured on an H100 (cuDNN 9.19, frontend 1.32; ``N_KC=40 bash kbench/collect/run_on_device.sh kcache
+Measured on an H100 (cuDNN 9.19, frontend 1.32; ``N_KC=40 bash tools/device/run_on_device.sh kcache
 raw/h100/corpus.csv.gz 230 25``): **not usable**. Of the 40 problem-directions both runs measured, the
 dynamic-shape graphs were offered no plan at all for 13 of 13 backward-data, 11 of 13 backward-filter
 and 1 of 14 forward problems. The other 15 were offered 1 to 4 plans (mean 2.9), all from engines 71
@@ -52,9 +52,9 @@ import sys
 import numpy as np
 import pandas as pd
 
+from kbench.collect.raw_store.writer import dedupe, load_env, load_records
 from kbench.collect.studies.scaling import agreement, print_json
-from kbench.collect.writer import dedupe, load_env, load_records
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 MODES = {"a": "rank_a", "b": "rank_b", "fallback": "rank_fallback"}
 

@@ -1,6 +1,6 @@
 """Write ``device_spec`` into the manifests of the packaged NVIDIA datasets, from their raw folders.
 
-``kbench.collect.package`` writes it into every manifest it packages. The datasets packaged
+``kbench.collect.packaging.package`` writes it into every manifest it packages. The datasets packaged
 before it did (h100, h200 and their ``pytorch`` variants, 1.5.0 and 1.4.0) get it here, from the same
 records the packager reads: the environment records of ``raw/<gpu>/`` and of the re-timing folders
 their manifest names. The tables, their checksums and the dataset checksum do not change.
@@ -21,8 +21,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kbench.collect.package import device_spec  # noqa: E402
-from kbench.collect.writer import load_env  # noqa: E402
+from kbench.collect.packaging.package import device_spec  # noqa: E402
+from kbench.collect.raw_store.writer import load_env  # noqa: E402
 
 DATASETS = ROOT / "kbench" / "datasets"
 

@@ -15,7 +15,7 @@ def main() -> int:
     import cudnn
     import torch
 
-    from kbench.collect import cudnn as C
+    from kbench.collect.measure import cudnn as cudnn_collector
 
     print("torch", torch.__version__, "cuda", torch.version.cuda, "torch cudnn", torch.backends.cudnn.version())
     print("frontend", cudnn.__version__, "backend", cudnn.backend_version_string())
@@ -23,13 +23,13 @@ def main() -> int:
         e = getattr(cudnn, enum, None)
         members = [m for m in dir(e) if m.isupper()] if e is not None else None
         print(enum, members)
-    col = C.CudnnCollector(C.Options())
+    col = cudnn_collector.CudnnCollector(cudnn_collector.Options())
     print("env", col.env())
     for geo, dt, lay, d in [
         (dict(n=8, c=64, k=64, x_h=28, x_w=28, fil_h=3, fil_w=3, pad_h=1, pad_w=1), "FP32", "NCHW", "F"),
         (dict(n=8, c=64, k=64, x_h=28, x_w=28, fil_h=3, fil_w=3, pad_h=1, pad_w=1), "FP16", "NHWC", "W"),
     ]:
-        p = {**C.DEFAULTS, **geo, "dtype": dt, "layout": lay, "direction": d, "y_h": 28, "y_w": 28}
+        p = {**cudnn_collector.DEFAULTS, **geo, "dtype": dt, "layout": lay, "direction": d, "y_h": 28, "y_w": 28}
         x, w, y, out = col._tensors(p)
         for tag, mode in col.modes.items():
             t0 = time.perf_counter()
@@ -49,7 +49,7 @@ def main() -> int:
                     msgs.append("BUILT")
                 except Exception as exc:  # noqa: BLE001
                     msgs.append(str(exc).strip().splitlines()[0][:90] if str(exc).strip() else type(exc).__name__)
-            flags = [C.classify_note_probe(m) for m in msgs]
+            flags = [cudnn_collector.classify_note_probe(m) for m in msgs]
             print(f"note {note_name}: {sum(f is True for f in flags)} with, {sum(f is False for f in flags)} "
                   f"without, {sum(f is None for f in flags)} unclear, {1e3*(time.perf_counter()-t0):.1f} ms; "
                   f"e.g. {sorted(set(msgs))[:3]}")

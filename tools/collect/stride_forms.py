@@ -2,7 +2,7 @@
 
 The collector hands cuDNN the strides PyTorch's descriptors carry (``pytorch``); runs before that
 used the ``legacy`` strides, which differ for NHWC tensors with a size-1 dimension
-(:mod:`kbench.collect.strides`). This diagnostic measures what the difference does to the
+(:mod:`kbench.collect.measure.strides`). This diagnostic measures what the difference does to the
 timings, class by class, with the collector's own protocol (every plan, precise re-timing and the
 verification pass), both conventions in one process on one GPU, the conventions taking turns at
 going first::
@@ -12,7 +12,7 @@ going first::
     python tools/collect/stride_forms.py compare --dataset h100 --runs OUT --out experiments/results/stride_forms_h100.json
 
 ``select`` takes its problem-directions from a packaged NVIDIA dataset, so ``compare`` can set both
-forms beside the shipped table: a sample of each class of :func:`kbench.collect.strides.size_one_class`
+forms beside the shipped table: a sample of each class of :func:`kbench.collect.measure.strides.size_one_class`
 (direction and the tensors whose strides differ) and controls whose strides agree (NHWC without
 a differing tensor, and NCHW). ``run`` writes two raw folders, ``OUT/pytorch`` and ``OUT/legacy``, as
 it goes (a re-run resumes). ``compare`` joins the plans' packaged times (every correct plan, the
@@ -39,8 +39,8 @@ FAR_RATIO = 1.5
 
 def select(dataset: str, corpus: str | None, per_class: int, controls: int, seed: int) -> list[dict]:
     import kbench
-    from kbench.collect.cudnn import load_problems
-    from kbench.collect.strides import size_one_class
+    from kbench.collect.measure.cudnn import load_problems
+    from kbench.collect.measure.strides import size_one_class
     ds = kbench.load(dataset)
     probs = ds.problems
     cls = size_one_class(probs)
@@ -67,8 +67,8 @@ def retime_list(dataset: str, corpus: str | None) -> pd.DataFrame:
     """The dataset's problem-directions whose strides differ between the conventions, as a problems
     file for ``kbench collect cudnn`` (one row per problem-direction, wgrad first, then corpus order)."""
     import kbench
-    from kbench.collect.cudnn import GEOMETRY, load_problems
-    from kbench.collect.strides import strides_differ
+    from kbench.collect.measure.cudnn import GEOMETRY, load_problems
+    from kbench.collect.measure.strides import strides_differ
     probs = kbench.load(dataset).problems
     affected = set(probs.loc[strides_differ(probs)["any"], "problem_id"])
     rows = load_problems(corpus or f"raw/{dataset}/corpus.csv.gz")
@@ -79,8 +79,8 @@ def retime_list(dataset: str, corpus: str | None) -> pd.DataFrame:
 
 
 def run(problems_path: str, out: str, time_budget_s: float) -> int:
-    from kbench.collect.cudnn import CudnnCollector, FatalCudaError, Options
-    from kbench.collect.writer import RawWriter
+    from kbench.collect.measure.cudnn import CudnnCollector, FatalCudaError, Options
+    from kbench.collect.raw_store.writer import RawWriter
     t0 = time.monotonic()
     problems = json.loads(Path(problems_path).read_text())
     writers = {f: RawWriter(Path(out) / f, batch_size=5, max_batch_seconds=20.0) for f in FORMS}
@@ -119,7 +119,7 @@ def run(problems_path: str, out: str, time_budget_s: float) -> int:
 
 
 def _form_times(raw: Path, variant: str = "tf32") -> tuple[pd.DataFrame, pd.DataFrame]:
-    from kbench.collect.package import candidate_runtimes, load_raw
+    from kbench.collect.packaging.package import candidate_runtimes, load_raw
     problems, plans, _ = load_raw(raw)
     rt = candidate_runtimes(problems, plans, variant)
     return problems, rt[["key", "plan", "time_ms"]]
@@ -138,7 +138,7 @@ def _agreement(ratio: pd.Series) -> dict:
 
 def compare(dataset: str, runs: str) -> dict:
     import kbench
-    from kbench.collect.strides import size_one_class
+    from kbench.collect.measure.strides import size_one_class
     forms = {f: _form_times(Path(runs) / f) for f in FORMS}
     probs = forms["pytorch"][0]
     # the class from the geometry (the name recorded at selection may be of an older naming)
@@ -186,7 +186,7 @@ def compare_retimed(dataset: str, raw: str, table: str | None = None) -> dict:
     default candidate set in both): per class, the plans' agreement, how many winners changed and
     the best time's ratio."""
     import kbench
-    from kbench.collect.strides import size_one_class
+    from kbench.collect.measure.strides import size_one_class
     ds = kbench.load(table or dataset)
     problems, new = _form_times(Path(raw), variant="default")
     table = ds.runtimes[["problem_id", "kernel", "time_ms"]].rename(

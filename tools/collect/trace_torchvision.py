@@ -1,12 +1,12 @@
 """Trace the convolution layers of torchvision's architectures into a CSV.
 
-This script made ``kbench/collect/torchvision_layers.csv``, the list of real
-network layers that the corpus generator (:mod:`kbench.collect.corpus`) reads.
+This script made ``kbench/collect/measure/torchvision_layers.csv``, the list of real
+network layers that the corpus generator (:mod:`kbench.collect.measure.corpus`) reads.
 It builds each model with random weights (no download), moves it to the
 ``meta`` device, runs one forward pass there (shapes only, no arithmetic) and records, for every
 ``Conv2d`` call, the input size and the convolution parameters::
 
-    python tools/collect/trace_torchvision.py --out kbench/collect/torchvision_layers.csv
+    python tools/collect/trace_torchvision.py --out kbench/collect/measure/torchvision_layers.csv
 
 It needs ``torchvision`` (not a kbench dependency); the CSV is committed so
 that nobody else does. The batch size is left out: the corpus multiplies the
@@ -89,7 +89,7 @@ def trace_model(name: str, size: int, kwargs: dict) -> list[dict]:
 def main(argv=None) -> int:
     import pandas as pd
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "kbench" / "collect" / "torchvision_layers.csv"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "kbench" / "collect" / "measure" / "torchvision_layers.csv"))
     args = ap.parse_args(argv)
     tv = _import_torchvision()
     rows = []

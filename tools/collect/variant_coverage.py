@@ -2,9 +2,9 @@
 
     python tools/collect/variant_coverage.py raw/h100 raw/h200 --out experiments/results/variant_coverage.json
 
-For every variant of :data:`kbench.collect.package.VARIANTS`: of the problem-directions whose PyTorch
+For every variant of :data:`kbench.collect.packaging.package.VARIANTS`: of the problem-directions whose PyTorch
 choice the collector matched (``torch.backends.cudnn.benchmark = False``, its default flags), the
-share whose choice is in the variant's candidate set (:func:`kbench.collect.package.torch_choice_coverage`).
+share whose choice is in the variant's candidate set (:func:`kbench.collect.packaging.package.torch_choice_coverage`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from kbench.collect.package import VARIANTS, candidate_runtimes, load_raw, torch_choice_coverage
+from kbench.collect.packaging.package import VARIANTS, candidate_runtimes, load_raw, torch_choice_coverage
 
 
 def coverage(raw: str) -> dict:

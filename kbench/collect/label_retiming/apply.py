@@ -1,11 +1,11 @@
 """Label verifications (``kbench collect verify-labels``) read back and applied to raw plan records.
 
-The GPU run (:mod:`kbench.collect.label_retiming.shipped`) writes one JSON line per
+The GPU run (:mod:`kbench.gpu_check.shipped_labels`) writes one JSON line per
 problem-direction with the per-plan checks of the verification pass
 (:mod:`kbench.collect.label_retiming.front_runners`). Here they are read (:func:`read_labels`) and
 joined onto the raw plan records (:func:`apply_labels`) with the fields the
 collector's own pass writes, so that packaging
-(:func:`kbench.collect.package.candidate_runtimes`) treats both alike.
+(:func:`kbench.collect.packaging.package.candidate_runtimes`) treats both alike.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError
 
 #: per-plan fields a label verification adds to the raw plan records (the collector's own pass writes the same)
 PLAN_FIELDS = ("first_ms", "verify_ms", "verify2_ms", "verified", "verified_ms")

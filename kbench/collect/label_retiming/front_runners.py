@@ -6,7 +6,7 @@ one sitting became the label with no second look; the h100 test-retest in issue
 16 found shipped winners that ran 5-7x slower when measured again. This module
 holds the pure decision logic of a second look, written over a callback
 ``time_fn(plan_ids) -> {plan_id: ms}`` so that it runs on the CPU in tests and
-on the GPU in :class:`kbench.collect.cudnn.collector.CudnnCollector`:
+on the GPU in :class:`kbench.collect.measure.cudnn.collector.CudnnCollector`:
 
 1. **front-runners** (:func:`front_runners`): in each candidate set (every
    correct plan; for FP32 data also the full-FP32 default set, whose best is

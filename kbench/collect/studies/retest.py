@@ -7,7 +7,7 @@ that time: how it was timed (``verified`` / ``precise`` / ``coarse`` /
 ``single``), from how many CUDA-graph replays its coarse median came (1 = the
 FAR_BEHIND rule), its position in the problem's timing order (0 = timed first,
 right after the host-side build phase), and whether it was the fastest plan in
-each run. The summary uses :mod:`kbench.repeatability` (run a = RAW_A).
+each run. The summary uses :mod:`kbench.sources.repeatability` (run a = RAW_A).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kbench import repeatability as R
-from kbench.collect.cudnn import plan_priority
-from kbench.collect.package import candidate_runtimes, load_raw
+from kbench.collect.measure.cudnn import plan_priority
+from kbench.collect.packaging.package import candidate_runtimes, load_raw
+from kbench.sources import repeatability
 
 PROVENANCE = ["time_ms", "timing", "replays", "position"]
 
@@ -52,7 +52,7 @@ def report(m: pd.DataFrame, top: int = 15) -> str:
     """Text summary: the study's statistics, then the largest disagreements of either run's winners."""
     rep = pd.concat([m[["key", "plan", "t_a"]].set_axis(["problem_id", "kernel", "time_ms"], axis=1).assign(run_id=0),
                      m[["key", "plan", "t_b"]].set_axis(["problem_id", "kernel", "time_ms"], axis=1).assign(run_id=1)])
-    s = R.summary(rep)
+    s = repeatability.summary(rep)
     pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
     lines = [f"{s['problems']} problems, {pl['n']} plans in both runs",
              f"per-plan |log ratio|: median {pl['median']:.4f}, p90 {pl['p90']:.4f}, p99 {pl['p99']:.4f}",

@@ -30,7 +30,7 @@ cross-GPU pairs of one round are compared with the same-GPU pairs of different
 rounds.
 
 **Phases** groups a raw folder's runs by whether they took numerical notes from
-the notes cache (:mod:`kbench.collect.notes_cache`; a run whose problems have
+the notes cache (:mod:`kbench.collect.measure.notes_cache`; a run whose problems have
 ``notes_source`` cache or check) or probed every problem, and by whether ranks
 shared a GPU (``--ranks-per-gpu``, from the runs' ``start`` records), and gives
 per group the mean seconds of each collector phase (the problems' ``t_*_s``
@@ -41,7 +41,7 @@ often a third was needed: ranks sharing a GPU must not widen them), the
 problem-directions per minute per GPU (``end``
 records: the ranks of one launch, started within a minute of each other,
 count once, over their longest elapsed time) and the seconds per second the
-shard cost model expects (:func:`kbench.collect.shard.expected_seconds`), which
+shard cost model expects (:func:`kbench.collect.raw_store.shard.expected_seconds`), which
 corrects for the groups' different problem mixes.
 """
 
@@ -55,9 +55,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.shard import expected_seconds, shard_folders
-from kbench.collect.writer import dedupe, load_env, load_records
-from kbench.errors import KbenchError, KbenchInputError
+from kbench.collect.raw_store.shard import expected_seconds, shard_folders
+from kbench.collect.raw_store.writer import dedupe, load_env, load_records
+from kbench.core.errors import KbenchError, KbenchInputError
 
 
 def _folders(paths) -> list[Path]:
@@ -99,7 +99,7 @@ def launches(paths, since: str | None = None, before: str | None = None) -> list
     in start order, of the runs whose id is not before ``since`` and sorts before ``before``: GPUs (the ranks over
     ``ranks_per_gpu``), problem-directions measured (end records), the longest rank's elapsed seconds,
     problem-directions per minute and per minute per GPU, and the shard cost model's expected seconds
-    of the problem-directions measured per GPU-second (:func:`kbench.collect.shard.expected_seconds`),
+    of the problem-directions measured per GPU-second (:func:`kbench.collect.raw_store.shard.expected_seconds`),
     which corrects for the problem mix of each launch's slice of the corpus; and the share of the wall
     time each GPU spent on problems' GPU parts (their ``t_time_s`` over GPUs times elapsed seconds: ranks
     sharing a GPU hold its turn only for that part), which does not depend on the mix at all."""

@@ -39,9 +39,9 @@ import sys
 
 import numpy as np
 
-from kbench.collect import cudnn as C
-from kbench.collect.writer import load_records
-from kbench.problem import expected_output_size
+from kbench.collect.measure import cudnn as cudnn_collector
+from kbench.collect.raw_store.writer import load_records
+from kbench.sources.problem import expected_output_size
 
 PROBLEMS = [  # (name, geometry, dtype, layout, direction)
     ("tiny-1x1", dict(n=1, c=64, k=64, x_h=14, x_w=14, fil_h=1, fil_w=1), "FP16", "NHWC", "F"),
@@ -55,7 +55,7 @@ NCU_REPS = 3
 
 
 def problem(geo, dtype, layout, direction):
-    p = {**C.DEFAULTS, **geo, "dtype": dtype, "layout": layout, "direction": direction}
+    p = {**cudnn_collector.DEFAULTS, **geo, "dtype": dtype, "layout": layout, "direction": direction}
     p["y_h"] = int(expected_output_size(p["x_h"], p["fil_h"], p["pad_h"], p["stride_h"], p["dil_h"]))
     p["y_w"] = int(expected_output_size(p["x_w"], p["fil_w"], p["pad_w"], p["stride_w"], p["dil_w"]))
     return p
@@ -70,7 +70,7 @@ def prepared(col, p, nplans=PLANS_PER_PROBLEM):
         try:
             g.build_plan_at_index(i)
             ws = g.get_workspace_size_plan_at_index(i)
-            if ws <= C.WORKSPACE_CAP:
+            if ws <= cudnn_collector.WORKSPACE_CAP:
                 chosen.append((i, n, ws))
         except Exception:  # noqa: BLE001
             continue
@@ -90,8 +90,8 @@ def measure(col, problems=PROBLEMS):
         for i, pname in plans:
             naive = [col._single_ms(g, pack, i) for _ in range(20)]
             single = float(np.median(naive))
-            ps = C.PlanState(i, {})
-            ps.k = C.inner_count(single)
+            ps = cudnn_collector.PlanState(i, {})
+            ps.k = cudnn_collector.inner_count(single)
             ps.graph = col._capture(g, pack, i, ps.k)
             col._replays(ps, 2)
             t = col._replays(ps, 20)
@@ -162,8 +162,8 @@ def scaling(col):
         p = problem({**base, "n": n}, "FP16", "NHWC", "F")
         g, pack, plans, keep = prepared(col, p, nplans=1)
         i, pname = plans[0]
-        ps = C.PlanState(i, {})
-        ps.k = C.inner_count(col._single_ms(g, pack, i))
+        ps = cudnn_collector.PlanState(i, {})
+        ps.k = cudnn_collector.inner_count(col._single_ms(g, pack, i))
         ps.graph = col._capture(g, pack, i, ps.k)
         col._replays(ps, 2)
         rows.append(dict(n=n, plan=pname, ms=float(np.median(col._replays(ps, 10))),
@@ -173,8 +173,8 @@ def scaling(col):
 
 # ------------------------------------------------------------------------- run-to-run outliers
 #: problem-directions whose shipped winner ran 5-7x slower when re-measured (the h100 re-run recorded
-#: in raw/h100/validation/issue16)
-ISSUE16_RERUN = {
+#: in raw/h100/validation/run_to_run_outliers)
+RERUN_OUTLIERS = {
     "80-21-21-3x3-8-21-21-128-3x3-1x1-3x3-0-NCHW-BF16-F": ["eng22_k2=16_k13=0_k14=3_k18=0_k23=2"],
     "16-112-112-1x1-32-112-112-16-0x0-1x1-1x1-0-NCHW-FP16-B": ["eng63_k25=0"],
 }
@@ -184,10 +184,10 @@ def outlier_cases(raw_dir, n_launch_bound: int = 8, ratio: float = 3.0) -> dict:
     """{problem key: [plan names]}: the issue's two re-run outliers plus the recorded plans
     whose coarse time was launch-bound and at least ``ratio`` times their precise time."""
     plans = load_records(raw_dir, "plans")
-    cases = {k: list(v) for k, v in ISSUE16_RERUN.items()}
-    lb = plans[C.launch_bound_mask(plans) & (plans["coarse_ms"] >= ratio * plans["precise_ms"])]
+    cases = {k: list(v) for k, v in RERUN_OUTLIERS.items()}
+    lb = plans[cudnn_collector.launch_bound_mask(plans) & (plans["coarse_ms"] >= ratio * plans["precise_ms"])]
     for key, grp in lb.sort_values("coarse_ms", ascending=False).groupby("key", sort=False):
-        if len(cases) >= len(ISSUE16_RERUN) + n_launch_bound:
+        if len(cases) >= len(RERUN_OUTLIERS) + n_launch_bound:
             break
         cases.setdefault(key, []).extend(grp["plan"].head(2).tolist())
     for key, names in cases.items():  # each problem's recorded winner as the yardstick
@@ -210,7 +210,7 @@ def _timed_single(col, g, pack, i, spin: bool) -> float:
     (s, e), = _events(col, 1)
     with t.cuda.stream(col.stream):
         if spin:
-            t.cuda._sleep(C.spin_cycles(1))
+            t.cuda._sleep(cudnn_collector.spin_cycles(1))
         s.record()
         col._run(g, pack, i)
         e.record()
@@ -223,7 +223,7 @@ def _timed_replays(col, graph, k: int, n: int, spin: bool) -> list[float]:
     evs = _events(col, n)
     with t.cuda.stream(col.stream):
         if spin:
-            t.cuda._sleep(C.spin_cycles(n))
+            t.cuda._sleep(cudnn_collector.spin_cycles(n))
         for s, e in evs:
             s.record()
             graph.replay()
@@ -244,29 +244,29 @@ def _plan_trace(col, g, pack, i) -> dict:
     r["k1_nospin_ms"] = _timed_replays(col, g1, 1, 10, spin=False)
     r["k1_spin_ms"] = _timed_replays(col, g1, 1, 10, spin=True)
     # the collector before the outlier fix: k from the first execution, warm-up check, no spin
-    single = r["first_ms"] if r["first_ms"] >= C.COARSE_TARGET_MS else r["second_ms"]
-    k = C.inner_count(single)
+    single = r["first_ms"] if r["first_ms"] >= cudnn_collector.COARSE_TARGET_MS else r["second_ms"]
+    k = cudnn_collector.inner_count(single)
     go = col._capture(g, pack, i, k)
     warm = _timed_replays(col, go, k, 1, spin=False)[0]
-    if warm * k < C.COARSE_TARGET_MS / 2 and k < C.MAX_INNER:
-        k = C.inner_count(warm)
+    if warm * k < cudnn_collector.COARSE_TARGET_MS / 2 and k < cudnn_collector.MAX_INNER:
+        k = cudnn_collector.inner_count(warm)
         go = col._capture(g, pack, i, k)
         _timed_replays(col, go, k, 1, spin=False)
     r["old_k"], r["old_warm_ms"] = k, warm
-    r["old_coarse_ms"] = med(_timed_replays(col, go, k, C.COARSE_REPLAYS, spin=False))
+    r["old_coarse_ms"] = med(_timed_replays(col, go, k, cudnn_collector.COARSE_REPLAYS, spin=False))
     # the collector after: k from a warm execution, spin kernel, recapture of short replays
-    k = C.inner_count(r["spin_single_ms"])
+    k = cudnn_collector.inner_count(r["spin_single_ms"])
     gn = col._capture(g, pack, i, k)
     _timed_replays(col, gn, k, 1, spin=True)
-    times = _timed_replays(col, gn, k, C.COARSE_REPLAYS, spin=True)
-    if med(times) * k < C.COARSE_TARGET_MS / 2 and k < C.MAX_INNER:
-        k = C.inner_count(med(times))
+    times = _timed_replays(col, gn, k, cudnn_collector.COARSE_REPLAYS, spin=True)
+    if med(times) * k < cudnn_collector.COARSE_TARGET_MS / 2 and k < cudnn_collector.MAX_INNER:
+        k = cudnn_collector.inner_count(med(times))
         gn = col._capture(g, pack, i, k)
         _timed_replays(col, gn, k, 1, spin=True)
-        times = _timed_replays(col, gn, k, C.COARSE_REPLAYS, spin=True)
+        times = _timed_replays(col, gn, k, cudnn_collector.COARSE_REPLAYS, spin=True)
     r["new_k"], r["new_coarse_ms"] = k, med(times)
     # reference: k for the coarse target from the spin-protected k=1 replays, 20 replays
-    k = C.inner_count(min(r["k1_spin_ms"]))
+    k = cudnn_collector.inner_count(min(r["k1_spin_ms"]))
     gr = col._capture(g, pack, i, k)
     _timed_replays(col, gr, k, 1, spin=True)
     ref = _timed_replays(col, gr, k, 20, spin=True)
@@ -278,11 +278,11 @@ def _plan_trace(col, g, pack, i) -> dict:
 def outliers(col, cases: dict, corpus, out_path=None) -> list[dict]:
     """Trace each case's plans (see :func:`_plan_trace`); written after every problem."""
     import os
-    todo = C.load_problems(corpus)
+    todo = cudnn_collector.load_problems(corpus)
     todo = todo[todo["key"].isin(list(cases))]
     rows = []
     for _, row in todo.iterrows():
-        p = {k: C._py(v) for k, v in row.items()}
+        p = {k: cudnn_collector._py(v) for k, v in row.items()}
         x, w, y, out = col._tensors(p)
         g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
         for pname in cases[p["key"]]:
@@ -296,7 +296,7 @@ def outliers(col, cases: dict, corpus, out_path=None) -> list[dict]:
                     col.workspace = col.torch.empty(need, dtype=col.torch.uint8, device="cuda")
                 rec.update(_plan_trace(col, g, pack, i))
             except Exception as exc:  # noqa: BLE001 - recorded, the next plan goes on
-                rec["error"] = C._err(exc)
+                rec["error"] = cudnn_collector._err(exc)
                 col._check_cuda()
             rows.append(rec)
         if out_path:
@@ -309,7 +309,7 @@ PHASES = ("t_heur_s", "t_notes_s", "t_build_s", "t_coarse_s", "t_torch_s", "t_pr
 
 
 def diagnosis(vdir) -> dict:
-    """The run-to-run outlier evidence recorded in ``vdir`` (``raw/h100/validation/issue16``), as tables.
+    """The run-to-run outlier evidence recorded in ``vdir`` (``raw/h100/validation/run_to_run_outliers``), as tables.
 
     ``first``: per traced plan (``outliers`` run, default and eager module loading) the first
     execution, a second one launched alone, a spin-protected one, graph replays of one
@@ -342,12 +342,12 @@ def diagnosis(vdir) -> dict:
         (old, old_pd), (new, new_pd) = runs["old"], runs["new"]
         both = old.merge(new[["key", "plan", "coarse_ms"]], on=["key", "plan"], suffixes=("_old", "_new"))
         ratio = both["coarse_ms_old"] / both["coarse_ms_new"]
-        flagged = C.launch_bound_mask(both.rename(columns={"coarse_ms_old": "coarse_ms"}))
+        flagged = cudnn_collector.launch_bound_mask(both.rename(columns={"coarse_ms_old": "coarse_ms"}))
         rows = []
         for name, plans in (("before the fix", old), ("after the fix", new)):
             rows.append({"protocol": name, "problem-directions": int(plans["key"].nunique()),
                          "plans timed": int(plans["coarse_ms"].notna().sum()),
-                         "launch-bound": int(C.launch_bound_mask(plans).sum())})
+                         "launch-bound": int(cudnn_collector.launch_bound_mask(plans).sum())})
         out["protocol"] = pd.DataFrame(rows)
         out["outliers"] = {f">= {t}x": {"plans": int((ratio >= t).sum()),
                                         "flagged by launch_bound_mask": int((flagged & (ratio >= t)).sum())}
@@ -384,14 +384,14 @@ def main(argv=None) -> int:
                 json.dump(cases, fh, indent=1)
         return 0
     elif args.what == "outliers":
-        col = C.CudnnCollector(C.Options(notes=False, torch_choice=False))
+        col = cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False))
         col.warm_up()
         rows = outliers(col, json.load(open(args.cases)), args.corpus, args.out)
         for r in rows:
             print({k: v for k, v in r.items() if not isinstance(v, list)})
         return 0
     else:
-        col = C.CudnnCollector(C.Options(notes=False, torch_choice=False))
+        col = cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False))
         if args.what == "measure":
             rows = measure(col)
         elif args.what == "scaling":

@@ -1,0 +1,1 @@
+"""Packaging: a raw folder -> the canonical dataset tables and its data card."""

@@ -1,0 +1,1 @@
+"""Scoring: metrics of rankings and tuning predictions, the Evaluator, prediction files and typed result records."""
