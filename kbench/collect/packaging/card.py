@@ -19,22 +19,13 @@ from kbench.collect.label_retiming.front_runners import label_checks
 from kbench.collect.measure import cudnn as C
 from kbench.collect.measure.notes_cache import notes_table
 from kbench.collect.measure.strides import strides_row
+from kbench.collect.packaging import card_text
 from kbench.collect.raw_store.merge import SETTING_FIELDS, measurement_settings
 from kbench.collect.studies import validate_timing
 from kbench.collect.studies.scaling import gpu_seconds, run_starts
 from kbench.sources import repeatability as R
-from kbench.sources.splits import HELD_OUT_NETWORKS_3D
 
-# The size the first published version of a collected dataset must reach ("at least 5,000
-# problem-directions with every plan timed"); below it the card says it is a draft.
-FIRST_VERSION_PROBLEM_DIRECTIONS = 5000
-# the 3D set's first version: at least 6,000 problem-directions, half with input and filter depth over 1
-FIRST_VERSION_PROBLEM_DIRECTIONS_3D = 6000
-
-
-def is_3d(problems: pd.DataFrame) -> bool:
-    """Whether the measured problems are 3D convolutions (their records carry ``spatial_dims`` 3)."""
-    return "spatial_dims" in problems and bool(len(problems)) and bool((problems["spatial_dims"] == 3).all())
+FIRST_VERSION_PROBLEM_DIRECTIONS = card_text.FIRST_VERSION_PROBLEM_DIRECTIONS
 
 
 def geomean(x) -> float:
@@ -501,7 +492,8 @@ def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFra
     counts = (ok.groupby(["dtype", "layout", "direction"]).size().unstack("direction").fillna(0)
               .astype(int).reset_index())
     kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
-    corpus_text = (CORPUS_3D_TEXT if is_3d(ok) else CORPUS_2D_TEXT).format(corpus=corpus)
+    three = card_text.is_3d(ok)
+    corpus_text = (card_text.CORPUS_3D_TEXT if three else card_text.CORPUS_2D_TEXT).format(corpus=corpus)
     return f"""## What was measured
 
 {len(problems)} problem-directions ({len(ok)} measured without a setup failure), {len(plans)} (problem, plan)
@@ -514,32 +506,12 @@ max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum
 
 {_table(kinds)}
 
-{corpus_text}{network_composition(ok) if is_3d(ok) else ""}"""
+{corpus_text}{composition(ok) if three else ""}"""
 
 
-CORPUS_2D_TEXT = """Corpus: {corpus} from `kbench collect corpus` (MITuna network layers at their batch
-sizes, torchvision layers at batch 1/16/64/256, random geometries), in a seeded order in which the
-three kinds take turns; the collector measures it from the top and resumes where it stopped.
-"""
-CORPUS_3D_TEXT = """Corpus: {corpus} from `kbench collect corpus3d` (the 3D convolution calls of the networks traced in
-`kbench/collect/measure/network_layers_3d.csv`, video models at batch 1/4/16 and volumetric ones at 1/2/4,
-and random neighbours of them; NCDHW depthwise left out, as PyTorch runs it without cuDNN;
-docs/three_d.md), in a seeded order in which the two kinds take turns; the collector measures it from
-the top and resumes where it stopped.
-"""
-
-
-def network_composition(ok: pd.DataFrame) -> str:
-    """The 3D card's composition: depth shares, and the problem-directions of each network's layers (a
-    geometry shared by several networks counts for each)."""
-    deep = (ok["x_d"] > 1) & (ok["fil_d"] > 1)
-    networks = (ok.loc[ok["kind"] == "network", "sources"].astype(str).str.split(";").explode()
-                .str.split("/").str[0])
-    per_network = networks.groupby(networks.index).unique().explode().value_counts().sort_index()
-    table = per_network.rename_axis("network").reset_index(name="problem-directions")
-    return (f"\n{int(deep.sum()):,} of the {len(ok):,} problem-directions ({deep.mean():.1%}) have input and filter "
-            f"depth above 1; {int((ok['kind'] == 'network').sum()):,} ({(ok['kind'] == 'network').mean():.1%}) "
-            f"are layers of real networks, by network:\n\n{_table(table)}\n")
+def composition(ok: pd.DataFrame) -> str:
+    sentence, per_network = card_text.network_composition(ok)
+    return f"\n{sentence}\n\n{_table(per_network)}\n"
 
 
 def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
@@ -676,12 +648,7 @@ PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN
 
 def splits_section(tables: dict, name: str) -> str:
     sizes = {c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'}
-    three = (tables["problems"]["spatial_dims"] == 3).all()
-    rule = ("`random`: by the hash of the geometry with the batch size ignored (a layer at batch 4 and at "
-            "batch 16 sit in one part), ~70/10/20. `networks`: test = every layer (batch size ignored) of the "
-            f"held-out networks {', '.join(HELD_OUT_NETWORKS_3D)}; train/valid from the rest (docs/three_d.md)."
-            if three else "`random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network "
-            "layers\n(batch size ignored), as in the AMD datasets.")
+    rule = card_text.split_rule(tables["problems"])
     return f"""## Splits
 
 {rule} Sizes: {json.dumps(sizes)}.
@@ -709,8 +676,7 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
 Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
 convolution problem, every execution plan (engine configuration, named like
 `eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
-built, checked against PyTorch and timed. {status_line(len(ok), FIRST_VERSION_PROBLEM_DIRECTIONS_3D if is_3d(ok)
-                                              else FIRST_VERSION_PROBLEM_DIRECTIONS)} Every number below is generated from the
+built, checked against PyTorch and timed. {status_line(len(ok), card_text.first_version_target(ok))} Every number below is generated from the
 raw data in `raw/{base}/`{" and the re-timing folders named below" if retimed else ""} by `kbench/collect/card.py`.
 
 Candidate set: **`{variant}`** ({C.VARIANT_TEXT[variant]}; docs/variants.md).{coverage_line(coverage)}
