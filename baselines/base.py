@@ -36,7 +36,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pkgutil
+import stat
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -70,6 +72,13 @@ def save_safetensors(path: str | Path, arrays: dict[str, np.ndarray], metadata: 
 def load_safetensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Read a safetensors file: (arrays, metadata)."""
     from safetensors import safe_open
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise KbenchInputError(f"{path}: cannot be read ({exc.strerror}).") from None
+    if not stat.S_ISREG(mode):  # a FIFO would block the open for ever, a device would be read without end
+        raise KbenchInputError(f"{path}: not a regular file (a pipe, device or folder); remove it or give a "
+                               "safetensors file.")
     try:
         with safe_open(str(path), framework="numpy") as fh:
             meta = fh.metadata() or {}

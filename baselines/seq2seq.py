@@ -72,7 +72,9 @@ plus ``arrays.safetensors`` (the network's weights); never pickle.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -519,6 +521,51 @@ def greedy_decode(scorer, space, ctx, rows, constrained: bool = True, fallback: 
 
 
 # =============================================================================== network
+def _data_sha256(*parts: np.ndarray) -> str:
+    """The sha256 of the training (and valid) inputs and labels, shapes included: what a resumed
+    training state must have been trained on."""
+    h = hashlib.sha256()
+    for part in parts:
+        a = np.ascontiguousarray(part)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _whole(v, low: int, high: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+
+def _fit_state_problem(doc: dict, max_epochs: int, patience: int) -> str | None:
+    """Why a training state's loop counters cannot be an interrupted fit's (a forged ``epochs_done=10**6``),
+    or None."""
+    loop = doc.get("loop")
+    if not isinstance(loop, dict):
+        return "no loop counters"
+    done = loop.get("epochs_done")
+    if not _whole(done, 1, max_epochs):
+        return f"epochs_done {str(done)[:20]!r} is not from 1 to max_epochs {max_epochs}"
+    if not _whole(loop.get("best_epoch"), 0, done - 1):
+        return f"best_epoch {str(loop.get('best_epoch'))[:20]!r} is not one of the {done} epochs done"
+    if not _whole(loop.get("bad"), 0, patience):
+        return f"bad {str(loop.get('bad'))[:20]!r} is not from 0 to patience {patience}"
+    key = loop.get("best_key")
+    if not isinstance(key, list) or not key or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in key):
+        return "best_key is not a list of finite numbers"
+    if not isinstance(loop.get("history"), list) or len(loop["history"]) > done:
+        return "its history does not list its epochs"
+    elapsed = loop.get("elapsed_s")
+    if not isinstance(elapsed, (int, float)) or isinstance(elapsed, bool) or not math.isfinite(elapsed) or elapsed < 0:
+        return f"elapsed_s {str(elapsed)[:20]!r} is not a duration"
+    resumed = loop.get("resumed_at_epochs")
+    if not isinstance(resumed, list) or not all(_whole(v, 0, done) for v in resumed):
+        return "resumed_at_epochs is not a list of epochs done"
+    if loop.get("stopped_by") not in (None, "patience", "max_seconds"):
+        return f"stopped_by {str(loop.get('stopped_by'))[:20]!r} is not a stopping rule"
+    return None
+
+
 def _torch():
     import torch
     return torch
@@ -740,7 +787,8 @@ class Seq2Seq(TuningModel):
         best_key, best_state, best_epoch, bad, history = None, None, -1, 0, []
         stopped_by, start_epoch, elapsed_before, resumed_at = None, 0, 0.0, []
         state_path = Path(checkpoint) if checkpoint is not None else None
-        fingerprint = (self._fit_fingerprint(seed, len(y), len(valid_problems) if have_valid else 0)
+        fingerprint = (self._fit_fingerprint(seed, len(y), len(valid_problems) if have_valid else 0,
+                                             _data_sha256(tok, num, y, *(valid or ())))
                        if state_path is not None else None)
         if state_path is not None and state_path.exists():
             loop, best_state = self._load_fit_state(state_path, fingerprint, opt, sched, rng)
@@ -787,11 +835,13 @@ class Seq2Seq(TuningModel):
         return self
 
     # -- training state (checkpoint) -----------------------------------------------
-    def _fit_fingerprint(self, seed: int, n_train: int, n_valid: int) -> dict:
-        """What a training state must match to be resumed: format, parameters, seed, data sizes."""
+    def _fit_fingerprint(self, seed: int, n_train: int, n_valid: int, data_sha256: str | None = None) -> dict:
+        """What a training state must match to be resumed: format, parameters, seed, data sizes, and the
+        sha256 of the training and valid inputs and labels (a state trained on other labels is refused)."""
         return json.loads(json.dumps({"format": FIT_STATE_FORMAT, "params": self.params, "seed": int(seed),
                                       "n_train": int(n_train), "n_valid": int(n_valid),
-                                      "output_sizes": [len(v) for v in self.space.values]}))
+                                      "output_sizes": [len(v) for v in self.space.values],
+                                      "data_sha256": data_sha256}))
 
     def _save_fit_state(self, path: Path, fingerprint: dict, opt, sched, rng, best_state, loop: dict) -> None:
         """One safetensors file: the weights, the best epoch's weights, Adam's moments and the torch
@@ -817,7 +867,6 @@ class Seq2Seq(TuningModel):
     def _load_fit_state(self, path: Path, fingerprint: dict, opt, sched, rng) -> tuple[dict, dict]:
         """Restore a state written by ``_save_fit_state`` into the net, ``opt``, ``sched`` and
         ``rng``; returns (the loop's counters, the best epoch's weights)."""
-        torch = _torch()
         arrays, meta = load_safetensors(path)
         try:
             doc = json.loads(meta.get("fit_state", ""))
@@ -826,6 +875,22 @@ class Seq2Seq(TuningModel):
         if not isinstance(doc, dict) or doc.get("fingerprint") != fingerprint:
             raise KbenchInputError(f"{path}: a training state of another configuration, seed or training "
                                    "set, or not one kbench wrote; remove the file to train from the start.")
+        damaged = _fit_state_problem(doc, int(self.params["max_epochs"]), int(self.params["patience"]))
+        weights = [k for k, v in arrays.items() if k.startswith(("net.", "best.")) and v.dtype.kind == "f"
+                   and not np.isfinite(v).all()]
+        damaged = damaged or (f"weights {weights[0]} are not finite" if weights else None)
+        if damaged:
+            raise KbenchInputError(f"{path}: a damaged training state ({damaged}); remove the file to train "
+                                   "from the start.")
+        try:
+            return self._restore(arrays, doc, opt, sched, rng)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+            raise KbenchInputError(f"{path}: a damaged training state ({type(exc).__name__}: {str(exc)[:200]}); "
+                                   "remove the file to train from the start.") from None
+
+    def _restore(self, arrays: dict, doc: dict, opt, sched, rng) -> tuple[dict, dict]:
+        """Load a checked training state's weights, optimiser, schedule and generators (:meth:`_load_fit_state`)."""
+        torch = _torch()
 
         def tensors(prefix: str) -> dict:
             return {k[len(prefix):]: torch.tensor(v) for k, v in arrays.items() if k.startswith(prefix)}

@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.output_files import check_output_folder, printable_path, write_failure
 from kbench.core.version import __version__
 from kbench.data.cards import render_card
 from kbench.data.dataset import Dataset, load, read_dataset_folder
@@ -268,8 +269,19 @@ def build_hub_folder(dataset, out_dir, repo_id: str | None = None) -> dict:
     """
     ds = _resolve_dataset(dataset)
     out_dir = Path(out_dir)
+    if out_dir.is_symlink():  # the folder is replaced by a rename: a link would be replaced, not followed
+        raise KbenchInputError(f"{printable_path(out_dir)}: is a symbolic link; give the folder itself.")
+    # the dataset's own folder (a packaged dataset above all) is never written into, --dry-run or not
+    check_output_folder(out_dir, [ds.path] if ds.path is not None else [], "--out")
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise KbenchInputError(f"{out_dir}: exists and is not an empty folder; choose a new output folder.")
+    try:
+        return _write_hub_folder(ds, out_dir, repo_id)
+    except OSError as exc:  # a read-only folder, a full disk, a name too long: nothing is left behind
+        raise write_failure(out_dir, exc, "the Hub folder") from None
+
+
+def _write_hub_folder(ds, out_dir: Path, repo_id: str | None) -> dict:
     tables = [t for t in TABLE_ORDER if t in ds.tables] + sorted(set(ds.tables) - set(TABLE_ORDER))
     bad = [t for t in tables if not _TABLE_NAME.fullmatch(t)]
     if bad:

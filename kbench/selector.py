@@ -48,11 +48,13 @@ import json
 import math
 import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
 
-from kbench.core.errors import KbenchInputError
+from kbench.core.errors import KbenchInputError, read_json_object
+from kbench.core.identifiers import path_under
 
 FORMAT = "kbench-selector-1"
 DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2,
@@ -77,14 +79,37 @@ def _tz(v: float, cap: int = 8) -> float:
     return float(min((v & -v).bit_length() - 1, cap))
 
 
+#: the convolution directions a selector ranks kernels for
+DIRECTIONS = ("F", "B", "W")
+#: the largest size a problem field may have (a tensor dimension, a count): far above any real problem
+MAX_SIZE = 2 ** 31
+#: the deepest tree a selector file may hold: every tree is walked as a complete binary tree of the
+#: forest's depth, so a forged ``depth: 40`` would take gigabytes
+MAX_DEPTH = 16
+#: the most cells (trees x leaves of a complete tree) a forest may expand to (about 0.4 GB of arrays)
+MAX_CELLS = 2 ** 25
+
+
+def _size(value, field: str) -> float:
+    """A problem's size field as a float: a finite whole number in [0, MAX_SIZE], else an input error."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    number = float(value) if ok and abs(value) <= MAX_SIZE else math.nan
+    if not ok or not math.isfinite(number) or number < 0 or number != int(number):
+        raise KbenchInputError(f"selector: the problem's {field} is {str(value)[:40]!r}; give a whole number "
+                               f"from 0 to {MAX_SIZE:,}")
+    return number
+
+
 def problem_vector(problem) -> dict[str, float]:
     """The feature columns of one problem (the same values as ``kbench_baselines.features.problem_features``)."""
     missing = [c for c in REQUIRED if c not in problem]
     if missing:
         raise KbenchInputError(f"selector: the problem lacks {', '.join(missing)} (kbench's canonical problem "
                                "columns, docs/data_model.md)")
-    g = {c: float(problem[c]) for c in REQUIRED[5:]}
+    g = {c: _size(problem[c], c) for c in REQUIRED[5:]}
     direction, dtype = str(problem["direction"]), str(problem["dtype"])
+    if direction not in DIRECTIONS:
+        raise KbenchInputError(f"selector: direction {direction[:40]!r} is not one of {', '.join(DIRECTIONS)}")
     n, c, k, groups = g["n"], g["c"], g["k"], max(g["groups"], 1.0)
     cg, kg = c / groups, k / groups
     xi, yo = g["x_d"] * g["x_h"] * g["x_w"], g["y_d"] * g["y_h"] * g["y_w"]
@@ -268,6 +293,9 @@ class Selector:
         """Every kernel that runs in the problem's direction, best first."""
         f = problem_vector(problem)
         direction, dtype = str(problem["direction"]), str(problem["dtype"])
+        if direction not in self.directions:  # an error, not an empty ranking
+            raise KbenchInputError(f"selector: it ranks no kernel for direction {direction!r} (it knows "
+                                   f"{', '.join(sorted(self.directions))})")
         names = self.directions.get(direction, [])
         prior = self.prior.get(f"{direction}|{dtype}", self.prior.get(direction))
         index = {k: i for i, k in enumerate(self.kernels)}
@@ -389,26 +417,128 @@ def load(name_or_path: str | Path) -> Selector:
     from safetensors.numpy import load_file
     folder = Path(name_or_path)
     if not (folder / "selector.json").is_file():
-        folder = _root() / str(name_or_path)
+        folder = path_under(_root(), ("selector", str(name_or_path)))  # a dataset name: an identifier
     if not (folder / "selector.json").is_file():
         raise KbenchInputError(f"no selector {str(name_or_path)!r}: no selector.json at {name_or_path} or {folder}; "
                                f"export one with `python -m kbench.selector export {name_or_path}`.")
-    meta = json.loads((folder / "selector.json").read_text())
+    meta = read_json_object(folder / "selector.json", hint=" Export it again with `python -m kbench.selector export`.")
     if meta.get("format") != FORMAT:
         raise KbenchInputError(f"{folder / 'selector.json'}: format {meta.get('format')!r}, expected {FORMAT!r}; "
                                "re-export it with this kbench version.")
-    arrays = load_file(str(folder / "trees.safetensors"))
+    by_name = not (Path(name_or_path) / "selector.json").is_file()
+    recorded = (meta.get("dataset") or {}).get("name") if isinstance(meta.get("dataset"), dict) else None
+    if by_name and recorded != str(name_or_path):  # a selector copied under another dataset's name
+        raise KbenchInputError(f"{folder / 'selector.json'}: exported for dataset {recorded!r}, not "
+                               f"{str(name_or_path)!r}; export one for it with `python -m kbench.selector export "
+                               f"{name_or_path}`.")
+    trees = folder / "trees.safetensors"
+    if not trees.is_file() or not stat.S_ISREG(os.stat(trees).st_mode):
+        raise KbenchInputError(f"{trees}: missing or not a regular file; export the selector again.")
+    try:
+        arrays = load_file(str(trees))
+    except Exception as exc:  # safetensors raises its own error types for a damaged file
+        raise KbenchInputError(f"{trees}: not a readable safetensors file ({type(exc).__name__}: "
+                               f"{str(exc)[:200]}); export the selector again.") from None
+    check_structure(meta, arrays, folder)
     forests = {d: Forest.from_arrays(arrays, d, depth) for d, depth in meta["depth"].items()}
     meta["size_bytes"] = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
     return PlanSelector(meta, forests["plans"]) if meta.get("kind") == "plans" else Selector(meta, forests)
 
 
-def export(model, folder: str | Path) -> Path:
+FOREST_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "roots", "group", "base")
+
+
+def check_structure(meta: dict, arrays: dict, folder: Path) -> None:
+    """Refuse a selector whose files do not hold what scoring reads: known directions and kernels, bounded
+    depths, and trees whose child indices lie in range and lead down to leaves within the stated depth
+    (an edited depth or child index would otherwise change the rankings silently)."""
+    where = folder / "selector.json"
+    problems = []
+    plans = meta.get("kind") == "plans"
+    depth = meta.get("depth")
+    if not isinstance(depth, dict) or not depth or (set(depth) != {"plans"} if plans else not set(depth) <= set(DIRECTIONS)):
+        raise KbenchInputError(f"{where}: 'depth' must name the forest of each direction ({', '.join(DIRECTIONS)})"
+                               " or, for a plans selector, 'plans'.")
+    if not isinstance(meta.get("columns"), list) or not all(isinstance(c, str) for c in meta["columns"]):
+        raise KbenchInputError(f"{where}: 'columns' must list the feature names.")
+    if not plans:
+        kernels = meta.get("kernels")
+        if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
+            raise KbenchInputError(f"{where}: 'kernels' must list the kernel names.")
+        for key in ("classes", "directions"):
+            block = meta.get(key)
+            if not isinstance(block, dict) or not set(block) <= set(DIRECTIONS) or not all(
+                    isinstance(v, list) and set(v) <= set(kernels) for v in block.values()):
+                problems.append(f"'{key}' must map directions ({', '.join(DIRECTIONS)}) to kernels it lists")
+        prior = meta.get("prior")
+        if not isinstance(prior, dict) or not all(
+                isinstance(v, list) and len(v) == len(kernels) and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
+                for v in prior.values()):
+            problems.append("'prior' must give one finite number per kernel")
+    for name, d in depth.items():
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DEPTH:
+            problems.append(f"depth of {name!r} is {d!r}; it must be a whole number from 0 to {MAX_DEPTH}")
+            continue
+        missing = [a for a in FOREST_ARRAYS if f"{name}.{a}" not in arrays]
+        if missing:
+            problems.append(f"trees.safetensors has no {', '.join(f'{name}.{a}' for a in missing)}")
+            continue
+        problems += [f"forest {name!r}: {p}" for p in _forest_problems(
+            {a: arrays[f"{name}.{a}"] for a in FOREST_ARRAYS}, d, len(meta["columns"]),
+            None if plans else len((meta.get("classes") or {}).get(name, [])))]
+    if problems:
+        raise KbenchInputError(f"{where}: the selector's files are damaged or edited ({len(problems)} problem(s)): "
+                               + "; ".join(problems[:6]) + ". Export it again.")
+
+
+def _forest_problems(a: dict, depth: int, n_columns: int, n_classes: int | None) -> list[str]:
+    """What is wrong with one forest's arrays (see :func:`check_structure`)."""
+    if any(np.asarray(v).ndim != 1 for v in a.values()):
+        return ["an array is not one-dimensional"]
+    n = len(a["left"])
+    if any(len(a[k]) != n for k in ("right", "feature", "threshold", "default_left")):
+        return ["its node arrays differ in length"]
+    left, right = np.asarray(a["left"], np.int64), np.asarray(a["right"], np.int64)
+    roots, group, base = np.asarray(a["roots"], np.int64), np.asarray(a["group"], np.int64), np.asarray(a["base"])
+    out = []
+    if len(roots) * 2 ** depth > MAX_CELLS:
+        out.append(f"{len(roots):,} trees of depth {depth} expand to more than {MAX_CELLS:,} cells")
+    leaf = left < 0
+    if ((left < -1) | (left >= n) | (right < -1) | (right >= n) | ((right < 0) != leaf)).any():
+        out.append("a child index is out of range, or a node has one child only")
+    elif (~leaf & ((left <= np.arange(n)) | (right <= np.arange(n)))).any():
+        out.append("a child comes before its parent (a loop)")
+    if ((roots < 0) | (roots >= n)).any() or len(group) != len(roots) or ((group < 0) | (group >= len(base))).any():
+        out.append("a tree root or output group is out of range")
+    if not np.isfinite(np.asarray(a["threshold"], np.float64)).all() or not np.isfinite(base.astype(np.float64)).all():
+        out.append("a threshold, leaf value or base score is not finite")
+    feature = np.asarray(a["feature"], np.int64)
+    if ((feature[~leaf] < 0) | (feature[~leaf] >= n_columns)).any():
+        out.append("a split reads a feature column it does not have")
+    if n_classes is not None and n_classes and len(base) != n_classes:
+        out.append(f"{len(base)} output groups for {n_classes} classes")
+    if out:
+        return out
+    node = roots.copy()
+    for _ in range(depth):  # every path must end in a leaf within the stated depth
+        node = np.concatenate([np.where(leaf[node], node, left[node]), np.where(leaf[node], node, right[node])])
+        node = np.unique(node)
+    if not leaf[node].all():
+        out.append(f"a tree is deeper than the stated depth {depth}")
+    return out
+
+
+def export(model, folder: str | Path, dataset=None) -> Path:
     """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) or an
     ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder."""
+    # the dataset it was trained on, so that a selector copied under another dataset's name is refused
+    recorded = ({"name": dataset.name, "version": dataset.version, "checksum": dataset.checksum}
+                if dataset is not None else None)
     if hasattr(model, "kernel_columns"):  # the xgboost-plans family: one regression or ranking booster
         meta = {"kind": "plans", "columns": model.columns, "kernel_columns": model.kernel_columns,
-                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info}
+                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info,
+                "dataset": recorded}
         return save(folder, meta, {"plans": Forest.from_xgboost_json(json.loads(model.booster.save_raw("json")))})
     if model.params.get("decision", "probability") != "probability":
         raise KbenchInputError("only decision='probability' models can be exported")
@@ -416,7 +546,8 @@ def export(model, folder: str | Path) -> Path:
                for d, b in model.boosters.items() if b is not None}
     meta = {"kernels": model.space.names, "columns": model.columns, "classes": model.classes,
             "directions": model.space.directions, "prior": {k: v.tolist() for k, v in model.space.prior.items()},
-            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info}
+            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info,
+            "dataset": recorded}
     return save(folder, meta, forests)
 
 
@@ -439,7 +570,7 @@ def main(argv=None) -> None:
     ds = load_dataset(a.dataset)
     parts = ds.split(a.split)
     model = get_baseline(a.model).fit(ds, parts["train"], parts["valid"], seed=a.seed)
-    folder = export(model, a.out or _root() / ds.name)
+    folder = export(model, a.out or path_under(_root(), ("dataset", ds.name)), dataset=ds)
     print(f"exported {folder} ({sum(p.stat().st_size for p in Path(folder).iterdir()):,} bytes)")
 
 

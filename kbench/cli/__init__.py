@@ -23,6 +23,7 @@ import traceback
 
 from kbench.cli.console import _console, print_frame  # noqa: F401  (re-exported for callers of kbench.cli)
 from kbench.core.errors import KbenchError
+from kbench.core.output_files import os_failure
 from kbench.core.version import __version__
 
 #: the command modules, in the order their commands appear in ``kbench --help``
@@ -61,7 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kbench: interrupted", file=sys.stderr)
         return 130
-    except Exception:  # an unexpected failure is ours, not the user's: show the traceback
+    except Exception as exc:  # an unexpected failure is ours, not the user's: show the traceback
+        # ... unless it is a read-only folder or a full disk met outside the writers that name their file
+        failure = os_failure(exc) if isinstance(exc, OSError) else None
+        if failure is not None:
+            print(f"kbench: error: {failure}", file=sys.stderr)
+            return failure.exit_code
         traceback.print_exc()
         print("kbench: internal error (exit 1). Please report it with the traceback above.", file=sys.stderr)
         return 1

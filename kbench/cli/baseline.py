@@ -39,7 +39,7 @@ from kbench.cli.console import (
 )
 from kbench.core.errors import BaselineFailed, KbenchInputError, suggest
 from kbench.data.dataset import load
-from kbench.leaderboard.runner import method_dir, run_method
+from kbench.leaderboard.runner import checked_seeds, method_dir, run_method
 from kbench.leaderboard.schema import parse_meta, record_problems
 from kbench.leaderboard.store import write_entry
 from kbench.scoring.evaluate import Evaluator
@@ -158,9 +158,7 @@ def cmd_run(args) -> int:
         extra = f" (modules that failed to import: {', '.join(unavailable)})" if unavailable else ""
         raise KbenchInputError(f"unknown baseline {name!r}. Available: {', '.join(known)}{extra}."
                                f"{suggest(name, known)}")
-    seeds = list(dict.fromkeys(int(s) for s in args.seeds))
-    if not seeds:
-        raise KbenchInputError("--seeds needs at least one seed.")
+    seeds = checked_seeds(args.seeds)
     ds = load(args.dataset)
     ids = ds.split(args.split)
     params = _parse_params(args.param)

@@ -87,6 +87,9 @@ def print_report(result) -> None:
 
 
 def _evaluator(args, dataset=None):
+    if getattr(args, "against", None) is not None and not str(args.against).strip():  # never silently the default
+        raise KbenchInputError("--against: an empty path; give the predictions file of the reference heuristic, "
+                               "or leave --against out to compare with the dataset's own reference.")
     reference = args.against if getattr(args, "against", None) else ("default" if not getattr(args, "no_reference", False) else None)
     return Evaluator(dataset if dataset is not None else args.dataset, split=args.split, part=args.part,
                      reference=reference)

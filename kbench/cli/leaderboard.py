@@ -104,11 +104,16 @@ def cmd_rescore(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    from kbench.leaderboard.rescorer import validate_board
-    summary = validate_board(Path(args.leaderboard), check_data=not args.no_data)
+    from kbench.leaderboard.integrity import validate_all
+    summary = validate_all(Path(args.leaderboard), check_data=not args.no_data)
     print(f"{args.leaderboard}: {summary['entries']} entries, {summary['files']} files: valid")
     if not args.no_data:
         print(f"re-scored {summary['rescored']} entries from their stored predictions: every stored figure matches")
+        print(f"scored {summary['verified']} GPU re-timing(s) again from their raw timings and re-scored "
+              f"{summary['transfer']} transfer record(s): every figure matches")
+    if summary.get("stale"):
+        print(f"{len(summary['stale'])} transfer record(s) were scored on a dataset version that is not installed "
+              "(not re-scored; the README marks them stale):\n  - " + "\n  - ".join(summary["stale"]))
     if summary.get("partial"):
         print(f"{len(summary['partial'])} one-seed entries store only their first seed's predictions (their seed "
               "means and ± are not re-scored; marked on the site): " + ", ".join(summary["partial"]))

@@ -32,6 +32,12 @@ class BaselineFailed(KbenchError):
     exit_code = 1
 
 
+class KbenchEnvironmentError(KbenchError):
+    """The machine refused what a valid command needs (a read-only folder, a full disk): exit code 1."""
+
+    exit_code = 1
+
+
 class DataIntegrityError(KbenchError):
     """A shipped or cached data file is missing, truncated or does not match its checksum."""
 
@@ -51,6 +57,10 @@ def read_json_object(path, error: type[KbenchError] = KbenchInputError, hint: st
         doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise error(f"{path}: file not found.{hint}") from None
+    except IsADirectoryError:
+        raise error(f"{str(path) or '(an empty path)'}: is a folder, not a JSON file.{hint}") from None
+    except OSError as exc:  # a name too long, a path through a file, no permission
+        raise error(f"{str(path)[:200]}: cannot be read ({exc.strerror}).{hint}") from None
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text ({exc}).{hint}") from exc
     except json.JSONDecodeError as exc:

@@ -15,7 +15,10 @@ import stat
 import tempfile
 from pathlib import Path
 
-from kbench.core.errors import KbenchInputError
+from kbench.core.errors import KbenchEnvironmentError, KbenchError, KbenchInputError
+
+#: errors of the machine, not of the input: a full disk, a read-only or forbidden folder (exit code 1)
+ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def printable_path(path) -> str:
@@ -135,16 +138,46 @@ def atomic_write_bytes(path, data: bytes) -> None:
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
-        why = "the disk is full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))
-        raise KbenchInputError(f"{printable_path(path)}: cannot write the file ({why}); nothing was "
-                               "written there.") from None
+        raise write_failure(path, exc, "the file") from None
     finally:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
+
+
+def write_failure(path, exc: OSError, what: str = "the file") -> KbenchError:
+    """The error for an ``OSError`` while writing ``what`` at ``path``: a full disk or a read-only folder is
+    the machine's (exit 1), anything else (a name too long, a file in the way) the input's (exit 2)."""
+    why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+    error = KbenchEnvironmentError if exc.errno in ENVIRONMENT_ERRNOS else KbenchInputError
+    fix = ("free some space and run it again" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+           else "make the folder writable or choose another" if exc.errno in ENVIRONMENT_ERRNOS
+           else "choose another path")
+    return error(f"{printable_path(path)}: cannot write {what} ({why}); nothing was written there: {fix}.")
+
+
+def os_failure(exc: OSError) -> KbenchError | None:
+    """The user-facing error for an ``OSError`` that escaped a command, when it is the machine's (a full
+    disk, a read-only folder) or a path's (a name too long, a file where a folder should be), else None."""
+    fixes = {errno.ENAMETOOLONG: ("a name in the path is too long", "use a shorter name", KbenchInputError),
+             errno.ENOTDIR: ("a part of the path is a file, not a folder", "check the path", KbenchInputError),
+             errno.EISDIR: ("it is a folder, not a file", "give the path of a file", KbenchInputError)}
+    if exc.errno in fixes:
+        why, fix, error = fixes[exc.errno]
+    elif exc.errno in ENVIRONMENT_ERRNOS:
+        why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        fix = "free some space" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "make the folder writable"
+        error = KbenchEnvironmentError
+    else:
+        return None
+    where = printable_path(exc.filename) if exc.filename is not None else "a file"
+    where = where if len(where) <= 200 else where[:200] + f"… ({len(where):,} characters)"
+    return error(f"{where}: {why}; {fix} and run the command again (an interrupted write leaves the previous "
+                 "file as it was).")
 
 
 def atomic_write_text(path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "check_output", "check_output_folder", "printable_path"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "check_output", "check_output_folder", "os_failure",
+           "printable_path", "write_failure"]

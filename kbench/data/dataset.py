@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from kbench.core.errors import DataIntegrityError, KbenchInputError, read_json_object, suggest
+from kbench.core.identifiers import confined_path, identifier_problem
 from kbench.data.hub_download import download_from_hub
 from kbench.data.registry import DATASETS, resolve_name, variant_name, variants_of
 from kbench.sources.dataset_files import PACKAGE_DATA, dataset_checksum, sha256_file
@@ -254,9 +255,20 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
         raise DataIntegrityError(f"{manifest_path}: checksum {str(manifest.get('checksum'))[:16]}… is not what its "
                                  f"files' sha256 give ({dataset_checksum(files)[:16]}…): the manifest was edited. "
                                  f"{repair}")
+    dataset_name = _manifest_name(manifest, manifest_path, name, repair)
     paths = {}
     for fname, meta in files.items():
-        fpath = path / fname
+        # a file list entry is a path read from a file: it must name a file of this folder (which may be a
+        # link, as in a Hub snapshot: its content is what the sha256 checks)
+        try:
+            fpath = confined_path(path, fname, "file", str(manifest_path), links=False)
+        except KbenchInputError as exc:
+            raise DataIntegrityError(f"{exc} {repair}") from None
+        if "/" in fname:
+            raise DataIntegrityError(f"{manifest_path}: file {fname!r} lies in a subfolder; a dataset folder "
+                                     f"lists its own files only. {repair}")
+        if not isinstance(meta.get("bytes"), int):
+            raise DataIntegrityError(f"{manifest_path}: file {fname!r} has no integer 'bytes'. {repair}")
         if not fpath.exists():
             raise DataIntegrityError(f"{fpath}: data file missing. {repair}")
         if verify:
@@ -275,7 +287,26 @@ def read_dataset_folder(path: Path, name: str | None = None, verify: bool = True
     missing = [t for t in ("problems", "splits") if t not in tables]
     if missing:
         raise DataIntegrityError(f"{path}: tables {missing} missing from the manifest. {repair}")
-    return Dataset(manifest.get("name", name or path.name), tables, manifest, path)
+    return Dataset(dataset_name, tables, manifest, path)
+
+
+def _manifest_name(manifest: dict, manifest_path: Path, name: str | None, repair: str) -> str:
+    """The dataset's name: the manifest's ``name`` (else ``name``, else the folder's), which must be an
+    identifier (it becomes a path: ``results/<name>/...``) and agree with the registered ``name``.
+
+    The checksum covers the files only, so the manifest's ``name`` is not trusted as written: it is
+    refused unless it is an identifier, and a registered or published dataset's manifest must carry
+    the name it was loaded by (a ``name`` edited to ``../escaped`` or to another dataset's is refused).
+    """
+    found = manifest.get("name", name or manifest_path.parent.name)
+    problem = identifier_problem(found)
+    if problem is not None:
+        raise DataIntegrityError(f"{manifest_path}: the dataset name {str(found)[:80]!r} {problem}; the name "
+                                 f"becomes a folder name. {repair}")
+    if name is not None and found != name:
+        raise DataIntegrityError(f"{manifest_path}: the manifest names the dataset {found!r}, but it was loaded as "
+                                 f"{name!r}: the manifest was edited or the folder holds another dataset. {repair}")
+    return found
 
 
 def load(name: str = "mi100", *, variant: str | None = None, revision: str | None = None,

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from kbench.core.errors import DataIntegrityError, KbenchError, KbenchInputError
+from kbench.core.identifiers import identifier_problem
 from kbench.sources.dataset_files import sha256_file
 
 HUB_FORMAT = 1
@@ -217,14 +218,22 @@ def download_from_hub(repo_id: str, revision: str | None = None, *, token: str |
                 or not isinstance(kmanifest.get("files"), dict):
             raise KbenchInputError(f"{where}: {KBENCH_MANIFEST} is not a kbench manifest; this repo is not a "
                                    "kbench dataset (publish one with `kbench publish`).")
-        if int(kmanifest["kbench_hub_format"]) > HUB_FORMAT:
+        hub_format, entries = kmanifest["kbench_hub_format"], kmanifest["files"]
+        if isinstance(hub_format, bool) or not isinstance(hub_format, int) or hub_format < 1 \
+                or not all(isinstance(m, dict) for m in entries.values()):
+            raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} is damaged (kbench_hub_format "
+                                     f"{str(hub_format)[:40]!r} is not a positive whole number, or a file entry "
+                                     "is not an object with its sha256 and bytes); republish the dataset with "
+                                     "`kbench publish`.")
+        if hub_format > HUB_FORMAT:
             raise KbenchInputError(f"{where}: published with a newer kbench (hub format "
                                    f"{kmanifest['kbench_hub_format']}, this kbench reads {HUB_FORMAT}); "
                                    "upgrade kbench.")
         wanted = sorted(p for p in kmanifest["files"] if not str(p).startswith(f"{PARTS_DIR}/"))
-        if f"{DATA_DIR}/manifest.json" not in wanted or any(".." in p or p.startswith("/") for p in wanted):
+        if f"{DATA_DIR}/manifest.json" not in wanted or any(".." in p or p.startswith("/") for p in wanted) \
+                or identifier_problem(kmanifest.get("name", "unnamed")) is not None:
             raise DataIntegrityError(f"{where}: {KBENCH_MANIFEST} does not list {DATA_DIR}/manifest.json "
-                                     "(or lists unsafe paths); republish the dataset with `kbench publish`.")
+                                     "(or lists unsafe paths, or its name is not an identifier); republish the dataset with `kbench publish`.")
         folder = Path(hf.snapshot_download(repo_id, revision=commit, allow_patterns=wanted, **common))
     except LocalEntryNotFoundError as exc:  # first: older huggingface_hub derive it from EntryNotFoundError
         if offline:

@@ -23,9 +23,12 @@ On the lent device: ``bash tools/device/run_on_device.sh verify DIR BUDGET_S``.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from kbench.core.errors import KbenchInputError, read_json_object
@@ -72,34 +75,74 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     return plan
 
 
+def raw_bytes(path: Path) -> bytes:
+    """A raw file's content, uncompressed when ``path`` is gzipped (``.gz``, as the committed re-timings
+    are): what a record's ``inputs`` sha256 is taken of, whichever form the file is kept in."""
+    data = path.read_bytes()
+    if path.suffix != ".gz":
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError) as exc:
+        raise KbenchInputError(f"{path}: not a readable gzip file ({exc}); copy it again from the run.") from None
+
+
+def input_sha256(path: Path) -> str:
+    """The sha256 of a raw input's uncompressed content (:func:`raw_bytes`)."""
+    return hashlib.sha256(raw_bytes(path)).hexdigest()
+
+
 def raw_rows(path: Path):
-    """The JSON objects of a raw timing file, in order; a line cut by a kill is skipped. ``path`` may be
-    gzipped (``.gz``), as the committed re-timings are."""
+    """The JSON objects of a raw timing file, in order; a line cut by a kill is skipped (as is any line
+    that is no JSON object). ``path`` may be gzipped (``.gz``), as the committed re-timings are."""
     if not path.exists():
         return
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    text = raw_bytes(path).decode("utf-8", errors="replace")
     for line in text.splitlines():
         try:
-            yield json.loads(line)
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(row, dict):
+            yield row
 
 
 def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:
     """(time rows, {problem_id: error} of failed problems, last run's env, total timing seconds)."""
     rows, failed, env, seconds = [], {}, {}, 0.0
-    for row in raw_rows(path):
+    for line, row in enumerate(raw_rows(path), 1):
         kind = row.get("kind")
         if kind == "time":
             rows.append(row)
         elif kind == "problem" and row.get("status") != "ok":
-            failed[row["problem_id"]] = row.get("error", "")
+            if not isinstance(row.get("problem_id"), str):
+                raise _bad_raw(path, f"a failed problem's row (the {line}th object) has no problem_id")
+            failed[row["problem_id"]] = str(row.get("error", ""))
         elif kind == "run":
-            env = row.get("env", {})
+            env = row.get("env", {}) if isinstance(row.get("env", {}), dict) else {}
         elif kind == "run_end":
-            seconds += float(row.get("seconds", 0.0))
+            value = row.get("seconds", 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise _bad_raw(path, f"a run_end row's seconds {value!r} is not a duration")
+            seconds += float(value)
     cols = ["problem_id", "plan", "round", "slot", "ms"]
-    return (pd.DataFrame(rows, columns=cols + ["k", "method"]) if rows else pd.DataFrame(columns=cols)), failed, env, seconds
+    if not rows:
+        return pd.DataFrame(columns=cols), failed, env, seconds
+    frame = pd.DataFrame(rows, columns=cols + ["k", "method"])
+    ms = pd.to_numeric(frame["ms"], errors="coerce")
+    names_ok = frame["problem_id"].map(type).eq(str) & frame["plan"].map(type).eq(str)
+    bad = ~names_ok | ms.isna() | ~np.isfinite(ms.to_numpy(dtype=np.float64, na_value=np.nan)) | (ms <= 0)
+    if bad.any():
+        first = frame[bad].iloc[0]
+        raise _bad_raw(path, f"{int(bad.sum())} time row(s) without a problem_id and plan name or with a time "
+                             f"that is no positive number, e.g. {first[['problem_id', 'plan', 'ms']].to_dict()}")
+    frame["ms"] = ms.astype(np.float64)
+    return frame, failed, env, seconds
+
+
+def _bad_raw(path: Path, what: str) -> KbenchInputError:
+    return KbenchInputError(f"{path}: {what}; the raw timings are damaged: copy them again from the run (or "
+                            "time the plan again).")
 
 
 def read_live(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -126,6 +169,9 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
     raw_path = out_dir / RAW_NAME
     if not raw_path.exists() and raw_path.with_name(RAW_NAME + ".gz").exists():
         raw_path = raw_path.with_name(RAW_NAME + ".gz")  # as the device run brings it back
+    plan_path = out_dir / PLAN_NAME
+    if not plan_path.exists() and plan_path.with_name(PLAN_NAME + ".gz").exists():
+        plan_path = plan_path.with_name(PLAN_NAME + ".gz")
     raw, failed, env, seconds = read_raw(raw_path)
     measured, table, n = score(plan, raw)
     live = None
@@ -141,7 +187,9 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
                             "round, median over rounds; single executions for plans over 20 ms"},
         device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
         problems_without_reference=plan.get("no_reference", []),
-        device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table, live=live)
+        device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table, live=live,
+        inputs={name: input_sha256(path) for name, path in ((PLAN_NAME, plan_path), (RAW_NAME, raw_path))
+                if path.exists()} or None)
 
 
 def add_arguments(p) -> None:
@@ -184,8 +232,8 @@ def run(args) -> int:
                          args.seed, args.method, args.live_references)
         if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
-        out.mkdir(parents=True, exist_ok=True)
-        plan_path.write_text(json.dumps(plan, indent=1) + "\n")
+        from kbench.core.output_files import atomic_write_text
+        atomic_write_text(plan_path, json.dumps(plan, indent=1) + "\n")  # a killed run leaves no half a plan
         left_out = len(plan.get("no_reference", []))
         print(f"verify-on-gpu: plan of {len(plan['problems'])} problems -> {plan_path}"
               + (f" ({left_out} left out: cuDNN mode A proposed no plan for them)" if left_out else ""))
@@ -203,7 +251,12 @@ def run(args) -> int:
         if args.time_only:
             return 0
     record = make_record(plan, out, args.method)
-    (out / RECORD_NAME).write_text(record.model_dump_json(indent=1) + "\n")
+    # through the atomic, link-safe writer: a verification.json linked to raw.jsonl or plan.json (a hard
+    # link) is refused, never written through, and a killed run leaves the old record whole
+    from kbench.core.output_files import atomic_write_text, check_output
+    target = check_output(out / RECORD_NAME, [out / PLAN_NAME, out / f"{PLAN_NAME}.gz", out / "raw.jsonl",
+                                              out / "raw.jsonl.gz"], "the record")
+    atomic_write_text(target, record.model_dump_json(indent=1) + "\n")
     m, t = record.measured.overall, record.table.overall
     print(f"verify-on-gpu: {record.problems_measured} problems; speed-up over mode A measured "
           f"{m.speedup_geomean:.3f}x (table {t.speedup_geomean:.3f}x); oracle margin measured "

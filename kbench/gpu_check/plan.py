@@ -31,6 +31,7 @@ import pandas as pd
 
 from kbench.collect.measure.cudnn.candidates import REDUCED_NOTES
 from kbench.core.errors import KbenchInputError
+from kbench.scoring.long_form import long_form_rankings
 
 PLAN_FORMAT = 1
 ROLES = ("choice", "mode_a", "oracle")
@@ -157,6 +158,9 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
         {"problem_id": str, "kernel": str})
     times = rt.groupby(["problem_id", "kernel"])["time_ms"].min()
     listed = rt.groupby("problem_id")["kernel"].agg(set).to_dict()
+    if {"kernel", "score"} <= set(predictions.columns) and "ranking" not in predictions.columns:
+        # long form: ranked by score with kbench evaluate's one tie rule, not by the first row per problem
+        predictions = long_form_rankings(predictions)
     col = "ranking" if "ranking" in predictions.columns else "kernel"
     if col not in predictions.columns or "problem_id" not in predictions.columns:
         raise KbenchInputError("predictions: need columns problem_id and ranking (or kernel); "

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from kbench.core.escaping import markdown_text
 from kbench.data.registry import DATASETS, variants_of
 from kbench.leaderboard.policy import PRIMARY_METRIC
 from kbench.leaderboard.store import Entry
@@ -65,13 +65,9 @@ def fmt_ms(v) -> str:
     return f"{v:.3g} ms"
 
 
-def md_text(text: str) -> str:
-    """Free text for a markdown table cell: HTML escaped (a renderer that passes HTML through shows
-    ``<script>`` as text) and the characters that start markdown links or emphasis backslashed."""
-    out = html.escape(text, quote=False)
-    for ch in "\\`*_[]()!":
-        out = out.replace(ch, "\\" + ch)
-    return out
+#: free text for a markdown table cell (kbench.core.escaping.markdown_text: on one line, HTML escaped, the
+#: characters that start markdown links or emphasis and ``|`` backslashed)
+md_text = markdown_text
 
 
 def _value(v) -> str:

@@ -276,6 +276,9 @@ def run(args) -> int:
     """Run ``kbench leaderboard rescore`` with parsed arguments; the exit code."""
     if args.stored:
         return rescore_stored(Path(args.leaderboard), args.datasets)
+    if args.relabel is not None and not str(args.relabel).strip():  # never silently a plain re-score
+        raise KbenchInputError("--relabel: an empty dataset name; give the dataset whose labels were corrected "
+                               "(e.g. --relabel h100).")
     if args.relabel:
         return relabel(Path(args.leaderboard), args.relabel, args.methods)
     if args.store_seeds:

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.core.errors import KbenchInputError, suggest
+from kbench.core.identifiers import path_under
 from kbench.core.version import __version__
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
 from kbench.leaderboard.schema import SubmissionMeta, parse_meta, record_problems
@@ -208,7 +209,8 @@ class RunReport:
 
 
 def method_dir(out: Path, dataset: str, split: str, method: str) -> Path:
-    return Path(out) / dataset / split / method
+    """``out/<dataset>/<split>/<method>``: each name an identifier, the path under ``out``."""
+    return path_under(out, ("dataset", dataset), ("split", split), ("method", method))
 
 
 def finished_seed(folder: Path, dataset, split: str, method: str) -> EvaluationResult | None:
@@ -406,13 +408,28 @@ def _median(values):
 
 
 # ----------------------------------------------------------------------------- the whole run
+#: the largest seed numpy's generators take as one word (every baseline seeds one)
+MAX_SEED = 2 ** 32 - 1
+
+
+def checked_seeds(seeds) -> list[int]:
+    """``seeds`` de-duplicated, in order: whole numbers from 0 to :data:`MAX_SEED`, else an input error
+    (a negative seed is the input's fault, not a baseline failure)."""
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    if not seeds:
+        raise KbenchInputError("--seeds needs at least one seed.")
+    bad = [s for s in seeds if not 0 <= s <= MAX_SEED]
+    if bad:
+        raise KbenchInputError(f"--seeds: {', '.join(map(str, bad[:5]))} is not a seed; give whole numbers from 0 "
+                               f"to {MAX_SEED:,}.")
+    return seeds
+
+
 def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, baselines: list[str] | None = None,
                   seeds=DEFAULT_SEEDS, out: str | Path = "results", update_leaderboard: bool = False,
                   leaderboard_root: str | Path = "leaderboard", progress: bool = True, log=None) -> RunReport:
     from tqdm import tqdm
-    seeds = list(dict.fromkeys(int(s) for s in seeds))
-    if not seeds:
-        raise KbenchInputError("--seeds needs at least one seed.")
+    seeds = checked_seeds(seeds)
     if update_leaderboard and len(seeds) < MIN_SEEDS:
         raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds (the leaderboard rules); "
                                f"got {len(seeds)}: {seeds}.")

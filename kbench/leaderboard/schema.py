@@ -24,7 +24,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kbench.core.errors import KbenchInputError, read_json_object
-from kbench.leaderboard.datasets import dataset_device, load_dataset
+from kbench.core.identifiers import IDENTIFIER_PATTERN, identifier_problem
+from kbench.leaderboard.datasets import load_dataset
+from kbench.leaderboard.gpu_names import gpu_problem
 from kbench.leaderboard.policy import MIN_SEEDS, RELABEL_KEY, ROLES
 from kbench.scoring.prediction_files import sha256_bytes
 from kbench.scoring.records import RECORD_SCHEMA_VERSION, DatasetRef, EvaluationResult, TuningResult, VerificationRecord
@@ -36,7 +38,7 @@ SCHEMA_FILES = {"result": "result.schema.json", "tuning-result": "tuning-result.
 RECORD_TYPES = {"kbench.evaluation": ("result", EvaluationResult),
                 "kbench.tuning-evaluation": ("tuning-result", TuningResult)}
 META_SCHEMA_VERSION = 1
-METHOD_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,63}$"
+METHOD_PATTERN = IDENTIFIER_PATTERN  # a method id is a folder name: kbench.core.identifiers' rule
 URL_PATTERN = r"^https?://[^\s]+$"
 # code: a URL, or a path inside the kbench repository (baselines/xgboost.py)
 CODE_PATTERN = r"^(https?://[^\s]+|[A-Za-z0-9_][A-Za-z0-9_./-]*)$"
@@ -146,11 +148,15 @@ def parse_verification(path: Path):
     written by ``kbench verify-on-gpu``); one KbenchInputError names the file and what is wrong."""
     doc = read_json_object(path)
     try:
-        return VerificationRecord.model_validate(doc)
+        record = VerificationRecord.model_validate(doc)
     except ValidationError as exc:
         raise KbenchInputError(f"{path}: not a valid GPU verification record (kbench.records.VerificationRecord; "
                                "re-write it with 'kbench verify-on-gpu --out DIR --score-only'):\n  - "
                                + "\n  - ".join(_pydantic_errors(exc))) from None
+    impossible = figure_problems(record)  # NaN, negative: refused before anything renders them
+    if impossible:
+        raise KbenchInputError(f"{path}: " + "; ".join(impossible))
+    return record
 
 
 def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
@@ -287,18 +293,52 @@ def verification_problems(path: Path, record, dataset: str, split: str, method: 
     if v.dataset.checksum != record.dataset.checksum:
         out.append("verification.json was made on another version of the dataset than result.json")
     # a re-timing on another GPU model measures other hardware: no confirmation of this board's figures
-    gpu, device = str(v.device.get("gpu") or ""), dataset_device(dataset)
-    if gpu and device and not device.startswith(gpu):
-        out.append(f"verification.json was timed on an {gpu}, not on the dataset's {device}: keep it with "
-                   f"the raw timings (raw/{dataset}/verify/), not beside the entry")
+    wrong_gpu = gpu_problem(dataset, v.device)
+    if wrong_gpu:
+        out.append(wrong_gpu)
     # a re-run entry gets new predictions: the old re-timing then measured choices the entry no longer makes.
     # It timed the first seed's predictions as a CSV (gzip, as kbench.leaderboard.store.predictions_csv_gz
     # writes them): ``first_seed_sha256`` is that file's sha256, computed by the caller that reads them.
     timed = v.predictions.sha256
+    if not timed:
+        out.append("verification.json names no predictions.sha256: which predictions it timed cannot be checked "
+                   "(score it again with kbench verify-on-gpu --score-only)")
     if first_seed_sha256 and timed and first_seed_sha256 != timed:
         out.append(f"verification.json re-timed other predictions (sha256 {timed[:12]}…) than the entry's first "
                    f"seed ({first_seed_sha256[:12]}…): run kbench verify-on-gpu on them again, or remove it")
     return out
+
+
+#: figures of a re-timing that may be negative (a share of the headroom closed: a choice slower than the
+#: reference closes a negative share)
+SIGNED_FIGURES = frozenset({"headroom_closed"})
+
+
+def figure_problems(v) -> list[str]:
+    """Figures of a re-timing record that no timing can give: not finite, negative, or more problems
+    measured than planned."""
+    out = []
+
+    def walk(value, where):
+        if isinstance(value, dict):
+            for k, item in value.items():
+                walk(item, f"{where}.{k}" if where else str(k))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+        elif isinstance(value, float) and not math.isfinite(value):
+            out.append(f"verification.json {where} is {value}: every figure must be a finite number")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0 \
+                and where.rsplit(".", 1)[-1] not in SIGNED_FIGURES:
+            out.append(f"verification.json {where} is {value}: no timing gives a negative figure")
+
+    walk({"measured": v.measured.model_dump(), "table": v.table.model_dump(),
+          "live": v.live.model_dump() if v.live is not None else None,
+          "problems_planned": v.problems_planned, "problems_measured": v.problems_measured}, "")
+    if v.problems_measured > v.problems_planned:
+        out.append(f"verification.json measured {v.problems_measured:,} problems of the {v.problems_planned:,} "
+                   "planned")
+    return out[:8]
 
 
 def validate_tree(root: Path, check_data: bool = True) -> dict:
@@ -329,6 +369,12 @@ def validate_tree(root: Path, check_data: bool = True) -> dict:
             continue
         dataset, split, method = rel.parts
         entries += 1
+        bad_names = [f"the {what} folder {name[:80]!r} {problem}" for what, name in zip(("dataset", "split", "method"),
+                                                                                      rel.parts)
+                     if (problem := identifier_problem(name)) is not None]
+        if bad_names:  # a folder name becomes a page name (site/<dataset>.html): identifiers only
+            problems += [f"{rel}: {b}" for b in bad_names]
+            continue
         missing = [f for f in ("result.json", "meta.json") if not (folder / f).exists()]
         if missing:
             problems.append(f"{rel}: missing {', '.join(missing)}")

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.escaping import markdown_cell, markdown_prose
 from kbench.leaderboard import markdown, plots, practitioner_table
 from kbench.leaderboard.assets import FILTER_JS, SORT_JS, STYLE_CSS
 from kbench.leaderboard.board import (
@@ -483,7 +484,7 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
                 text = " · ".join(links) or "—"
             else:
                 text = html.unescape(text)
-            vals.append(text.replace("|", "\\|"))
+            vals.append(markdown_cell(text))
         lines.append("| " + " | ".join(vals) + " |")
     return "\n".join(lines)
 
@@ -509,7 +510,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
         practice = practitioner_table.markdown(board)
         if practice:
             out += [practice, ""]
-        out += [f"_{x}_" for x in board.notes] + ([""] if board.notes else [])
+        out += [f"_{markdown_prose(x)}_" for x in board.notes] + ([""] if board.notes else [])
         for f, title, _alt in board.plots:
             out.append(f"![{title}](site/plots/{f})")
         out.append("")
@@ -607,10 +608,12 @@ def build(root: str | Path = "leaderboard", cards_dir: Path | None = None, progr
     import os
     import tempfile
     root = Path(root)
-    files = render(root, cards_dir, progress)
     site = root / "site"
     written = []
     with _tree_lock(root):
+        # rendered under the lock: a build that waited reads every entry written before it got the
+        # lock, so two submits at once never leave the site without the first one's entry
+        files = render(root, cards_dir, progress)
         if site.exists() and not (site / SITE_MARKER).exists() and any(site.iterdir()):
             raise KbenchInputError(f"{site} exists and was not made by `kbench leaderboard build` "
                                    f"({SITE_MARKER} missing); move it away first.")

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kbench.core.errors import KbenchInputError
+from kbench.core.identifiers import check_identifier, path_under
 from kbench.core.output_files import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 from kbench.leaderboard.datasets import _CACHE, _EXTRA_DATASETS, load_dataset, register_dataset, unregister_dataset  # noqa: F401  (re-exported: the store's public names)
 from kbench.leaderboard.schema import GENERATED, PREDS_FILE, parse_meta, parse_record, parse_verification
@@ -36,7 +37,8 @@ DEFAULT_ROOT = Path("leaderboard")
 
 
 def entry_dir(root: Path, dataset: str, split: str, method: str) -> Path:
-    return Path(root) / dataset / split / method
+    """``root/<dataset>/<split>/<method>``: each name an identifier, the path under ``root``."""
+    return path_under(root, ("dataset", dataset), ("split", split), ("method", method))
 
 
 # ----------------------------------------------------------------------------- writing
@@ -277,6 +279,9 @@ def read_entries(root: Path) -> dict[tuple[str, str], list[Entry]]:
             continue
         if not (folder / "result.json").exists():
             continue
+        # the folder names become page and download names (site/<dataset>.html): identifiers only
+        for what, name in zip(("dataset", "split", "method"), rel.parts):
+            check_identifier(name, f"the {what} folder", str(root))
         record = parse_record(folder / "result.json")
         meta = parse_meta(folder / "meta.json")
         preds = folder / PREDS_FILE

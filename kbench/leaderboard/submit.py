@@ -21,6 +21,7 @@ from kbench.leaderboard.rescorer import Rescorer
 from kbench.leaderboard.schema import dataset_problems, parse_meta, parse_record, record_problems
 from kbench.leaderboard.store import (
     DEFAULT_ROOT,
+    VERIFICATION_FILE,
     entry_dir,
     entry_lock,
     lean_predictions,
@@ -140,7 +141,11 @@ def submit(result_path: str | Path, meta_path: str | Path, root: str | Path = DE
     issues += dataset_problems(record)
     if issues:
         raise KbenchInputError(f"{result_path} cannot be submitted:\n  - " + "\n  - ".join(issues))
-    folder = entry_dir(root, record.dataset.name, record.split, record.method)
+    # the names become the entry's folder: an absolute or '..' dataset name is no identifier, refused here
+    try:
+        folder = entry_dir(root, record.dataset.name, record.split, record.method)
+    except KbenchInputError as exc:
+        raise KbenchInputError(f"{result_path} cannot be submitted: {exc}") from None
     if (folder / "result.json").exists() and not replace:
         raise KbenchInputError(f"{folder} already holds an entry for {record.method!r}; pass --replace "
                                "to overwrite it.")
@@ -158,4 +163,9 @@ def submit(result_path: str | Path, meta_path: str | Path, root: str | Path = DE
             raise KbenchInputError(f"{folder} already holds an entry for {record.method!r} (added while this "
                                    "submit ran); pass --replace to overwrite it.")
         write_entry(root, record, meta, stored)
+        # the replaced entry's GPU re-timing measured the choices of its predictions, not of these
+        if replace and (folder / VERIFICATION_FILE).exists():
+            (folder / VERIFICATION_FILE).unlink()
+            report.notes.append(f"removed the replaced entry's {VERIFICATION_FILE} (it re-timed the old "
+                                "predictions); run kbench verify-on-gpu on the new ones")
     return report

@@ -32,6 +32,7 @@ import json
 from pathlib import Path
 
 from kbench.core.errors import KbenchInputError, read_json_object
+from kbench.core.escaping import csv_cell, safe_href
 from kbench.leaderboard import plots
 from kbench.leaderboard.board import Board, Row, fmt_x
 from kbench.leaderboard.policy import PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
@@ -69,8 +70,8 @@ def code_href(code: str | None, prefix: str | None) -> str | None:
     if not code:
         return None
     if code.startswith(("http://", "https://")):
-        return code
-    return prefix + code if prefix else None
+        return safe_href(code)
+    return safe_href(prefix + code) if prefix else None
 
 
 def entry_anchor(row: Row) -> str:
@@ -149,8 +150,9 @@ def _csv_value(v) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, list):
-        return " ".join(map(str, v))
-    return str(v)
+        return csv_cell(" ".join(map(str, v)))
+    # text from a record (a name, a description) is never run by a spreadsheet as a formula
+    return csv_cell(v) if isinstance(v, str) else str(v)
 
 
 def board_csv(board: Board) -> bytes:

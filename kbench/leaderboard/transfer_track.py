@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 
 from kbench.core.errors import KbenchInputError
+from kbench.core.escaping import markdown_cell, markdown_text
+from kbench.core.identifiers import path_under
 from kbench.data.transfer_task import K_BUDGETS, Transfer
 from kbench.leaderboard.policy import MIN_SEEDS
 from kbench.leaderboard.store import (
@@ -125,7 +127,7 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
     pair = f"{src.name}-to-{tgt.name}"
     evaluator = Evaluator(tgt, split="random", part="test", reference="default")
     test_ids = tgt.split("random")["test"]
-    base = Path(out) / TRANSFER_FOLDER / pair
+    base = path_under(Path(out) / TRANSFER_FOLDER, ("pair", pair))  # dataset names from manifests: identifiers
     # the budgets each method runs at: its own, within --k; the ceiling (None) always
     plan = {m: [k for k in reg[m].budgets if k is None or k in ks] for m in methods}
     per_seed: dict[tuple[str, int | None], list[tuple[int, EvaluationResult, bytes]]] = {}
@@ -158,7 +160,7 @@ def run_transfer(source: str, target: str, methods: list[str] | None = None, ks=
         agg = _aggregated_record(reg[m], m, k, runs, src, tgt, ks, seeds)
         out_records.append(agg)
         if leaderboard_root is not None:
-            folder = Path(leaderboard_root) / TRANSFER_FOLDER / pair / m
+            folder = path_under(Path(leaderboard_root) / TRANSFER_FOLDER, ("pair", pair), ("method", m))
             atomic_write_bytes(folder / f"{k_label(k)}.preds.csv.gz", runs[0][2])
             atomic_write_text(folder / f"{k_label(k)}.json", record_json(agg))
     return out_records
@@ -181,6 +183,26 @@ def read_transfer_records(root: str | Path) -> dict[str, list[EvaluationResult]]
 
 
 ROLE_ORDER = {"reference": 0, "entry": 1, "ceiling": 2}
+
+
+def stale_reason(record: EvaluationResult) -> str | None:
+    """Why a transfer record cannot be re-scored here (its datasets are not the installed ones), or None."""
+    for role, ref in (("target", record.dataset), ("source", record.transfer.source)):
+        try:
+            ds = load_dataset(ref.name)
+        except KbenchInputError:
+            return f"its {role} dataset {ref.name!r} is not installed"
+        if ds.checksum != ref.checksum:
+            return (f"scored on {ref.name} {ref.version}, {ds.version} is installed: its figures cannot be "
+                    "re-scored here (run kbench transfer run again)")
+    return None
+
+
+def stale_note(records: list[EvaluationResult]) -> str | None:
+    """The note under a pair's table when its records were scored on data that is not installed."""
+    reasons = sorted({r for r in map(stale_reason, records) if r})
+    return ("Stale: " + "; ".join(reasons) + ". kbench leaderboard validate cannot re-score these figures.") \
+        if reasons else None
 
 
 def transfer_table(records: list[EvaluationResult]) -> tuple[list[str], list[list[str]]]:
@@ -223,7 +245,9 @@ def transfer_markdown(root: str | Path) -> str:
         header, rows = transfer_table(recs)
         out += [f"### {pair.replace('-to-', ' → ')}", "", "| " + " | ".join(header) + " |",
                 "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
+        out += ["| " + " | ".join(markdown_cell(markdown_text(c)) for c in r) + " |" for r in rows]
+        note = stale_note(recs)
+        out += ["", f"_{markdown_text(note)}_"] if note else []
         out.append("")
     return "\n".join(out)
 
@@ -239,4 +263,7 @@ def transfer_html(root: str | Path) -> str:
                    + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead><tbody>")
         out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows]
         out.append("</tbody></table>")
+        note = stale_note(recs)
+        if note:
+            out.append(f'<p class="note">{html.escape(note)}</p>')
     return "\n".join(out)

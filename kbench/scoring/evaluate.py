@@ -23,6 +23,7 @@ from kbench.core.output_files import printable_path
 from kbench.core.version import __version__
 from kbench.data.dataset import load
 from kbench.scoring.environment import environment
+from kbench.scoring.long_form import long_form_order
 from kbench.scoring.metrics import LOP_AT, TOP_K, ScoringTable, build_scoring_table, index_in, score_rankings, summarize
 from kbench.scoring.network_time import network_metrics, network_set
 from kbench.scoring.prediction_files import (
@@ -49,7 +50,8 @@ and ONE of
                ConvBinWinogradRxSf2x3g1;ConvMlirIgemmFwdXdlops;GemmFwdRest
   kernel       the top-1 kernel only (LoP@n then equals LoP@1)
 or the long form, one row per (problem, kernel):
-  problem_id,kernel,score   higher score = preferred; the ranking is the score order
+  problem_id,kernel,score   higher score = preferred; the ranking is the score order, equal scores
+                            ranked by kernel name (A to Z), never by row order
 
 Every problem of the scored part must be present (or pass --allow-partial to score
 what is there). Kernel names must be in the dataset's vocabulary (ds.kernels). A kernel
@@ -296,7 +298,7 @@ class Evaluator:
         # explode the rankings into long rows
         if long_form:
             long = pd.DataFrame({"p": pidx, "kernel": values.to_numpy(), "score": score.to_numpy()})
-            long = long.sort_values(["p", "score"], ascending=[True, False], kind="stable")
+            long = long.iloc[long_form_order(long["p"], long["score"], long["kernel"])]  # ties: by kernel name
             prob, names = long["p"].to_numpy(), long["kernel"].astype(str).to_numpy()
         else:
             prob_parent, kidx, names = _explode(value_arr, self.table.kernels, split=value_col == "ranking")

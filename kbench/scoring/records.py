@@ -250,6 +250,9 @@ class VerificationRecord(BaseModel):
     measured: VerificationFigures = Field(description="from the GPU re-timing")
     table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")
     live: LiveFigures | None = Field(None, description="references decided on the GPU (schema 2)")
+    inputs: dict[str, str] | None = Field(
+        None, description="sha256 of the raw inputs it was scored from (plan.json, raw.jsonl, uncompressed): "
+                          "kbench leaderboard validate scores them again and refuses other files")
 
     @model_serializer(mode="wrap")
     def _omit_empty_left_out(self, handler):
@@ -262,4 +265,6 @@ class VerificationRecord(BaseModel):
                 data.pop("problems_without_reference", None)
             if data.get("live") is None:
                 data.pop("live", None)
+            if data.get("inputs") is None:
+                data.pop("inputs", None)
         return data

@@ -14,6 +14,10 @@ for extra in (HERE, HERE.parent / "leaderboard", HERE.parent / "hub", HERE.paren
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+import shutil  # noqa: E402
+
+import pytest  # noqa: E402
+from lbtoy import registered_toy, run_fakes  # noqa: E402
 from reliability import case_id, declared_cases  # noqa: E402
 
 _OUTCOMES: dict[str, str] = {}
@@ -37,3 +41,33 @@ def pytest_sessionfinish(session):
     for case in cases:
         case["result"] = _OUTCOMES.get(case["id"], "not run")
     Path(path).write_text(json.dumps(cases, indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------- the toy run (test_trust, test_trust2)
+@pytest.fixture(scope="module")
+def toy_run(tmp_path_factory) -> Path:
+    """`kbench run --update-leaderboard` of the fake baselines on the toy data: results/ and leaderboard/."""
+    tmp = tmp_path_factory.mktemp("trust")
+    run_fakes(tmp / "results", tmp / "leaderboard")
+    return tmp
+
+
+@pytest.fixture
+def toy():
+    yield from registered_toy()
+
+
+@pytest.fixture
+def run_dir(toy_run, toy, tmp_path):
+    """A writable copy of the toy run of toy-model: result.json, meta.json, seed-<k>/ (5 seeds)."""
+    dst = tmp_path / "sub" / "toy-model"
+    shutil.copytree(toy_run / "results" / "toy" / "random" / "toy-model", dst)
+    return dst
+
+
+@pytest.fixture
+def board(toy_run, toy, tmp_path):
+    """A writable copy of the toy leaderboard (every entry stores every seed)."""
+    root = tmp_path / "board"
+    shutil.copytree(toy_run / "leaderboard", root)
+    return root

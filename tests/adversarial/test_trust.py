@@ -18,7 +18,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from advkit import adversarial, refused, snapshot
-from lbtoy import registered_toy, run_fakes
 
 from kbench.cli import main
 from kbench.collect.raw_store.merge import merge
@@ -39,33 +38,7 @@ TUNING = ["--dataset", "mi50-tuning"]
 
 
 # ----------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def toy_run(tmp_path_factory) -> Path:
-    """`kbench run --update-leaderboard` of the fake baselines on the toy data: results/ and leaderboard/."""
-    tmp = tmp_path_factory.mktemp("trust")
-    run_fakes(tmp / "results", tmp / "leaderboard")
-    return tmp
-
-
-@pytest.fixture
-def toy():
-    yield from registered_toy()
-
-
-@pytest.fixture
-def run_dir(toy_run, toy, tmp_path):
-    """A writable copy of the toy run of toy-model: result.json, meta.json, seed-<k>/ (5 seeds)."""
-    dst = tmp_path / "sub" / "toy-model"
-    shutil.copytree(toy_run / "results" / "toy" / "random" / "toy-model", dst)
-    return dst
-
-
-@pytest.fixture
-def board(toy_run, toy, tmp_path):
-    """A writable copy of the toy leaderboard (every entry stores every seed)."""
-    root = tmp_path / "board"
-    shutil.copytree(toy_run / "leaderboard", root)
-    return root
+# toy_run, toy, run_dir and board: the toy run and leaderboard (tests/adversarial/conftest.py)
 
 
 @pytest.fixture(scope="module")

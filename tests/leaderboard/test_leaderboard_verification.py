@@ -106,7 +106,9 @@ def test_validate_accepts_a_matching_record_and_names_a_mismatch(board, toy):
     from kbench.leaderboard.schema import validate_tree
     path = board / "toy/random/toy-model/verification.json"
     record = json.loads((board / "toy/random/toy-model/result.json").read_text())
-    good = _record().model_copy(update={"dataset": DatasetRef(**record["dataset"])})
+    # a re-timing names the predictions it timed (a record without their sha256 is refused)
+    good = _record().model_copy(update={"dataset": DatasetRef(**record["dataset"]), "predictions": PredictionsRef(
+        path="preds.csv.gz", sha256="0" * 64, rows=12)})
     path.write_text(good.model_dump_json())
     assert validate_tree(board, check_data=False)["entries"] >= 1
     path.write_text(good.model_copy(update={"method": "other", "split": "networks"}).model_dump_json())

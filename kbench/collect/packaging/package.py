@@ -37,6 +37,7 @@ from kbench.collect.packaging.card import render
 from kbench.collect.raw_store.shard import shard_folders
 from kbench.collect.raw_store.writer import dedupe, graph_modes, load_env, load_records
 from kbench.core.errors import KbenchInputError
+from kbench.core.identifiers import check_identifier
 from kbench.sources.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.sources.mituna import read_network_layers
 from kbench.sources.problem import PROBLEM_COLUMNS, parse_miopen_keys
@@ -414,6 +415,7 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     replace the base's (:func:`overlay_retimed`), after ``labels`` are applied to the base, and the
     replaced problems leave the ``repeats`` table, whose runs measured the old form.
     """
+    check_identifier(name, "--name")  # the dataset's name becomes its folder and result paths
     problems, plans, env = load_raw(raws, through_run)
     gpu = env["gpu"].dropna().iloc[0] if "gpu" in env and env["gpu"].notna().any() else "unknown"
     label_info = None

@@ -62,6 +62,7 @@ from kbench.collect.raw_store.writer import (
     read_parts,
 )
 from kbench.core.errors import KbenchInputError
+from kbench.core.output_files import check_output_folder, write_failure
 
 VERSION_FIELDS = {"gpu": "GPU model", "smi_driver_version": "driver", "cudnn_backend": "cuDNN",
                   "cudnn_frontend": "cuDNN frontend",
@@ -139,6 +140,34 @@ def expand(inputs) -> list[tuple[str, Path, Shard | None]]:
 def _load(label: str, path: Path, shard: Shard | None) -> Source:
     return Source(label, path, shard, load_records(path, "problems"), load_records(path, "plans"),
                   load_env(path), read_manifest(path), read_parts(path).torn)
+
+
+def run_findings(sources: list[Source]) -> list[str]:
+    """Records that cannot be tied to a run's environment: a problem-direction without a key, or one measured
+    by a run (``run_id``) with no start line in its folder's env.jsonl. The environment is checked per
+    run, so a run without its start line would merge under another run's GPU, TF32 and stride settings."""
+    findings = []
+    for src in sources:
+        if not len(src.problems):
+            continue
+        if "key" not in src.problems or src.problems["key"].isna().any():
+            missing = int(src.problems["key"].isna().sum()) if "key" in src.problems else len(src.problems)
+            findings.append(f"{src.label}: {missing} problem record(s) without a key (the problem-direction "
+                            "they measured); the folder is damaged: restore it from your copy.")
+            continue
+        if "run_id" not in src.problems:
+            continue  # records of collectors before run ids: the folder's env.jsonl is checked as a whole
+        started = set(src.env.loc[src.env["phase"] == "start", "run_id"].dropna().astype(str)) \
+            if {"phase", "run_id"} <= set(src.env.columns) else set()
+        runs = src.problems["run_id"].dropna().astype(str)
+        orphan = runs[~runs.isin(started)]
+        if len(orphan):
+            first = orphan.iloc[0]
+            findings.append(f"{src.label}: {len(orphan)} problem-direction(s) measured by run(s) "
+                            f"{', '.join(sorted(set(orphan))[:EXAMPLES])} with no start line in env.jsonl (first "
+                            f"run {first}): their GPU, TF32 and stride settings are unknown, so they cannot be "
+                            "merged; restore env.jsonl from your copy, or re-measure them.")
+    return findings
 
 
 def version_findings(sources: list[Source]) -> list[str]:
@@ -283,6 +312,11 @@ def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into:
         raise KbenchInputError("give either --out NEW_FOLDER or --into EXISTING_RAW_FOLDER.")
     found = expand(inputs)
     target = Path(out if out is not None else into)
+    if out is not None:
+        check_output_folder(target, [folder for _, folder, _ in found], "--out")
+        existing = next((p for p in (target, *target.parents) if p.exists()), None)
+        if existing is not None and existing != target and not existing.is_dir():
+            raise KbenchInputError(f"--out {target}: {existing} is a file, not a folder; choose a path in a folder.")
     if out is not None and target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise KbenchInputError(f"{target}: exists and is not empty; merge writes a new folder (choose another "
                                "--out, or append with --into).")
@@ -309,8 +343,9 @@ def merge(inputs, out: str | Path | None = None, allow_gaps: bool = False, into:
 def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
     sources = [_load(*f) for f in found]
     base = [_load(str(target), target, None)] if append else []
-    refusals = (version_findings(base + sources) + rank_findings(base + sources) + plan_findings(sources)
-                + duplicate_findings(base + sources))
+    refusals = run_findings(base + sources)
+    refusals += version_findings(base + sources) + rank_findings(base + sources) + plan_findings(sources) + (
+        duplicate_findings(base + sources) if not refusals else [])
     if refusals:
         raise KbenchInputError("cannot merge these folders:\n  " + "\n  ".join(refusals)
                                + "\nNothing was written.")
@@ -347,9 +382,35 @@ def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
         first = 1 + max([_number(f) for f in target.glob("*-[0-9][0-9][0-9][0-9].parquet")] + [-1])
     else:
         dest = target.with_name(f".{target.name}.merging-{os.getpid()}")
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        first = 0
+        try:
+            return _write_new(dest, target, problems, plans, env_lines, journal_lines, report)
+        except OSError as exc:  # a read-only folder, a full disk: no half-written copy is left behind
+            raise write_failure(target, exc, "the merged folder") from None
+        finally:
+            shutil.rmtree(dest, ignore_errors=True)
+    _write_chunks(dest, first, problems, plans)
+    _append_lines(dest / ENV, env_lines)
+    _append_lines(dest / JOURNAL, journal_lines)
+    _append_lines(dest / "merges.jsonl", [json.dumps(report)])
+    return report
+
+
+def _write_new(dest: Path, target: Path, problems, plans, env_lines, journal_lines, report) -> dict:
+    """The new folder ``target``: written as ``dest`` (a hidden sibling), then renamed into place."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    _write_chunks(dest, 0, problems, plans)
+    fsync_write(dest / ENV, "".join(line + "\n" for line in env_lines).encode())
+    fsync_write(dest / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
+    fsync_write(dest / "merge.json", (json.dumps(report, indent=1) + "\n").encode())
+    if target.exists():
+        target.rmdir()  # empty (checked above)
+    os.replace(dest, target)
+    return report
+
+
+def _write_chunks(dest: Path, first: int, problems, plans) -> None:
+    """The problems and plans files numbered from ``first``."""
     # files of at most CHUNK problem-directions each (about 2 MB of plans): a grown dataset's raw
     # folder stays in files small enough to commit, and each is a complete set of problems and plans.
     # Plans first: problems files are what marks work as done.
@@ -358,15 +419,3 @@ def _merge(found, inputs, target: Path, append: bool, allow_gaps: bool) -> dict:
         chunks = df["key"].map(chunk_of).fillna(0).astype(int) if len(df) else pd.Series(dtype=int)
         for n, part in df.groupby(chunks, sort=True):
             fsync_write(dest / f"{kind}-{first + n:04d}.parquet", parquet_bytes(part))
-    if append:
-        _append_lines(dest / ENV, env_lines)
-        _append_lines(dest / JOURNAL, journal_lines)
-        _append_lines(dest / "merges.jsonl", [json.dumps(report)])
-        return report
-    fsync_write(dest / ENV, "".join(line + "\n" for line in env_lines).encode())
-    fsync_write(dest / JOURNAL, "".join(line + "\n" for line in journal_lines).encode())
-    fsync_write(dest / "merge.json", (json.dumps(report, indent=1) + "\n").encode())
-    if target.exists():
-        target.rmdir()  # empty (checked above)
-    os.replace(dest, target)
-    return report
