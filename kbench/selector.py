@@ -10,8 +10,13 @@ classes and prior order per direction) and ``trees.safetensors`` (every tree of
 the boosted model as flat node arrays). Scoring needs numpy and ``safetensors``
 only: no xgboost, no pandas. The folder is written by
 :func:`export` from a fitted ``xgboost``-family model (``python -m kbench.selector
-export mi100`` trains ``xgboost-compact`` on mi100's train part and exports it); ``load(name)`` looks for it under
-``$KBENCH_CACHE/selectors/<name>`` (default ``~/.cache/kbench``), or takes a path.
+export mi100`` trains the dataset's compact model, :func:`model_for`, on its train part and exports it);
+``load(name)`` takes a path, or looks under ``$KBENCH_CACHE/selectors/<name>`` (default ``~/.cache/kbench``),
+then in the package (mi100, h100-pytorch and h200-pytorch ship), and else trains and caches one on first use.
+
+Every problem is checked against the vocabulary of the selector's dataset (:func:`check_problem`): a
+PyTorch-style value (``dtype="half"``, ``layout_x="channels_last"``, ``direction="forward"``) is refused
+with the value it means, never ranked as something else.
 
 ``problem`` is a mapping with kbench's canonical problem columns
 (``docs/data_model.md``: direction, dtype, layout_x/w/y, spatial_dims, n, c, k,
@@ -27,7 +32,9 @@ baselines produces.
 
 **cuDNN plans** (a collected NVIDIA set): a :class:`PlanSelector`, exported from an
 ``xgboost-plans`` model (``python -m kbench.selector export h200-pytorch --model
-xgboost-plans-compact``), re-ranks the plans cuDNN's heuristics propose:
+xgboost-plans-compact``; ``model_for`` picks it for the collected NVIDIA sets), re-ranks the plans
+cuDNN's heuristics propose, so ``choose`` needs them (``lists_from_raw`` reads them from a
+``kbench collect cudnn`` run on your own problems):
 
 >>> sel = kbench.selector.load("h200-pytorch")                 # doctest: +SKIP
 >>> sel.choose(problem, {"cudnn_mode_a": [...], "cudnn_mode_b": [...], "cudnn_fallback": [...]})  # doctest: +SKIP
@@ -44,10 +51,12 @@ stays first unless another is predicted faster by more than the margin: the orde
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +77,96 @@ _PLAN = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
 _KNOB = re.compile(r"_k(\d+)=(-?\d+)")
 REQUIRED = ["direction", "dtype", "layout_x", "layout_w", "layout_y", "spatial_dims", "n", "c", "k", "groups"] + [
     f"{p}_{s}" for p in ("x", "y", "fil", "pad", "stride", "dil") for s in SPATIAL]
+#: the text fields of a problem, checked against the vocabulary the selector was trained on
+TEXT_FIELDS = ("direction", "dtype", "layout_x", "layout_w", "layout_y")
+#: the vocabulary of a selector exported before selectors recorded their own
+DEFAULT_VOCABULARY = {"direction": ["B", "F", "W"], "dtype": sorted(DTYPE_BYTES),
+                      **{f: ["NCHW", "NHWC", "NCDHW", "NDHWC"] for f in TEXT_FIELDS[2:]}, "spatial_dims": [2, 3]}
+#: PyTorch-style (and other common) spellings, lower-cased, of kbench's values: a "did you mean"
+#: instead of a silently different ranking (``channels_last`` depends on the rank: see _layout_alias)
+VALUE_ALIASES = {
+    "direction": {"forward": "F", "fwd": "F", "fprop": "F", "conv_fprop": "F",
+                  "backward_data": "B", "backward-data": "B", "bwd_data": "B", "dgrad": "B", "backward_input": "B",
+                  "conv_dgrad": "B", "backward_weights": "W", "backward-weights": "W", "backward_weight": "W",
+                  "bwd_weights": "W", "wgrad": "W", "conv_wgrad": "W"},
+    "dtype": {"half": "FP16", "float16": "FP16", "torch.float16": "FP16", "torch.half": "FP16",
+              "bfloat16": "BF16", "torch.bfloat16": "BF16", "float": "FP32", "float32": "FP32",
+              "torch.float32": "FP32", "torch.float": "FP32", "double": "FP64", "float64": "FP64",
+              "torch.float64": "FP64", "int8": "INT8", "torch.int8": "INT8", "tf32": "TF32"},
+}
+_INT_FIELDS_MIN = {**{c: 1 for c in REQUIRED[6:] if not c.startswith("pad_")},
+                   **{c: 0 for c in REQUIRED[6:] if c.startswith("pad_")}, "spatial_dims": 2}
+
+
+def _layout_alias(value: str, spatial_dims) -> str | None:
+    """``channels_last`` / ``contiguous_format`` (PyTorch's memory formats) as the layout of the problem's rank."""
+    three_d = str(spatial_dims) == "3"
+    v = value.lower().removeprefix("torch.")
+    if v in ("channels_last", "channels_last_3d"):
+        return "NDHWC" if three_d or v.endswith("3d") else "NHWC"
+    if v in ("contiguous_format", "contiguous", "channels_first"):
+        return "NCDHW" if three_d else "NCHW"
+    return None
+
+
+def _suggestion(field: str, value, allowed: list, problem) -> str | None:
+    """The vocabulary value a mistyped or PyTorch-style ``value`` most likely means, or None."""
+    text = str(value).strip()
+    if field == "direction" and text.lower() in ("backward", "bwd"):
+        return "B (backward data) or W (backward weights)"
+    candidate = (_layout_alias(text, problem.get("spatial_dims")) if field.startswith("layout_")
+                 else VALUE_ALIASES.get(field, {}).get(text.lower()))
+    if candidate is None:
+        upper = {str(a).upper(): a for a in allowed}
+        candidate = upper.get(text.upper())
+    if candidate is None:
+        close = difflib.get_close_matches(text.upper(), [str(a) for a in allowed], n=1, cutoff=0.6)
+        candidate = close[0] if close else None
+    return candidate
+
+
+def check_problem(problem, vocabulary: dict | None = None, dataset: str = "the selector's dataset") -> None:
+    """Every field of ``problem`` present and within the vocabulary the selector was trained on: one
+    :class:`KbenchInputError` that lists every bad field, with a "did you mean" where one fits."""
+    vocabulary = vocabulary or DEFAULT_VOCABULARY
+    if not hasattr(problem, "get") or not hasattr(problem, "__contains__"):
+        raise KbenchInputError(f"selector: the problem must be a mapping of kbench's canonical problem columns "
+                               f"(docs/data_model.md), not {type(problem).__name__}")
+    missing = [c for c in REQUIRED if c not in problem]
+    if missing:
+        raise KbenchInputError(f"selector: the problem lacks {', '.join(missing)} (kbench's canonical problem "
+                               "columns, docs/data_model.md)")
+    problems = []
+    for field in TEXT_FIELDS:
+        allowed = [str(a) for a in vocabulary.get(field, DEFAULT_VOCABULARY[field])]
+        value = problem[field]
+        if str(value) in allowed:
+            continue
+        hint = _suggestion(field, value, allowed, problem)
+        problems.append(f"{field}={value!r} is not one of {dataset}'s values ({', '.join(allowed)})"
+                        + (f"; did you mean {hint!r}?" if hint and " or " not in hint else
+                           f"; did you mean {hint}?" if hint else ""))
+    for field, low in _INT_FIELDS_MIN.items():
+        value = problem[field]
+        number = value if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+            else None
+        if number is None or not math.isfinite(float(number)) or float(number) != int(number) or number < low:
+            problems.append(f"{field}={value!r} is not a whole number >= {low}")
+    dims = [int(d) for d in vocabulary.get("spatial_dims", DEFAULT_VOCABULARY["spatial_dims"])]
+    if not any(f.startswith("spatial_dims=") for f in problems) and int(problem["spatial_dims"]) not in dims:
+        problems.append(f"spatial_dims={problem['spatial_dims']!r} is not one of {dataset}'s values "
+                        f"({', '.join(map(str, dims))})")
+    if problems:
+        raise KbenchInputError("selector: " + "; ".join(problems) + " (kbench's canonical problem columns, "
+                               "docs/data_model.md)")
+
+
+def vocabulary_of(problems) -> dict:
+    """The values each text field (and ``spatial_dims``) takes in a dataset's ``problems`` table: what a
+    selector trained on it knows."""
+    vocabulary = {f: sorted(problems[f].astype(str).unique().tolist()) for f in TEXT_FIELDS}
+    vocabulary["spatial_dims"] = sorted(int(d) for d in problems["spatial_dims"].unique())
+    return vocabulary
 
 
 def _tz(v: float, cap: int = 8) -> float:
@@ -241,7 +340,10 @@ class Forest:
                    cat(dleft, bool), roots, info, base, depth)
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}.left": self.left, f"{prefix}.right": self.right, f"{prefix}.feature": self.feature,
+        # feature indices fit int16 (a few hundred columns): 2 bytes a node less keeps a plans selector
+        # under 6 MB, small enough to ship in the package
+        feature = self.feature.astype(np.int16) if self.feature.size and self.feature.max() < 2 ** 15 else self.feature
+        return {f"{prefix}.left": self.left, f"{prefix}.right": self.right, f"{prefix}.feature": feature,
                 f"{prefix}.threshold": self.threshold, f"{prefix}.default_left": self.default_left.astype(np.uint8),
                 f"{prefix}.roots": self.roots, f"{prefix}.group": self.group, f"{prefix}.base": self.base}
 
@@ -263,9 +365,36 @@ class Selector:
         self.directions = {d: list(v) for d, v in meta["directions"].items()}
         self.prior = {key: np.asarray(v, np.float64) for key, v in meta["prior"].items()}
         self.forests = forests
+        self.vocabulary = meta.get("vocabulary") or DEFAULT_VOCABULARY
+        self.dataset = str(meta.get("dataset") or "the selector's dataset")
 
-    def choose(self, problem) -> list[str]:
-        """Every kernel that runs in the problem's direction, best first."""
+    def choose(self, problem, candidates=None) -> list[str]:
+        """Every kernel that runs in the problem's direction, best first; with ``candidates`` (kernel names:
+        the ones your MIOpen build offers, say), those of them only, in the same order."""
+        problem = _checked(problem, self.vocabulary, self.dataset)
+        ranking = self._rank(problem)
+        if candidates is None:
+            return ranking
+        wanted = [candidates] if isinstance(candidates, str) else [str(k) for k in candidates]
+        if not wanted:
+            raise KbenchInputError("selector: the candidate set is empty; give the kernel names to rank, or "
+                                   "candidates=None for every kernel of the direction")
+        known = set(self.kernels)
+        unknown = [k for k in wanted if k not in known]
+        if unknown:
+            upper = {k.upper(): k for k in self.kernels}
+            hints = {k: [upper[k.upper()]] if k.upper() in upper else difflib.get_close_matches(k, self.kernels, n=1)
+                     for k in unknown}
+            raise KbenchInputError("selector: unknown kernel(s) " + ", ".join(
+                f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+                + f"; {self.dataset}'s kernels are in kbench.load({self.dataset!r}).kernels")
+        chosen = [k for k in ranking if k in set(wanted)]
+        if not chosen:
+            raise KbenchInputError(f"selector: none of the {len(wanted)} candidate kernel(s) runs in direction "
+                                   f"{problem['direction']!r} on {self.dataset}")
+        return chosen
+
+    def _rank(self, problem) -> list[str]:
         f = problem_vector(problem)
         direction, dtype = str(problem["direction"]), str(problem["dtype"])
         names = self.directions.get(direction, [])
@@ -302,6 +431,8 @@ class PlanSelector:
         self.lower_is_better = meta["params"].get("objective", "log_ratio") == "log_ratio"
         self._col = {c: i for i, c in enumerate(self.columns)}
         self._plan_rows: dict[str, np.ndarray] = {}  # plan name -> its engine/knob part of a row
+        self.vocabulary = meta.get("vocabulary") or DEFAULT_VOCABULARY
+        self.dataset = str(meta.get("dataset") or "the selector's dataset")
 
     def _plan_row(self, name: str) -> np.ndarray:
         """The plan's engine/knob columns (an engine or knob the model never saw is dropped, as in training)."""
@@ -326,21 +457,39 @@ class PlanSelector:
         top = [n for n in names if any(ranks[h].get(n, math.inf) < k for h in lists)]
         return top or names
 
-    def choose(self, problem, heuristics: dict) -> list[str]:
-        """The plans of ``heuristics`` (list name -> plan names in the heuristic's order), best first."""
-        unknown = sorted(set(heuristics) - set(HEURISTIC_LISTS))
+    def choose(self, problem, candidates=None) -> list[str]:
+        """The plans of ``candidates`` (cuDNN's lists: list name -> plan names in the heuristic's order, or
+        one ';'-separated string as the collector records it), best first.
+
+        The model re-ranks what cuDNN's heuristics propose for this very problem (their places are among
+        its features), so it needs the lists: :func:`lists_from_raw` reads them from a collection of your
+        own problems (``kbench collect cudnn`` on a GPU; docs/pooled.md, "Your own convolution")."""
+        problem = _checked(problem, self.vocabulary, self.dataset)
+        if candidates is None:
+            raise KbenchInputError(
+                f"selector: the {self.dataset} selector re-ranks cuDNN's plan lists for the problem and needs "
+                f"them: choose(problem, {{'cudnn_mode_a': [...], 'cudnn_mode_b': [...], 'cudnn_fallback': [...]}}) "
+                "(plan names in each heuristic's order). On a GPU, `kbench collect cudnn` records them and "
+                "kbench.selector.lists_from_raw(RAW) reads them (docs/pooled.md, \"Your own convolution\").")
+        if not hasattr(candidates, "items"):
+            raise KbenchInputError(f"selector: the candidates of a plans selector are cuDNN's lists as a mapping "
+                                   f"{{{', '.join(map(repr, HEURISTIC_LISTS))}: [plan names]}}, not "
+                                   f"{type(candidates).__name__}")
+        unknown = sorted(set(candidates) - set(HEURISTIC_LISTS))
         if unknown:
             raise KbenchInputError(f"selector: unknown heuristic list(s) {', '.join(unknown)}; give "
                                    f"{', '.join(HEURISTIC_LISTS)} (each the plan names in its order)")
         ranks = {h: {} for h in HEURISTIC_LISTS}
         for h in HEURISTIC_LISTS:
-            for i, name in enumerate(heuristics.get(h) or []):
+            plans = candidates.get(h) or []
+            for i, name in enumerate(p for p in (plans.split(";") if isinstance(plans, str) else plans) if p):
                 ranks[h].setdefault(str(name), float(i))
         names = sorted({n for r in ranks.values() for n in r},
                        key=lambda n: tuple(ranks[h].get(n, math.inf) for h in HEURISTIC_LISTS) + (n,))
-        names = self._candidates(names, ranks)
         if not names:
-            return []
+            raise KbenchInputError(f"selector: the candidate set is empty (every list of {', '.join(HEURISTIC_LISTS)} "
+                                   "is empty or missing); give cuDNN's plans for the problem")
+        names = self._candidates(names, ranks)
         x = np.stack([self._plan_row(n) for n in names])
         for c, v in problem_vector(problem).items():
             if c in self._col:
@@ -366,6 +515,31 @@ class PlanSelector:
         return int(self.meta.get("size_bytes", 0))
 
 
+def _checked(problem, vocabulary: dict, dataset: str):
+    """``problem`` with a ``layout`` shorthand spread to layout_x/w/y, after :func:`check_problem`."""
+    if hasattr(problem, "get") and "layout" in problem and not any(f"layout_{t}" in problem for t in "xwy"):
+        problem = {**problem, **{f"layout_{t}": problem["layout"] for t in "xwy"}}
+    check_problem(problem, vocabulary, dataset)
+    return problem
+
+
+def lists_from_raw(raw, variant: str = "pytorch") -> dict[str, dict[str, list[str]]]:
+    """cuDNN's plan lists per problem id, read from a raw folder of ``kbench collect cudnn`` (which records
+    each heuristic mode's list as ``heur_a``, ``heur_b`` and ``heur_fallback``), kept to the plans of the
+    variant's candidate set and in each list's order, as a dataset's ``heuristics`` table holds them: the
+    ``candidates`` a plans selector takes. Needs pandas (the collector's reader)."""
+    from kbench.collect.packaging.package import HEURISTICS, candidate_runtimes, heuristics_table, load_raw
+    problems, plans, _ = load_raw(raw)
+    runtimes = candidate_runtimes(problems, plans, variant)
+    ok = problems[problems["status"] == "ok"].set_index("key")
+    table = heuristics_table(ok, runtimes.rename(columns={"key": "problem_id", "plan": "kernel"}))
+    table = table[table["heuristic"].isin(list(HEURISTICS))].sort_values(["problem_id", "heuristic", "rank"])
+    lists: dict[str, dict[str, list[str]]] = {}
+    for (problem_id, heuristic), kernels in table.groupby(["problem_id", "heuristic"], sort=False)["kernel"]:
+        lists.setdefault(str(problem_id), {})[str(heuristic)] = kernels.astype(str).tolist()
+    return lists
+
+
 def _root() -> Path:
     return Path(os.environ.get("KBENCH_CACHE", Path.home() / ".cache" / "kbench")) / "selectors"
 
@@ -384,15 +558,59 @@ def save(folder: str | Path, meta: dict, forests: dict[str, Forest]) -> Path:
     return folder
 
 
-def load(name_or_path: str | Path) -> Selector:
-    """A selector by dataset name (exported under ``$KBENCH_CACHE/selectors/<name>``) or folder path."""
-    from safetensors.numpy import load_file
+#: the selectors shipped inside the package (``python -m kbench.selector export NAME --out kbench/selectors/NAME``)
+SHIPPED = Path(__file__).resolve().parent / "selectors"
+
+
+def model_for(dataset: str) -> str:
+    """The compact model a dataset's selector is exported from: ``xgboost-plans-compact`` (re-ranks cuDNN's
+    lists) on a cuDNN set of kbench's collector, ``xgboost-compact`` on an AMD kernel-selection set."""
+    from kbench.data.registry import DATASETS, resolve_name
+    name = resolve_name(dataset)
+    spec = DATASETS.get(name) if name else None
+    if spec is None:
+        raise KbenchInputError(f"no dataset {dataset!r}: `kbench datasets` lists them.")
+    if spec.task == "kernel-selection" and spec.collected:
+        return "xgboost-plans-compact"
+    if spec.task == "kernel-selection" and spec.vendor == "AMD":
+        return "xgboost-compact"
+    raise KbenchInputError(f"{name}: no selector for a {spec.task} dataset of {spec.vendor}; selectors rank "
+                           "MIOpen solvers (the AMD sets) and cuDNN plans (the collected NVIDIA sets).")
+
+
+def _folder_of(name_or_path: str | Path) -> Path | None:
+    """The selector folder for a path, or a dataset name: the user's cache first, then the shipped one."""
     folder = Path(name_or_path)
-    if not (folder / "selector.json").is_file():
-        folder = _root() / str(name_or_path)
-    if not (folder / "selector.json").is_file():
-        raise KbenchInputError(f"no selector {str(name_or_path)!r}: no selector.json at {name_or_path} or {folder}; "
-                               f"export one with `python -m kbench.selector export {name_or_path}`.")
+    if (folder / "selector.json").is_file():
+        return folder
+    from kbench.data.registry import resolve_name
+    names = dict.fromkeys([str(name_or_path), resolve_name(str(name_or_path)) or str(name_or_path)])
+    for root in (_root(), SHIPPED):
+        for name in names:
+            if (root / name / "selector.json").is_file():
+                return root / name
+    return None
+
+
+def load(name_or_path: str | Path, export_if_missing: bool = True) -> Selector | PlanSelector:
+    """A selector by dataset name or folder path: the user's export under ``$KBENCH_CACHE/selectors/<name>``,
+    else the one shipped in the package (mi100, h100-pytorch, h200-pytorch), else (``export_if_missing``)
+    trained now with the dataset's compact model (:func:`model_for`; a minute or two, said on stderr) and
+    cached there."""
+    from safetensors.numpy import load_file
+    folder = _folder_of(name_or_path)
+    if folder is None:
+        is_path = any(sep in str(name_or_path) for sep in ("/", os.sep))
+        if is_path or not export_if_missing:
+            raise KbenchInputError(f"no selector {str(name_or_path)!r}: no selector.json there, in {_root()} or "
+                                   f"in {SHIPPED}; export one with `python -m kbench.selector export NAME`.")
+        model = model_for(str(name_or_path))
+        from kbench.data.registry import resolve_name
+        name = resolve_name(str(name_or_path))
+        print(f"kbench.selector: no {name} selector shipped or cached; training {model} on {name}'s random "
+              f"train part (a minute or two), then caching it in {_root() / name}", file=sys.stderr, flush=True)
+        folder = export_dataset(name, model=model)
+        print(f"kbench.selector: cached {folder}", file=sys.stderr, flush=True)
     meta = json.loads((folder / "selector.json").read_text())
     if meta.get("format") != FORMAT:
         raise KbenchInputError(f"{folder / 'selector.json'}: format {meta.get('format')!r}, expected {FORMAT!r}; "
@@ -403,12 +621,14 @@ def load(name_or_path: str | Path) -> Selector:
     return PlanSelector(meta, forests["plans"]) if meta.get("kind") == "plans" else Selector(meta, forests)
 
 
-def export(model, folder: str | Path) -> Path:
+def export(model, folder: str | Path, dataset: str | None = None, vocabulary: dict | None = None) -> Path:
     """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) or an
-    ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder."""
+    ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder; ``dataset`` and its
+    ``vocabulary`` (:func:`vocabulary_of`) let ``choose`` check a problem's fields against them."""
+    known = {"dataset": dataset, "vocabulary": vocabulary} if dataset else {}
     if hasattr(model, "kernel_columns"):  # the xgboost-plans family: one regression or ranking booster
         meta = {"kind": "plans", "columns": model.columns, "kernel_columns": model.kernel_columns,
-                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info}
+                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info, **known}
         return save(folder, meta, {"plans": Forest.from_xgboost_json(json.loads(model.booster.save_raw("json")))})
     if model.params.get("decision", "probability") != "probability":
         raise KbenchInputError("only decision='probability' models can be exported")
@@ -416,30 +636,45 @@ def export(model, folder: str | Path) -> Path:
                for d, b in model.boosters.items() if b is not None}
     meta = {"kernels": model.space.names, "columns": model.columns, "classes": model.classes,
             "directions": model.space.directions, "prior": {k: v.tolist() for k, v in model.space.prior.items()},
-            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info}
+            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info, **known}
     return save(folder, meta, forests)
+
+
+def export_dataset(dataset: str, model: str | None = None, split: str = "random", seed: int = 0,
+                   out: str | Path | None = None) -> Path:
+    """Train ``model`` (default :func:`model_for`) on the dataset's ``split`` train part and export it to
+    ``out`` (default ``$KBENCH_CACHE/selectors/<dataset>``). Needs the baselines (``pip install kbench[baselines]``)."""
+    from kbench.data.dataset import load as load_dataset
+    try:
+        from kbench_baselines import get_baseline
+    except ImportError as exc:
+        raise KbenchInputError(f"exporting a selector trains a model and needs the baselines' packages ({exc}); "
+                               "pip install 'kbench[baselines]'") from None
+    ds = load_dataset(dataset)
+    parts = ds.split(split)
+    fitted = get_baseline(model or model_for(ds.name)).fit(ds, parts["train"], parts["valid"], seed=seed)
+    return export(fitted, out or _root() / ds.name, dataset=ds.name, vocabulary=vocabulary_of(ds.problems))
 
 
 def main(argv=None) -> None:
     import argparse
 
-    # the export command's own needs: loading a selector (this module) is numpy-only
-    from kbench.data.dataset import load as load_dataset
-    from kbench_baselines import get_baseline
     ap = argparse.ArgumentParser(prog="python -m kbench.selector",
                                  description="train a compact model on a dataset's train part and export it")
     sub = ap.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="train xgboost-compact (or --model) and write a selector folder")
+    e = sub.add_parser("export", help="train the dataset's compact model (or --model) and write a selector folder")
     e.add_argument("dataset")
-    e.add_argument("--model", default="xgboost-compact")
+    e.add_argument("--model", default=None, help="default: xgboost-plans-compact on a collected cuDNN set, "
+                                                 "xgboost-compact on an AMD set")
     e.add_argument("--split", default="random")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default=None, help="selector folder (default $KBENCH_CACHE/selectors/<dataset>)")
     a = ap.parse_args(argv)
-    ds = load_dataset(a.dataset)
-    parts = ds.split(a.split)
-    model = get_baseline(a.model).fit(ds, parts["train"], parts["valid"], seed=a.seed)
-    folder = export(model, a.out or _root() / ds.name)
+    try:
+        folder = export_dataset(a.dataset, a.model, a.split, a.seed, a.out)
+    except KbenchInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"exported {folder} ({sum(p.stat().st_size for p in Path(folder).iterdir()):,} bytes)")
 
 
