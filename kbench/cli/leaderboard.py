@@ -1,4 +1,4 @@
-"""``kbench run``, ``kbench submit`` and ``kbench leaderboard {build,validate,schema}``."""
+"""``kbench run``, ``kbench record aggregate``, ``kbench submit`` and ``kbench leaderboard {build,validate,schema}``."""
 
 from __future__ import annotations
 
@@ -69,6 +69,16 @@ def cmd_run(args) -> int:
 # The site renderer, the submission checks and the re-scoring load when their command runs: `kbench --help`
 # imports this module and stays fast.
 def cmd_submit(args) -> int:
+    if args.init_meta:
+        from kbench.leaderboard.entry_files import write_meta_template
+        left = write_meta_template(args.init_meta, args.result)
+        print(f"wrote {args.init_meta}: fill in {', '.join(left)} (each 'FILL IN:' says what goes there; "
+              "kbench/schemas/submission.schema.json is the format), then: kbench submit "
+              f"{args.result or 'result.json'} --meta {args.init_meta}")
+        return 0
+    if not args.result or not args.meta:
+        raise KbenchInputError("give the record and its metadata: kbench submit result.json --meta meta.json "
+                               "(kbench submit --init-meta meta.json [result.json] writes a meta.json to fill in)")
     from kbench.leaderboard.site import build
     from kbench.leaderboard.submit import submit
     report = submit(args.result, args.meta, root=args.leaderboard, preds=args.preds, replace=args.replace)
@@ -78,7 +88,19 @@ def cmd_submit(args) -> int:
     print(f"added {report.folder}")
     if not args.no_build:
         build(args.leaderboard)
-        print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'}")
+        print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'} "
+              "(no `kbench leaderboard build` needed)")
+    else:
+        print(f"not rebuilt (--no-build): run `kbench leaderboard build --leaderboard {args.leaderboard}`")
+    return 0
+
+
+def cmd_record_aggregate(args) -> int:
+    from kbench.leaderboard.entry_files import aggregate_records
+    path = aggregate_records(args.records, args.out, seeds=args.seeds, method=args.method)
+    seeds = args.seeds if args.seeds is not None else list(range(len(args.records)))
+    print(f"wrote {path} (seeds {seeds}) and seed-<k>/preds.csv.gz, seed-<k>/result.json beside it; next: "
+          f"kbench submit --init-meta meta.json {path}, fill it in, then kbench submit {path} --meta meta.json")
     return 0
 
 
@@ -154,13 +176,33 @@ def register_cli(sub) -> None:
                    help="no progress bar (there is one on stderr only when it is a terminal)")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("record", help="join result records: the records of several seeds into one entry folder",
+                       description="Work on result records (kbench evaluate --json).")
+    rsub = p.add_subparsers(dest="record_command", metavar="ACTION")
+    p.set_defaults(func=lambda args, p=p: (p.print_help(), 0)[1])
+    a = rsub.add_parser("aggregate", help="the records of several seeds -> result.json + seed-<k>/preds.csv.gz",
+                        description="Join the kbench evaluate --json records of several seeds (one each) into a "
+                        "folder kbench submit takes: OUT/result.json (every seed, kbench.records.aggregate_seeds), "
+                        "OUT/seed-<k>/result.json and OUT/seed-<k>/preds.csv.gz (each record's own predictions "
+                        "file, found by its predictions.path and checked against its sha256).")
+    a.add_argument("records", nargs="+", metavar="SEED_RECORD", help="one kbench evaluate --json record per seed")
+    a.add_argument("--out", required=True, help="entry folder to write (result.json, seed-<k>/)")
+    a.add_argument("--seeds", nargs="+", type=int, default=None,
+                   help="the seed of each record, in order (default 0 1 2 ...)")
+    a.add_argument("--method", default=None, help="method name (default: the one the records store)")
+    a.set_defaults(func=cmd_record_aggregate)
+
     p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
                        description="Validate RESULT.json and META.json against the shipped schemas, check the "
                        "kbench and dataset versions and checksums, re-score every seed's predictions and "
                        "compare every stored metric, then add the entry under "
                        "leaderboard/<dataset>/<split>/<method>/ and rebuild the site.")
-    p.add_argument("result", help="result record (kbench evaluate --json / kbench run)")
-    p.add_argument("--meta", required=True, help="submission metadata (kbench/schemas/submission.schema.json)")
+    p.add_argument("result", nargs="?", help="result record of every seed (kbench record aggregate / kbench run)")
+    p.add_argument("--meta", help="submission metadata (kbench/schemas/submission.schema.json; "
+                   "--init-meta writes one to fill in)")
+    p.add_argument("--init-meta", metavar="META", default=None,
+                   help="write a meta.json template to META (from RESULT's method, dataset and split when given) "
+                   "and exit")
     p.add_argument("--preds", help="predictions of every seed: a preds.parquet with a seed column, or a CSV for a "
                    "one-seed record (default: the record's predictions.path, then seed-<k>/preds.csv.gz beside "
                    "the record)")
