@@ -88,6 +88,7 @@ def cmd_submit(args) -> int:
     print(f"added {report.folder}")
     if not args.no_build:
         build(args.leaderboard)
+        _note_missing_cards(args.leaderboard, None)
         print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'} "
               "(no `kbench leaderboard build` needed)")
     else:
@@ -104,6 +105,16 @@ def cmd_record_aggregate(args) -> int:
     return 0
 
 
+def _note_missing_cards(leaderboard, cards) -> None:
+    """Say on stderr which datasets' pages have no data card, and where the build looked for them."""
+    from kbench.leaderboard.site import card_places, missing_cards
+    missing = missing_cards(leaderboard, cards)
+    if missing:
+        print(f"note: no data card found for {', '.join(missing)} (looked for "
+              f"{'; '.join(card_places(Path(leaderboard), cards))}); their pages say so. Pass "
+              "--cards DIR, a folder of <dataset>.md cards (kbench's data_cards/).", file=sys.stderr)
+
+
 def cmd_build(args) -> int:
     from kbench.leaderboard.site import build, check
     cards = Path(args.cards) if args.cards else None
@@ -115,6 +126,7 @@ def cmd_build(args) -> int:
         print(f"{args.leaderboard}: README.md and site/ are up to date")
         return 0
     written = build(args.leaderboard, cards, progress=not args.no_progress)
+    _note_missing_cards(args.leaderboard, cards)
     print(f"wrote {len(written)} files: {Path(args.leaderboard) / 'README.md'}, "
           f"{Path(args.leaderboard) / 'site' / 'index.html'} …")
     return 0
@@ -219,7 +231,9 @@ def register_cli(sub) -> None:
 
     p = lsub.add_parser("build", help="generate leaderboard/README.md and leaderboard/site/ (deterministic)")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
-    p.add_argument("--cards", help="data cards folder (default: data_cards/ beside the leaderboard folder)")
+    p.add_argument("--cards", help="data cards folder of <dataset>.md files (default: data_cards/ beside the "
+                   "leaderboard folder, then the kbench checkout's data_cards/, then the package's "
+                   "datasets/<dataset>/card.md)")
     p.add_argument("--check", action="store_true", help="only check that the generated files are up to date")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (there is one on stderr only when it is a terminal)")
