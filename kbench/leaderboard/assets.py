@@ -29,6 +29,7 @@ table.lb th { background: var(--head); position: sticky; top: 0; vertical-align:
 table.lb td[data-col="method"] { white-space: normal; min-width: 8rem; max-width: 14rem; text-align: left; }
 table.lb td[data-col="links"] { white-space: normal; max-width: 8.5rem; overflow-wrap: anywhere; }
 table.lb td .gpu { display: block; font-size: 0.8rem; }
+table.lb td .trained { display: block; font-size: 0.78rem; color: var(--muted); }
 table.lb th.text, table.lb td.text { text-align: left; }
 table.lb th button { all: unset; cursor: pointer; font-weight: 600; }
 table.lb th button:focus-visible { outline: 2px solid var(--accent); }

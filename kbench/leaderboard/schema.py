@@ -69,6 +69,9 @@ class SubmissionMeta(BaseModel):
         ..., ge=0, description="inference latency per decision on CPU, batch 1 (one problem), milliseconds")
     inference_hardware: str | None = Field(None, description="the CPU the latency was measured on")
     external_data: bool = Field(description="trained with data outside the kbench dataset's train part")
+    training_set: str | None = Field(
+        None, description="how much of the train part it was trained on, when not all of it "
+                          "(e.g. '12 × 8,192 sampled problems'); shown on the board")
     kbench_version: str = Field(min_length=1)
     dataset: DatasetRef
     split: str = Field(min_length=1)

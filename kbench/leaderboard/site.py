@@ -73,6 +73,9 @@ ROLE_ORDER = {"ceiling": 0, "floor": 1}
 BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps only the fastest few kernels): "
               "their time is a lower bound, so LoP and slowdown are lower bounds and within-5% and speed-up "
               "upper bounds for that entry; the share is in the tooltip.")
+DETERMINISTIC_TEXT = ("det.: deterministic, its seeds give one result (the seed changes nothing), so no spread "
+                      "is shown.")
+TRAINING_SET_TEXT = "trained on …: an entry trained on part of the train part says how much (its meta.json)."
 ONE_SEED_TEXT = ("‡ one-seed entry: only its first seed's predictions are stored, so that seed's figures are "
                  "re-scored by `kbench leaderboard validate` but the mean and ± over its other seeds are not; "
                  "re-run it (`kbench run --update-leaderboard`) to store every seed.")
@@ -240,7 +243,9 @@ def cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
     if row.entry.one_seed:
         bound += (f' <span class="bound" title="one-seed entry: only seed(s) {row.entry.stored_seeds()} of '
                   f'{rec.seeds.seeds} have stored predictions">‡</span>')
-    out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
+    det = " det." if row.deterministic() else ""
+    out["test"] = (html.escape(fmt_mean_std(row.primary(), row.shown_std()) + det) + bound, _value(row.primary()),
+                   f"deterministic: its {len(rec.seeds.seeds)} seeds give one result" if det else "")
     out["top1"] = (fmt_pct(o.get("top1")), _value(o.get("top1")), "")
     out["within5"] = (fmt_pct(o.get("within5")), _value(o.get("within5")), "")
     out["lop"] = (fmt_pct(o.get("lop_mean")), _value(o.get("lop_mean")), "")
@@ -264,7 +269,9 @@ def _entry_cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str,
     details = html.escape(details_href(row))
     links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
     links += ([f'<a href="{html.escape(code)}">code</a>'] if code else [code_html(meta.code, None)]) if meta.code else []
-    return {"method": (f'<a href="{details}">{name}</a>' + external_badge(row), row.entry.name.lower(),
+    trained = (f' <span class="trained">trained on {html.escape(meta.training_set)}</span>'
+               if meta.training_set else "")
+    return {"method": (f'<a href="{details}">{name}</a>' + external_badge(row) + trained, row.entry.name.lower(),
                        meta.description or ""),
             "date": (html.escape(row.record.date), row.record.date, ""),
             "links": (" · ".join(links) or "—", "", "")}
@@ -382,13 +389,14 @@ def draw_tuning_plots(board: Board) -> dict[str, bytes]:
 
 def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     rec, meta, o = row.record, row.entry.meta, row.overall
-    std = rec.seeds.std if rec.seeds else {}
     out = {"rank": ((html.escape(row.role), "", "reference row") if row.rank is None
                     else (str(row.rank), str(row.rank), ""))}
     out.update(_entry_cells(row, repo_prefix))
-    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY)))
-                   + (" ‡" if row.entry.one_seed else ""), _value(o.get(TUNING_PRIMARY)), "")
-    out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
+    det = " det." if row.deterministic(TUNING_PRIMARY) else ""
+    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), row.shown_std(TUNING_PRIMARY)) + det)
+                   + (" ‡" if row.entry.one_seed else ""), _value(o.get(TUNING_PRIMARY)),
+                   f"deterministic: its {len(rec.seeds.seeds)} seeds give one result" if det else "")
+    out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), row.shown_std("perfect_prediction"))),
                       _value(o.get("perfect_prediction")), "")
     out["valid_share"] = (fmt_pct(o.get("valid_share")), _value(o.get("valid_share")), "")
     out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters), "")
@@ -432,6 +440,7 @@ def legend_html() -> str:
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
             f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
             f'<p class="note">{html.escape(ONE_SEED_TEXT)}</p>'
+            f'<p class="note">{html.escape(DETERMINISTIC_TEXT)} {html.escape(TRAINING_SET_TEXT)}</p>'
             f'<p class="note">{html.escape(RESCORED_TEXT)}</p>')
 
 
@@ -479,12 +488,14 @@ def markdown_table(board: Board, repo_prefix: str, repo_root: Path | None = None
                 code = _readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
                 name = md_text(row.entry.name)
                 text = (f"[{name}]({md_url(code)})" if code else name) + \
-                    (" (external data)" if row.entry.meta.external_data else "")
+                    (" (external data)" if row.entry.meta.external_data else "") + \
+                    (f" (trained on {md_text(row.entry.meta.training_set)})" if row.entry.meta.training_set else "")
             elif cid == "speedup" and not tuning:
                 gpu = gpu_speedup(row)
                 text = fmt_x(row.overall.get("speedup_geomean")) + (f" (GPU {fmt_x(gpu)})" if gpu else "")
             elif cid == "test" and not tuning:
-                text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "") \
+                text = fmt_mean_std(row.primary(), row.shown_std()) + (" det." if row.deterministic() else "") \
+                    + (" †" if row.censored_share() > 0 else "") \
                     + (" ‡" if row.entry.one_seed else "")
             elif cid == "links":
                 links = [f"[paper]({md_url(row.entry.meta.paper)})"] if row.entry.meta.paper else []
@@ -507,7 +518,7 @@ def readme(boards: list[Board], cards: dict[str, str], repo_root: Path | None = 
            "deviation over seeds (at least 5); the other metric columns are means over seeds. Reference rows "
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
-           BOUND_TEXT, "", ONE_SEED_TEXT, "", RESCORED_TEXT, "",
+           BOUND_TEXT, "", ONE_SEED_TEXT, "", DETERMINISTIC_TEXT + " " + TRAINING_SET_TEXT, "", RESCORED_TEXT, "",
            "Under each table, the best entry beside each reference heuristic's own order: " + practitioner_table.TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]

@@ -316,3 +316,30 @@ def test_a_card_is_found_in_the_package_dataset_folder(board, toy, tmp_path, mon
     page = (board / "site" / "toy.html").read_text()
     assert "<h2>Toy card</h2>" in page and "license: mit" not in page  # the front matter is not rendered
     assert site.missing_cards(board) == []
+
+
+def test_deterministic_entries_and_sampled_training_are_said(board, toy, tmp_path):
+    """A method whose seeds give one result shows "det." and no "± 0.0000"; an entry trained on a sample of the
+    train part says how much, in both tables."""
+    rules = board / "toy" / "random" / "toy-rules"
+    assert json.loads((rules / "result.json").read_text())["extra"]["stochastic"] is False
+    meta = json.loads((board / "toy" / "random" / "toy-model" / "meta.json").read_text())
+    meta["training_set"] = "3 × 50 sampled problems of 150"
+    (board / "toy" / "random" / "toy-model" / "meta.json").write_text(json.dumps(meta))
+    build(board)
+    readme = (board / "README.md").read_text()
+    rules_line = next(line for line in readme.splitlines() if "[toy-rules]" in line)
+    assert " det." in rules_line and "± 0.0000" not in rules_line
+    model_line = next(line for line in readme.splitlines() if "[toy-model]" in line)
+    assert "(trained on 3 × 50 sampled problems of 150)" in model_line and " det." not in model_line
+    page = (board / "site" / "toy.html").read_text()
+    assert '<span class="trained">trained on 3 × 50 sampled problems of 150</span>' in page
+    assert 'title="deterministic: its 5 seeds give one result"' in page
+
+
+def test_training_set_of_a_sampling_baseline():
+    from kbench.leaderboard.runner import training_set_of
+    sampler = type("Sampler", (), {"DEFAULTS": {"rows_per_epoch": 8192, "max_epochs": 12}})
+    assert training_set_of(sampler, 127038) == "12 × 8,192 sampled problems of 127,038"
+    assert training_set_of(sampler, 5000) is None  # every epoch sees the whole train part
+    assert training_set_of(type("Full", (), {"DEFAULTS": {"rows_per_epoch": None}}), 127038) is None
