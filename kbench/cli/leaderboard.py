@@ -96,6 +96,13 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def cmd_record_csv(args) -> int:
+    from kbench.leaderboard.entry_files import predictions_csv
+    seed, rows = predictions_csv(args.parquet, args.out, args.seed)
+    print(f"wrote {args.out}: seed {seed}, {rows:,} rows (kbench evaluate {args.out} --dataset ... reads it)")
+    return 0
+
+
 def cmd_record_aggregate(args) -> int:
     from kbench.leaderboard.entry_files import aggregate_records
     path = aggregate_records(args.records, args.out, seeds=args.seeds, method=args.method)
@@ -107,7 +114,7 @@ def cmd_record_aggregate(args) -> int:
 
 def _note_missing_cards(leaderboard, cards) -> None:
     """Say on stderr which datasets' pages have no data card, and where the build looked for them."""
-    from kbench.leaderboard.site import card_places, missing_cards
+    from kbench.leaderboard.cards import card_places, missing_cards
     missing = missing_cards(leaderboard, cards)
     if missing:
         print(f"note: no data card found for {', '.join(missing)} (looked for "
@@ -203,6 +210,13 @@ def register_cli(sub) -> None:
                    help="the seed of each record, in order (default 0 1 2 ...)")
     a.add_argument("--method", default=None, help="method name (default: the one the records store)")
     a.set_defaults(func=cmd_record_aggregate)
+    c = rsub.add_parser("csv", help="one seed of a leaderboard preds.parquet -> the CSV kbench evaluate reads",
+                        description="Write one seed's predictions of a leaderboard preds.parquet (a seed column, "
+                        "list-valued rankings) as a predictions CSV (problem_id,ranking; ';'-joined).")
+    c.add_argument("parquet", help="a leaderboard entry's preds.parquet")
+    c.add_argument("--out", required=True, help="CSV to write (.csv, or .csv.gz for gzip)")
+    c.add_argument("--seed", type=int, default=None, help="the seed to write (default: the first stored)")
+    c.set_defaults(func=cmd_record_csv)
 
     p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
                        description="Validate RESULT.json and META.json against the shipped schemas, check the "

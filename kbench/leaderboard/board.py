@@ -150,6 +150,7 @@ class Board:
     tuning: bool = False  # a tuning-parameter table (TuningResult records), not kernel selection
     notes: list[str] = field(default_factory=list)
     plots: list[tuple[str, str, str]] = field(default_factory=list)  # (file, title, alt)
+    twin_free: object | None = None  # a `random` board's figures without batch twins (leaderboard.twin_free)
 
     @property
     def slug(self) -> str:

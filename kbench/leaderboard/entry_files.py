@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 
 from kbench.core.errors import KbenchInputError
-from kbench.core.output_files import atomic_write_bytes, atomic_write_text, check_output_folder
+from kbench.core.output_files import atomic_write_bytes, atomic_write_text, check_output, check_output_folder
 from kbench.core.version import __version__
 from kbench.leaderboard.schema import PLACEHOLDER, SubmissionMeta, parse_record, placeholders
+from kbench.leaderboard.store import read_seed_predictions
 from kbench.leaderboard.submit import SEED_PREDS
 from kbench.scoring.prediction_files import max_predictions_bytes, read_input_bytes, sha256_bytes
 from kbench.scoring.records import aggregate_seeds
@@ -97,6 +98,23 @@ def aggregate_records(record_paths: list[str | Path], out: str | Path, seeds: li
     joined.predictions.path = SEED_PREDS.format(seed=seeds[0])
     atomic_write_text(out / "result.json", joined.model_dump_json(indent=2) + "\n")
     return out / "result.json"
+
+
+def predictions_csv(parquet: str | Path, out: str | Path, seed: int | None = None) -> tuple[int, int]:
+    """One seed's predictions from a leaderboard ``preds.parquet`` (a ``seed`` column, list-valued
+    ``ranking``) as the CSV ``kbench evaluate`` reads (``problem_id,ranking`` with ';'-joined kernels;
+    gzipped when ``out`` ends in .gz). ``seed`` defaults to the first stored one. Returns (seed, rows)."""
+    parquet = Path(parquet)
+    seeds = read_seed_predictions(parquet)
+    if not seeds:
+        raise KbenchInputError(f"{parquet}: stores no predictions")
+    seed = min(seeds) if seed is None else seed
+    if seed not in seeds:
+        raise KbenchInputError(f"{parquet}: no seed {seed}; it stores seeds {sorted(seeds)}")
+    out = check_output(out, inputs=[parquet], option="--out")
+    data = seeds[seed].to_csv(index=False, lineterminator="\n").encode("utf-8")
+    atomic_write_bytes(out, gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
+    return seed, len(seeds[seed])
 
 
 def meta_template(record_path: str | Path | None = None) -> dict:

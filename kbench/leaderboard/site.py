@@ -41,6 +41,7 @@ from kbench.leaderboard.board import (
     fmt_x,
     md_text,
 )
+from kbench.leaderboard.cards import cards_found
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
@@ -61,10 +62,12 @@ from kbench.leaderboard.table_extras import (
     gpu_speedup,
     gpu_title,
     measured_json,
+    readme_code_link,
     selector_note,
     tools_html,
 )
 from kbench.leaderboard.transfer_track import transfer_html, transfer_markdown
+from kbench.leaderboard.twin_free import twin_free_figures, twin_free_html, twin_free_markdown
 from kbench.scoring.evaluate import Evaluator
 from kbench.scoring.records import TuningResult
 
@@ -114,6 +117,8 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
             if frame is not None:
                 scores[row.entry.method] = problem_scores(ev, frame)
     board.lops = {m: s.lop for m, s in scores.items()}
+    if ev is not None:
+        board.twin_free = twin_free_figures(board, ds, ev, scores)
     for above, row in zip(rows, rows[1:]):
         a, b = scores.get(above.entry.method), scores.get(row.entry.method)
         if a is not None and b is not None and tied(a.log_slowdown, b.log_slowdown):
@@ -328,6 +333,7 @@ def board_html(board: Board, repo_prefix: str | None, heading: str = "h3", detai
              f"{len(board.refs)} reference row(s); {n}.</p>",
              tools_html(board), table_html(board, repo_prefix)]
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
+    parts.append(twin_free_html(board.twin_free, board.slug))
     parts.append(practitioner_table.section_html(board))
     parts.append(plots_html(board))
     parts.append(details_html(board, repo_prefix) if details else "")
@@ -460,15 +466,6 @@ def dataset_facts(name: str) -> str:
 
 
 # ----------------------------------------------------------------------------- markdown
-def _readme_code_link(code: str | None, repo_prefix: str, repo_root: Path | None) -> str | None:
-    """Where the README links ``meta.code``: a URL as it is; a repository path only when the file is there
-    (``repo_root``, the folder ``repo_prefix`` leads to), so a leaderboard copied elsewhere, or a path of the
-    submitter's own, shows as text instead of a broken link."""
-    if not code or code.startswith(("http://", "https://")):
-        return _link(code, repo_prefix)
-    return _link(code, repo_prefix) if repo_root is None or (repo_root / code).is_file() else None
-
-
 def markdown_table(board: Board, repo_prefix: str, repo_root: Path | None = None) -> str:
     tuning = board.tuning
     columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
@@ -485,7 +482,7 @@ def markdown_table(board: Board, repo_prefix: str, repo_root: Path | None = None
             if cid == "rank":
                 text = (f"{row.rank}" + (" ≈" if row.tie else "")) if row.rank else f"*{row.role}*"
             elif cid == "method":
-                code = _readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
+                code = readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
                 name = md_text(row.entry.name)
                 text = (f"[{name}]({md_url(code)})" if code else name) + \
                     (" (external data)" if row.entry.meta.external_data else "") + \
@@ -499,7 +496,7 @@ def markdown_table(board: Board, repo_prefix: str, repo_root: Path | None = None
                     + (" ‡" if row.entry.one_seed else "")
             elif cid == "links":
                 links = [f"[paper]({md_url(row.entry.meta.paper)})"] if row.entry.meta.paper else []
-                code = _readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
+                code = readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
                 links += ([f"[code]({md_url(code)})"] if code else [f"code: `{md_text(row.entry.meta.code)}`"]) \
                     if row.entry.meta.code else []
                 text = " · ".join(links) or "—"
@@ -528,6 +525,8 @@ def readme(boards: list[Board], cards: dict[str, str], repo_root: Path | None = 
         if board.dataset in cards:
             out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
         out += [markdown_table(board, "../", repo_root), ""]
+        if board.twin_free is not None:
+            out += [twin_free_markdown(board.twin_free), ""]
         practice = practitioner_table.markdown(board)
         if practice:
             out += [practice, ""]
@@ -540,39 +539,6 @@ def readme(boards: list[Board], cards: dict[str, str], repo_root: Path | None = 
 
 
 # ----------------------------------------------------------------------------- build
-#: the dataset folders of the installed package: the collected datasets ship their card as ``card.md``
-PACKAGE_DATASETS = Path(__file__).resolve().parents[1] / "datasets"
-#: ``data_cards/`` of the kbench checkout this package runs from (absent in a wheel install)
-CHECKOUT_CARDS = Path(__file__).resolve().parents[2] / "data_cards"
-
-
-def card_places(root: Path, cards_dir: Path | None) -> list[str]:
-    """Where a dataset's card is looked for, first found first: ``--cards`` alone when given; else
-    ``data_cards/`` beside the leaderboard folder, the checkout's ``data_cards/`` and the package's
-    ``datasets/<name>/card.md``."""
-    if cards_dir is not None:
-        return [str(Path(cards_dir) / "<dataset>.md")]
-    return [str(root.resolve().parent / "data_cards" / "<dataset>.md"), str(CHECKOUT_CARDS / "<dataset>.md"),
-            str(PACKAGE_DATASETS / "<dataset>" / "card.md")]
-
-
-def _cards(root: Path, datasets: list[str], cards_dir: Path | None) -> dict[str, Path]:
-    found = {}
-    for d in datasets:
-        hit = next((Path(p.replace("<dataset>", d)) for p in card_places(root, cards_dir)
-                    if Path(p.replace("<dataset>", d)).is_file()), None)
-        if hit is not None:
-            found[d] = hit
-    return found
-
-
-def missing_cards(root: str | Path, cards_dir: Path | None = None) -> list[str]:
-    """The datasets of the board with no data card found (:func:`card_places`)."""
-    root = Path(root)
-    datasets = sorted({dataset for dataset, _ in read_entries(root)})
-    return [d for d in datasets if d not in _cards(root, datasets, cards_dir)]
-
-
 def render(root: Path, cards_dir: Path | None = None, progress: bool = False) -> dict[str, bytes]:
     """Every generated file, relative to ``root``, as bytes (nothing is written)."""
     root = Path(root)
@@ -603,7 +569,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         files.update(board_files(board))
         boards.append(board)
     datasets = sorted({b.dataset for b in boards})
-    card_paths = _cards(root, datasets, cards_dir)
+    card_paths = cards_found(root, datasets, cards_dir)
     card_rel = {d: f"data_cards/{d}.md" for d in card_paths}
     readme_text, transfer_md = readme(boards, card_rel, root.resolve().parent), transfer_markdown(root)
     if transfer_md:  # before the rules section

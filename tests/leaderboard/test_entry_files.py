@@ -100,3 +100,26 @@ def test_a_meta_error_names_every_missing_field(tmp_path):
            "kbench_version, dataset, split" in str(raised.value)
     required = [name for name, field in SubmissionMeta.model_fields.items() if field.is_required()]
     assert len(required) == 14
+
+
+def test_record_csv_turns_a_board_parquet_into_a_valid_csv(tmp_path, capsys):
+    """The old hint, read_parquet(...).to_csv(...), wrote the list-valued rankings as Python reprs beside a
+    seed column: not a predictions file. `kbench record csv` writes one seed's CSV, which scores exactly
+    as the board's record says for that seed."""
+    import pandas as pd
+
+    from kbench.scoring.evaluate import Evaluator
+    from kbench.scoring.prediction_files import read_predictions
+    entry = __import__("pathlib").Path(__file__).resolve().parents[2] / "leaderboard" / "mi100" / "random" / "xgboost"
+    naive = tmp_path / "naive.csv"
+    pd.read_parquet(entry / "preds.parquet").to_csv(naive, index=False)
+    assert main(["validate", str(naive), "--dataset", "mi100"]) == 2
+    out = tmp_path / "seed2.csv"
+    assert main(["record", "csv", str(entry / "preds.parquet"), "--seed", "2", "--out", str(out)]) == 0
+    assert "seed 2, 36,821 rows" in capsys.readouterr().out
+    record = json.loads((entry / "result.json").read_text())
+    got = Evaluator("mi100", split="random", reference=None)(read_predictions(out)[0]).overall
+    want = record["seeds"]["per_seed"][record["seeds"]["seeds"].index(2)]
+    assert got["geomean_slowdown"] == pytest.approx(want["geomean_slowdown"], rel=1e-12)
+    assert got["top1"] == want["top1"]
+    assert main(["record", "csv", str(entry / "preds.parquet"), "--seed", "9", "--out", str(tmp_path / "x.csv")]) == 2

@@ -306,16 +306,16 @@ def test_a_board_without_cards_says_where_they_are_expected(board, toy, capsys):
 
 
 def test_a_card_is_found_in_the_package_dataset_folder(board, toy, tmp_path, monkeypatch):
-    from kbench.leaderboard import site
+    from kbench.leaderboard import cards
     package = tmp_path / "package-datasets"
     (package / "toy").mkdir(parents=True)
     (package / "toy" / "card.md").write_text("---\nlicense: mit\n---\n# Toy card\n\nShipped.\n")
-    monkeypatch.setattr(site, "PACKAGE_DATASETS", package)
+    monkeypatch.setattr(cards, "PACKAGE_DATASETS", package)
     build(board)
     assert (board / "site" / "data_cards" / "toy.md").read_text() == (package / "toy" / "card.md").read_text()
     page = (board / "site" / "toy.html").read_text()
     assert "<h2>Toy card</h2>" in page and "license: mit" not in page  # the front matter is not rendered
-    assert site.missing_cards(board) == []
+    assert cards.missing_cards(board) == []
 
 
 def test_deterministic_entries_and_sampled_training_are_said(board, toy, tmp_path):
