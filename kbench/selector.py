@@ -10,8 +10,13 @@ classes and prior order per direction) and ``trees.safetensors`` (every tree of
 the boosted model as flat node arrays). Scoring needs numpy and ``safetensors``
 only: no xgboost, no pandas. The folder is written by
 :func:`export` from a fitted ``xgboost``-family model (``python -m kbench.selector
-export mi100`` trains ``xgboost-compact`` on mi100's train part and exports it); ``load(name)`` looks for it under
-``$KBENCH_CACHE/selectors/<name>`` (default ``~/.cache/kbench``), or takes a path.
+export mi100`` trains the dataset's compact model, :func:`model_for`, on its train part and exports it);
+``load(name)`` takes a path, or looks under ``$KBENCH_CACHE/selectors/<name>`` (default ``~/.cache/kbench``),
+then in the package (mi100, h100-pytorch and h200-pytorch ship), and else trains and caches one on first use.
+
+Every problem is checked against the vocabulary of the selector's dataset (:func:`check_problem`): a
+PyTorch-style value (``dtype="half"``, ``layout_x="channels_last"``, ``direction="forward"``) is refused
+with the value it means, never ranked as something else.
 
 ``problem`` is a mapping with kbench's canonical problem columns
 (``docs/data_model.md``: direction, dtype, layout_x/w/y, spatial_dims, n, c, k,
@@ -27,7 +32,9 @@ baselines produces.
 
 **cuDNN plans** (a collected NVIDIA set): a :class:`PlanSelector`, exported from an
 ``xgboost-plans`` model (``python -m kbench.selector export h200-pytorch --model
-xgboost-plans-compact``), re-ranks the plans cuDNN's heuristics propose:
+xgboost-plans-compact``; ``model_for`` picks it for the collected NVIDIA sets), re-ranks the plans
+cuDNN's heuristics propose, so ``choose`` needs them (``lists_from_raw`` reads them from a
+``kbench collect cudnn`` run on your own problems):
 
 >>> sel = kbench.selector.load("h200-pytorch")                 # doctest: +SKIP
 >>> sel.choose(problem, {"cudnn_mode_a": [...], "cudnn_mode_b": [...], "cudnn_fallback": [...]})  # doctest: +SKIP
@@ -44,23 +51,33 @@ stays first unless another is predicted faster by more than the margin: the orde
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from kbench.core.errors import KbenchInputError, read_json_object
 from kbench.core.identifiers import path_under
+from kbench.selector_inputs import (
+    DEFAULT_VOCABULARY,
+    DIRECTIONS,
+    DTYPE_BYTES,
+    REQUIRED,
+    SPATIAL,
+    _checked,
+    _size,
+    check_structure,
+    vocabulary_of,
+)
 
 FORMAT = "kbench-selector-1"
-DTYPE_BYTES = {"FP64": 8, "FP32": 4, "TF32": 4, "INT32": 4, "FP16": 2, "BF16": 2,
-               "INT8": 1, "FP8": 1, "BF8": 1, "INT8x4": 1}
 ONE_HOT_DTYPES = ("FP32", "FP16", "BF16", "INT8")
-SPATIAL = ("d", "h", "w")
 _DTYPE_RE = re.compile("|".join(sorted(map(re.escape, DTYPE_BYTES), key=len, reverse=True)))
 #: cuDNN heuristic lists a plans selector reads, in tie-break order (as ``kbench_baselines.xgb_plans``)
 HEURISTIC_LISTS = ("cudnn_mode_a", "cudnn_mode_b", "cudnn_fallback")
@@ -68,36 +85,11 @@ HEURISTIC_LISTS = ("cudnn_mode_a", "cudnn_mode_b", "cudnn_fallback")
 KNOB_ABSENT = -1000.0
 _PLAN = re.compile(r"^eng(\d+)((?:_k\d+=-?\d+)*)$")
 _KNOB = re.compile(r"_k(\d+)=(-?\d+)")
-REQUIRED = ["direction", "dtype", "layout_x", "layout_w", "layout_y", "spatial_dims", "n", "c", "k", "groups"] + [
-    f"{p}_{s}" for p in ("x", "y", "fil", "pad", "stride", "dil") for s in SPATIAL]
-
-
 def _tz(v: float, cap: int = 8) -> float:
     v = int(round(v))
     if v <= 0:
         return 0.0
     return float(min((v & -v).bit_length() - 1, cap))
-
-
-#: the convolution directions a selector ranks kernels for
-DIRECTIONS = ("F", "B", "W")
-#: the largest size a problem field may have (a tensor dimension, a count): far above any real problem
-MAX_SIZE = 2 ** 31
-#: the deepest tree a selector file may hold: every tree is walked as a complete binary tree of the
-#: forest's depth, so a forged ``depth: 40`` would take gigabytes
-MAX_DEPTH = 16
-#: the most cells (trees x leaves of a complete tree) a forest may expand to (about 0.4 GB of arrays)
-MAX_CELLS = 2 ** 25
-
-
-def _size(value, field: str) -> float:
-    """A problem's size field as a float: a finite whole number in [0, MAX_SIZE], else an input error."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    number = float(value) if ok and abs(value) <= MAX_SIZE else math.nan
-    if not ok or not math.isfinite(number) or number < 0 or number != int(number):
-        raise KbenchInputError(f"selector: the problem's {field} is {str(value)[:40]!r}; give a whole number "
-                               f"from 0 to {MAX_SIZE:,}")
-    return number
 
 
 def problem_vector(problem) -> dict[str, float]:
@@ -266,7 +258,10 @@ class Forest:
                    cat(dleft, bool), roots, info, base, depth)
 
     def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        return {f"{prefix}.left": self.left, f"{prefix}.right": self.right, f"{prefix}.feature": self.feature,
+        # feature indices fit int16 (a few hundred columns): 2 bytes a node less keeps a plans selector
+        # under 6 MB, small enough to ship in the package
+        feature = self.feature.astype(np.int16) if self.feature.size and self.feature.max() < 2 ** 15 else self.feature
+        return {f"{prefix}.left": self.left, f"{prefix}.right": self.right, f"{prefix}.feature": feature,
                 f"{prefix}.threshold": self.threshold, f"{prefix}.default_left": self.default_left.astype(np.uint8),
                 f"{prefix}.roots": self.roots, f"{prefix}.group": self.group, f"{prefix}.base": self.base}
 
@@ -288,9 +283,36 @@ class Selector:
         self.directions = {d: list(v) for d, v in meta["directions"].items()}
         self.prior = {key: np.asarray(v, np.float64) for key, v in meta["prior"].items()}
         self.forests = forests
+        self.vocabulary = meta.get("vocabulary") or DEFAULT_VOCABULARY
+        self.dataset = str(meta.get("dataset") or "the selector's dataset")
 
-    def choose(self, problem) -> list[str]:
-        """Every kernel that runs in the problem's direction, best first."""
+    def choose(self, problem, candidates=None) -> list[str]:
+        """Every kernel that runs in the problem's direction, best first; with ``candidates`` (kernel names:
+        the ones your MIOpen build offers, say), those of them only, in the same order."""
+        problem = _checked(problem, self.vocabulary, self.dataset)
+        ranking = self._rank(problem)
+        if candidates is None:
+            return ranking
+        wanted = [candidates] if isinstance(candidates, str) else [str(k) for k in candidates]
+        if not wanted:
+            raise KbenchInputError("selector: the candidate set is empty; give the kernel names to rank, or "
+                                   "candidates=None for every kernel of the direction")
+        known = set(self.kernels)
+        unknown = [k for k in wanted if k not in known]
+        if unknown:
+            upper = {k.upper(): k for k in self.kernels}
+            hints = {k: [upper[k.upper()]] if k.upper() in upper else difflib.get_close_matches(k, self.kernels, n=1)
+                     for k in unknown}
+            raise KbenchInputError("selector: unknown kernel(s) " + ", ".join(
+                f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+                + f"; {self.dataset}'s kernels are in kbench.load({self.dataset!r}).kernels")
+        chosen = [k for k in ranking if k in set(wanted)]
+        if not chosen:
+            raise KbenchInputError(f"selector: none of the {len(wanted)} candidate kernel(s) runs in direction "
+                                   f"{problem['direction']!r} on {self.dataset}")
+        return chosen
+
+    def _rank(self, problem) -> list[str]:
         f = problem_vector(problem)
         direction, dtype = str(problem["direction"]), str(problem["dtype"])
         if direction not in self.directions:  # an error, not an empty ranking
@@ -330,6 +352,8 @@ class PlanSelector:
         self.lower_is_better = meta["params"].get("objective", "log_ratio") == "log_ratio"
         self._col = {c: i for i, c in enumerate(self.columns)}
         self._plan_rows: dict[str, np.ndarray] = {}  # plan name -> its engine/knob part of a row
+        self.vocabulary = meta.get("vocabulary") or DEFAULT_VOCABULARY
+        self.dataset = str(meta.get("dataset") or "the selector's dataset")
 
     def _plan_row(self, name: str) -> np.ndarray:
         """The plan's engine/knob columns (an engine or knob the model never saw is dropped, as in training)."""
@@ -354,21 +378,39 @@ class PlanSelector:
         top = [n for n in names if any(ranks[h].get(n, math.inf) < k for h in lists)]
         return top or names
 
-    def choose(self, problem, heuristics: dict) -> list[str]:
-        """The plans of ``heuristics`` (list name -> plan names in the heuristic's order), best first."""
-        unknown = sorted(set(heuristics) - set(HEURISTIC_LISTS))
+    def choose(self, problem, candidates=None) -> list[str]:
+        """The plans of ``candidates`` (cuDNN's lists: list name -> plan names in the heuristic's order, or
+        one ';'-separated string as the collector records it), best first.
+
+        The model re-ranks what cuDNN's heuristics propose for this very problem (their places are among
+        its features), so it needs the lists: :func:`lists_from_raw` reads them from a collection of your
+        own problems (``kbench collect cudnn`` on a GPU; docs/pooled.md, "Your own convolution")."""
+        problem = _checked(problem, self.vocabulary, self.dataset)
+        if candidates is None:
+            raise KbenchInputError(
+                f"selector: the {self.dataset} selector re-ranks cuDNN's plan lists for the problem and needs "
+                f"them: choose(problem, {{'cudnn_mode_a': [...], 'cudnn_mode_b': [...], 'cudnn_fallback': [...]}}) "
+                "(plan names in each heuristic's order). On a GPU, `kbench collect cudnn` records them and "
+                "kbench.selector.lists_from_raw(RAW) reads them (docs/pooled.md, \"Your own convolution\").")
+        if not hasattr(candidates, "items"):
+            raise KbenchInputError(f"selector: the candidates of a plans selector are cuDNN's lists as a mapping "
+                                   f"{{{', '.join(map(repr, HEURISTIC_LISTS))}: [plan names]}}, not "
+                                   f"{type(candidates).__name__}")
+        unknown = sorted(set(candidates) - set(HEURISTIC_LISTS))
         if unknown:
             raise KbenchInputError(f"selector: unknown heuristic list(s) {', '.join(unknown)}; give "
                                    f"{', '.join(HEURISTIC_LISTS)} (each the plan names in its order)")
         ranks = {h: {} for h in HEURISTIC_LISTS}
         for h in HEURISTIC_LISTS:
-            for i, name in enumerate(heuristics.get(h) or []):
+            plans = candidates.get(h) or []
+            for i, name in enumerate(p for p in (plans.split(";") if isinstance(plans, str) else plans) if p):
                 ranks[h].setdefault(str(name), float(i))
         names = sorted({n for r in ranks.values() for n in r},
                        key=lambda n: tuple(ranks[h].get(n, math.inf) for h in HEURISTIC_LISTS) + (n,))
-        names = self._candidates(names, ranks)
         if not names:
-            return []
+            raise KbenchInputError(f"selector: the candidate set is empty (every list of {', '.join(HEURISTIC_LISTS)} "
+                                   "is empty or missing); give cuDNN's plans for the problem")
+        names = self._candidates(names, ranks)
         x = np.stack([self._plan_row(n) for n in names])
         for c, v in problem_vector(problem).items():
             if c in self._col:
@@ -394,6 +436,23 @@ class PlanSelector:
         return int(self.meta.get("size_bytes", 0))
 
 
+def lists_from_raw(raw, variant: str = "pytorch") -> dict[str, dict[str, list[str]]]:
+    """cuDNN's plan lists per problem id, read from a raw folder of ``kbench collect cudnn`` (which records
+    each heuristic mode's list as ``heur_a``, ``heur_b`` and ``heur_fallback``), kept to the plans of the
+    variant's candidate set and in each list's order, as a dataset's ``heuristics`` table holds them: the
+    ``candidates`` a plans selector takes. Needs pandas (the collector's reader)."""
+    from kbench.collect.packaging.package import HEURISTICS, candidate_runtimes, heuristics_table, load_raw
+    problems, plans, _ = load_raw(raw)
+    runtimes = candidate_runtimes(problems, plans, variant)
+    ok = problems[problems["status"] == "ok"].set_index("key")
+    table = heuristics_table(ok, runtimes.rename(columns={"key": "problem_id", "plan": "kernel"}))
+    table = table[table["heuristic"].isin(list(HEURISTICS))].sort_values(["problem_id", "heuristic", "rank"])
+    lists: dict[str, dict[str, list[str]]] = {}
+    for (problem_id, heuristic), kernels in table.groupby(["problem_id", "heuristic"], sort=False)["kernel"]:
+        lists.setdefault(str(problem_id), {})[str(heuristic)] = kernels.astype(str).tolist()
+    return lists
+
+
 def _root() -> Path:
     return Path(os.environ.get("KBENCH_CACHE", Path.home() / ".cache" / "kbench")) / "selectors"
 
@@ -412,22 +471,72 @@ def save(folder: str | Path, meta: dict, forests: dict[str, Forest]) -> Path:
     return folder
 
 
-def load(name_or_path: str | Path) -> Selector:
-    """A selector by dataset name (exported under ``$KBENCH_CACHE/selectors/<name>``) or folder path."""
-    from safetensors.numpy import load_file
+#: the selectors shipped inside the package (``python -m kbench.selector export NAME --out kbench/selectors/NAME``)
+SHIPPED = Path(__file__).resolve().parent / "selectors"
+
+
+def model_for(dataset: str) -> str:
+    """The compact model a dataset's selector is exported from: ``xgboost-plans-compact`` (re-ranks cuDNN's
+    lists) on a cuDNN set of kbench's collector, ``xgboost-compact`` on an AMD kernel-selection set."""
+    from kbench.data.registry import DATASETS, resolve_name
+    name = resolve_name(dataset)
+    spec = DATASETS.get(name) if name else None
+    if spec is None:
+        raise KbenchInputError(f"no dataset {dataset!r}: `kbench datasets` lists them.")
+    if spec.task == "kernel-selection" and spec.collected:
+        return "xgboost-plans-compact"
+    if spec.task == "kernel-selection" and spec.vendor == "AMD":
+        return "xgboost-compact"
+    raise KbenchInputError(f"{name}: no selector for a {spec.task} dataset of {spec.vendor}; selectors rank "
+                           "MIOpen solvers (the AMD sets) and cuDNN plans (the collected NVIDIA sets).")
+
+
+def _folder_of(name_or_path: str | Path) -> Path | None:
+    """The selector folder for a path, or a dataset name: the user's cache first, then the shipped one."""
     folder = Path(name_or_path)
-    if not (folder / "selector.json").is_file():
-        folder = path_under(_root(), ("selector", str(name_or_path)))  # a dataset name: an identifier
-    if not (folder / "selector.json").is_file():
-        raise KbenchInputError(f"no selector {str(name_or_path)!r}: no selector.json at {name_or_path} or {folder}; "
-                               f"export one with `python -m kbench.selector export {name_or_path}`.")
+    if (folder / "selector.json").is_file():
+        return folder
+    if any(sep in str(name_or_path) for sep in ("/", os.sep)):  # a path without a selector: no name to look up
+        return None
+    from kbench.data.registry import resolve_name
+    names = dict.fromkeys([str(name_or_path), resolve_name(str(name_or_path)) or str(name_or_path)])
+    for root in (_root(), SHIPPED):
+        for name in names:
+            folder = path_under(root, ("selector", name))  # a dataset name: an identifier, kept under root
+            if (folder / "selector.json").is_file():
+                return folder
+    return None
+
+
+def load(name_or_path: str | Path, export_if_missing: bool = True) -> Selector | PlanSelector:
+    """A selector by dataset name or folder path: the user's export under ``$KBENCH_CACHE/selectors/<name>``,
+    else the one shipped in the package (mi100, h100-pytorch, h200-pytorch), else (``export_if_missing``)
+    trained now with the dataset's compact model (:func:`model_for`; a minute or two, said on stderr) and
+    cached there."""
+    from safetensors.numpy import load_file
+    folder = _folder_of(name_or_path)
+    if folder is None:
+        is_path = any(sep in str(name_or_path) for sep in ("/", os.sep))
+        if is_path or not export_if_missing:
+            raise KbenchInputError(f"no selector {str(name_or_path)!r}: no selector.json there, in {_root()} or "
+                                   f"in {SHIPPED}; export one with `python -m kbench.selector export NAME`.")
+        model = model_for(str(name_or_path))
+        from kbench.data.registry import resolve_name
+        name = resolve_name(str(name_or_path))
+        print(f"kbench.selector: no {name} selector shipped or cached; training {model} on {name}'s random "
+              f"train part (a minute or two), then caching it in {_root() / name}", file=sys.stderr, flush=True)
+        folder = export_dataset(name, model=model)
+        print(f"kbench.selector: cached {folder}", file=sys.stderr, flush=True)
     meta = read_json_object(folder / "selector.json", hint=" Export it again with `python -m kbench.selector export`.")
     if meta.get("format") != FORMAT:
         raise KbenchInputError(f"{folder / 'selector.json'}: format {meta.get('format')!r}, expected {FORMAT!r}; "
                                "re-export it with this kbench version.")
     by_name = not (Path(name_or_path) / "selector.json").is_file()
-    recorded = (meta.get("dataset") or {}).get("name") if isinstance(meta.get("dataset"), dict) else None
-    if by_name and recorded != str(name_or_path):  # a selector copied under another dataset's name
+    recorded = meta.get("dataset")
+    recorded = recorded.get("name") if isinstance(recorded, dict) else recorded
+    from kbench.data.registry import resolve_name
+    if by_name and recorded not in (str(name_or_path), resolve_name(str(name_or_path))):
+        # a selector copied under another dataset's name
         raise KbenchInputError(f"{folder / 'selector.json'}: exported for dataset {recorded!r}, not "
                                f"{str(name_or_path)!r}; export one for it with `python -m kbench.selector export "
                                f"{name_or_path}`.")
@@ -445,100 +554,14 @@ def load(name_or_path: str | Path) -> Selector:
     return PlanSelector(meta, forests["plans"]) if meta.get("kind") == "plans" else Selector(meta, forests)
 
 
-FOREST_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "roots", "group", "base")
-
-
-def check_structure(meta: dict, arrays: dict, folder: Path) -> None:
-    """Refuse a selector whose files do not hold what scoring reads: known directions and kernels, bounded
-    depths, and trees whose child indices lie in range and lead down to leaves within the stated depth
-    (an edited depth or child index would otherwise change the rankings silently)."""
-    where = folder / "selector.json"
-    problems = []
-    plans = meta.get("kind") == "plans"
-    depth = meta.get("depth")
-    if not isinstance(depth, dict) or not depth or (set(depth) != {"plans"} if plans else not set(depth) <= set(DIRECTIONS)):
-        raise KbenchInputError(f"{where}: 'depth' must name the forest of each direction ({', '.join(DIRECTIONS)})"
-                               " or, for a plans selector, 'plans'.")
-    if not isinstance(meta.get("columns"), list) or not all(isinstance(c, str) for c in meta["columns"]):
-        raise KbenchInputError(f"{where}: 'columns' must list the feature names.")
-    if not plans:
-        kernels = meta.get("kernels")
-        if not isinstance(kernels, list) or not all(isinstance(k, str) for k in kernels):
-            raise KbenchInputError(f"{where}: 'kernels' must list the kernel names.")
-        for key in ("classes", "directions"):
-            block = meta.get(key)
-            if not isinstance(block, dict) or not set(block) <= set(DIRECTIONS) or not all(
-                    isinstance(v, list) and set(v) <= set(kernels) for v in block.values()):
-                problems.append(f"'{key}' must map directions ({', '.join(DIRECTIONS)}) to kernels it lists")
-        prior = meta.get("prior")
-        if not isinstance(prior, dict) or not all(
-                isinstance(v, list) and len(v) == len(kernels) and all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v)
-                for v in prior.values()):
-            problems.append("'prior' must give one finite number per kernel")
-    for name, d in depth.items():
-        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_DEPTH:
-            problems.append(f"depth of {name!r} is {d!r}; it must be a whole number from 0 to {MAX_DEPTH}")
-            continue
-        missing = [a for a in FOREST_ARRAYS if f"{name}.{a}" not in arrays]
-        if missing:
-            problems.append(f"trees.safetensors has no {', '.join(f'{name}.{a}' for a in missing)}")
-            continue
-        problems += [f"forest {name!r}: {p}" for p in _forest_problems(
-            {a: arrays[f"{name}.{a}"] for a in FOREST_ARRAYS}, d, len(meta["columns"]),
-            None if plans else len((meta.get("classes") or {}).get(name, [])))]
-    if problems:
-        raise KbenchInputError(f"{where}: the selector's files are damaged or edited ({len(problems)} problem(s)): "
-                               + "; ".join(problems[:6]) + ". Export it again.")
-
-
-def _forest_problems(a: dict, depth: int, n_columns: int, n_classes: int | None) -> list[str]:
-    """What is wrong with one forest's arrays (see :func:`check_structure`)."""
-    if any(np.asarray(v).ndim != 1 for v in a.values()):
-        return ["an array is not one-dimensional"]
-    n = len(a["left"])
-    if any(len(a[k]) != n for k in ("right", "feature", "threshold", "default_left")):
-        return ["its node arrays differ in length"]
-    left, right = np.asarray(a["left"], np.int64), np.asarray(a["right"], np.int64)
-    roots, group, base = np.asarray(a["roots"], np.int64), np.asarray(a["group"], np.int64), np.asarray(a["base"])
-    out = []
-    if len(roots) * 2 ** depth > MAX_CELLS:
-        out.append(f"{len(roots):,} trees of depth {depth} expand to more than {MAX_CELLS:,} cells")
-    leaf = left < 0
-    if ((left < -1) | (left >= n) | (right < -1) | (right >= n) | ((right < 0) != leaf)).any():
-        out.append("a child index is out of range, or a node has one child only")
-    elif (~leaf & ((left <= np.arange(n)) | (right <= np.arange(n)))).any():
-        out.append("a child comes before its parent (a loop)")
-    if ((roots < 0) | (roots >= n)).any() or len(group) != len(roots) or ((group < 0) | (group >= len(base))).any():
-        out.append("a tree root or output group is out of range")
-    if not np.isfinite(np.asarray(a["threshold"], np.float64)).all() or not np.isfinite(base.astype(np.float64)).all():
-        out.append("a threshold, leaf value or base score is not finite")
-    feature = np.asarray(a["feature"], np.int64)
-    if ((feature[~leaf] < 0) | (feature[~leaf] >= n_columns)).any():
-        out.append("a split reads a feature column it does not have")
-    if n_classes is not None and n_classes and len(base) != n_classes:
-        out.append(f"{len(base)} output groups for {n_classes} classes")
-    if out:
-        return out
-    node = roots.copy()
-    for _ in range(depth):  # every path must end in a leaf within the stated depth
-        node = np.concatenate([np.where(leaf[node], node, left[node]), np.where(leaf[node], node, right[node])])
-        node = np.unique(node)
-    if not leaf[node].all():
-        out.append(f"a tree is deeper than the stated depth {depth}")
-    return out
-
-
-def export(model, folder: str | Path, dataset=None) -> Path:
+def export(model, folder: str | Path, dataset: str | None = None, vocabulary: dict | None = None) -> Path:
     """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) or an
-    ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder."""
-    # the dataset it was trained on, so that a selector copied under another dataset's name is refused
-    recorded = ({"name": dataset.name, "version": dataset.version, "checksum": dataset.checksum}
-                if dataset is not None else None)
+    ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder; ``dataset`` and its
+    ``vocabulary`` (:func:`vocabulary_of`) let ``choose`` check a problem's fields against them."""
+    known = {"dataset": dataset, "vocabulary": vocabulary} if dataset else {}
     if hasattr(model, "kernel_columns"):  # the xgboost-plans family: one regression or ranking booster
         meta = {"kind": "plans", "columns": model.columns, "kernel_columns": model.kernel_columns,
-                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info,
-                "dataset": recorded}
+                "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info, **known}
         return save(folder, meta, {"plans": Forest.from_xgboost_json(json.loads(model.booster.save_raw("json")))})
     if model.params.get("decision", "probability") != "probability":
         raise KbenchInputError("only decision='probability' models can be exported")
@@ -546,31 +569,45 @@ def export(model, folder: str | Path, dataset=None) -> Path:
                for d, b in model.boosters.items() if b is not None}
     meta = {"kernels": model.space.names, "columns": model.columns, "classes": model.classes,
             "directions": model.space.directions, "prior": {k: v.tolist() for k, v in model.space.prior.items()},
-            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info,
-            "dataset": recorded}
+            "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info, **known}
     return save(folder, meta, forests)
+
+
+def export_dataset(dataset: str, model: str | None = None, split: str = "random", seed: int = 0,
+                   out: str | Path | None = None) -> Path:
+    """Train ``model`` (default :func:`model_for`) on the dataset's ``split`` train part and export it to
+    ``out`` (default ``$KBENCH_CACHE/selectors/<dataset>``). Needs the baselines (``pip install kbench[baselines]``)."""
+    from kbench.data.dataset import load as load_dataset
+    try:
+        from kbench_baselines import get_baseline
+    except ImportError as exc:
+        raise KbenchInputError(f"exporting a selector trains a model and needs the baselines' packages ({exc}); "
+                               "pip install 'kbench[baselines]'") from None
+    ds = load_dataset(dataset)
+    parts = ds.split(split)
+    fitted = get_baseline(model or model_for(ds.name)).fit(ds, parts["train"], parts["valid"], seed=seed)
+    return export(fitted, out or _root() / ds.name, dataset=ds.name, vocabulary=vocabulary_of(ds.problems))
 
 
 def main(argv=None) -> None:
     import argparse
 
-    # the export command's own needs: loading a selector (this module) is numpy-only
-    from kbench.data.dataset import load as load_dataset
-    from kbench_baselines import get_baseline
     ap = argparse.ArgumentParser(prog="python -m kbench.selector",
                                  description="train a compact model on a dataset's train part and export it")
     sub = ap.add_subparsers(dest="command", required=True)
-    e = sub.add_parser("export", help="train xgboost-compact (or --model) and write a selector folder")
+    e = sub.add_parser("export", help="train the dataset's compact model (or --model) and write a selector folder")
     e.add_argument("dataset")
-    e.add_argument("--model", default="xgboost-compact")
+    e.add_argument("--model", default=None, help="default: xgboost-plans-compact on a collected cuDNN set, "
+                                                 "xgboost-compact on an AMD set")
     e.add_argument("--split", default="random")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default=None, help="selector folder (default $KBENCH_CACHE/selectors/<dataset>)")
     a = ap.parse_args(argv)
-    ds = load_dataset(a.dataset)
-    parts = ds.split(a.split)
-    model = get_baseline(a.model).fit(ds, parts["train"], parts["valid"], seed=a.seed)
-    folder = export(model, a.out or path_under(_root(), ("dataset", ds.name)), dataset=ds)
+    try:
+        folder = export_dataset(a.dataset, a.model, a.split, a.seed, a.out)
+    except KbenchInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"exported {folder} ({sum(p.stat().st_size for p in Path(folder).iterdir()):,} bytes)")
 
 

@@ -56,8 +56,10 @@ def cmd_info(args) -> int:
         raise KbenchInputError("give a dataset name or alias, e.g. `kbench info mi100` (`kbench datasets` lists them).")
     ds = load(args.name)
     info = {k: v for k, v in ds.info.items() if k != "citation"}
+    from kbench.sources.splits import batch_twin_shares
+    twins = batch_twin_shares(ds.problems, ds.tables["splits"]) if ds.task != "tile-selection" else {}
     if args.json:
-        emit_json(args.json, ds.info)
+        emit_json(args.json, {**ds.info, "batch_twins": twins} if twins else ds.info)
         return 0
     console = _console()
     console.print(f"[bold]{ds.name}[/bold] — {info.get('device')}  (version {ds.version}, checksum {ds.checksum[:12]})")
@@ -69,7 +71,11 @@ def cmd_info(args) -> int:
     else:
         console.print(f"problems {len(ds.problems):,}   kernels {len(ds.kernels):,}   runtimes {len(ds.runtimes):,}")
     for split, sizes in info.get("splits", {}).items():
-        console.print(f"split {split}: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
+        twin = twins.get(split)
+        console.print(f"split {split}: " + ", ".join(f"{k} {v:,}" for k, v in sizes.items())
+                      + (f"; batch twins: {twin['with_twin']:,} of {twin['test']:,} test problems "
+                         f"({100 * twin['share']:.1f}%) have the same shape at another batch size in train"
+                         if twin else ""))
     console.print("files:")
     for fname, meta in info.get("files", {}).items():
         console.print(f"  {fname}: {meta['rows']:,} rows, {meta['bytes']:,} bytes, sha256 {meta['sha256'][:16]}…")
@@ -80,8 +86,16 @@ def cmd_build_data(args) -> int:
     # the builders and card renderers load when the command runs (`kbench --help` stays fast)
     from kbench.data.build import PACKAGE_DATA, build_dataset
     from kbench.data.cards import write_card
-    names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     out_root = Path(args.out) if args.out else PACKAGE_DATA
+    if args.cards_only:  # the cards from the packaged datasets: no raw files needed
+        names = args.names or sorted(p.name for p in out_root.iterdir() if (p / "manifest.json").is_file())
+        for name in names:
+            canonical = resolve_name(name)
+            if canonical is None:
+                raise KbenchInputError(f"unknown dataset {name!r}.{suggest(name, list(DATASETS))}")
+            print(f"{canonical}: card {write_card(canonical, args.cards, data_root=out_root)}")
+        return 0
+    names = args.names or [n for n, s in DATASETS.items() if s.raw_file]  # every dataset built from raw files
     for name in names:
         canonical = resolve_name(name)
         if canonical is None:
@@ -109,4 +123,6 @@ def register_cli(sub) -> None:
     p.add_argument("--raw", default=str(DEFAULT_RAW), help="raw data folder (holds miopen/ and mituna/)")
     p.add_argument("--out", default=None, help="output root (default: inside the package)")
     p.add_argument("--cards", default="data_cards", help="folder for the generated data cards")
+    p.add_argument("--cards-only", action="store_true",
+                   help="only re-render the data cards from the packaged datasets (every one, or NAMES)")
     p.set_defaults(func=cmd_build_data)

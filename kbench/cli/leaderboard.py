@@ -1,4 +1,4 @@
-"""``kbench run``, ``kbench submit`` and ``kbench leaderboard {build,validate,schema}``."""
+"""``kbench run``, ``kbench record aggregate``, ``kbench submit`` and ``kbench leaderboard {build,validate,schema}``."""
 
 from __future__ import annotations
 
@@ -69,6 +69,16 @@ def cmd_run(args) -> int:
 # The site renderer, the submission checks and the re-scoring load when their command runs: `kbench --help`
 # imports this module and stays fast.
 def cmd_submit(args) -> int:
+    if args.init_meta:
+        from kbench.leaderboard.entry_files import write_meta_template
+        left = write_meta_template(args.init_meta, args.result)
+        print(f"wrote {args.init_meta}: fill in {', '.join(left)} (each 'FILL IN:' says what goes there; "
+              "kbench/schemas/submission.schema.json is the format), then: kbench submit "
+              f"{args.result or 'result.json'} --meta {args.init_meta}")
+        return 0
+    if not args.result or not args.meta:
+        raise KbenchInputError("give the record and its metadata: kbench submit result.json --meta meta.json "
+                               "(kbench submit --init-meta meta.json [result.json] writes a meta.json to fill in)")
     from kbench.leaderboard.site import build
     from kbench.leaderboard.submit import submit
     report = submit(args.result, args.meta, root=args.leaderboard, preds=args.preds, replace=args.replace)
@@ -78,8 +88,38 @@ def cmd_submit(args) -> int:
     print(f"added {report.folder}")
     if not args.no_build:
         build(args.leaderboard)
-        print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'}")
+        _note_missing_cards(args.leaderboard, None)
+        print(f"rebuilt {Path(args.leaderboard) / 'README.md'} and {Path(args.leaderboard) / 'site/index.html'} "
+              "(no `kbench leaderboard build` needed)")
+    else:
+        print(f"not rebuilt (--no-build): run `kbench leaderboard build --leaderboard {args.leaderboard}`")
     return 0
+
+
+def cmd_record_csv(args) -> int:
+    from kbench.leaderboard.entry_files import predictions_csv
+    seed, rows = predictions_csv(args.parquet, args.out, args.seed)
+    print(f"wrote {args.out}: seed {seed}, {rows:,} rows (kbench evaluate {args.out} --dataset ... reads it)")
+    return 0
+
+
+def cmd_record_aggregate(args) -> int:
+    from kbench.leaderboard.entry_files import aggregate_records
+    path = aggregate_records(args.records, args.out, seeds=args.seeds, method=args.method)
+    seeds = args.seeds if args.seeds is not None else list(range(len(args.records)))
+    print(f"wrote {path} (seeds {seeds}) and seed-<k>/preds.csv.gz, seed-<k>/result.json beside it; next: "
+          f"kbench submit --init-meta meta.json {path}, fill it in, then kbench submit {path} --meta meta.json")
+    return 0
+
+
+def _note_missing_cards(leaderboard, cards) -> None:
+    """Say on stderr which datasets' pages have no data card, and where the build looked for them."""
+    from kbench.leaderboard.cards import card_places, missing_cards
+    missing = missing_cards(leaderboard, cards)
+    if missing:
+        print(f"note: no data card found for {', '.join(missing)} (looked for "
+              f"{'; '.join(card_places(Path(leaderboard), cards))}); their pages say so. Pass "
+              "--cards DIR, a folder of <dataset>.md cards (kbench's data_cards/).", file=sys.stderr)
 
 
 def cmd_build(args) -> int:
@@ -93,6 +133,7 @@ def cmd_build(args) -> int:
         print(f"{args.leaderboard}: README.md and site/ are up to date")
         return 0
     written = build(args.leaderboard, cards, progress=not args.no_progress)
+    _note_missing_cards(args.leaderboard, cards)
     print(f"wrote {len(written)} files: {Path(args.leaderboard) / 'README.md'}, "
           f"{Path(args.leaderboard) / 'site' / 'index.html'} …")
     return 0
@@ -159,13 +200,40 @@ def register_cli(sub) -> None:
                    help="no progress bar (there is one on stderr only when it is a terminal)")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("record", help="join result records: the records of several seeds into one entry folder",
+                       description="Work on result records (kbench evaluate --json).")
+    rsub = p.add_subparsers(dest="record_command", metavar="ACTION")
+    p.set_defaults(func=lambda args, p=p: (p.print_help(), 0)[1])
+    a = rsub.add_parser("aggregate", help="the records of several seeds -> result.json + seed-<k>/preds.csv.gz",
+                        description="Join the kbench evaluate --json records of several seeds (one each) into a "
+                        "folder kbench submit takes: OUT/result.json (every seed, kbench.records.aggregate_seeds), "
+                        "OUT/seed-<k>/result.json and OUT/seed-<k>/preds.csv.gz (each record's own predictions "
+                        "file, found by its predictions.path and checked against its sha256).")
+    a.add_argument("records", nargs="+", metavar="SEED_RECORD", help="one kbench evaluate --json record per seed")
+    a.add_argument("--out", required=True, help="entry folder to write (result.json, seed-<k>/)")
+    a.add_argument("--seeds", nargs="+", type=int, default=None,
+                   help="the seed of each record, in order (default 0 1 2 ...)")
+    a.add_argument("--method", default=None, help="method name (default: the one the records store)")
+    a.set_defaults(func=cmd_record_aggregate)
+    c = rsub.add_parser("csv", help="one seed of a leaderboard preds.parquet -> the CSV kbench evaluate reads",
+                        description="Write one seed's predictions of a leaderboard preds.parquet (a seed column, "
+                        "list-valued rankings) as a predictions CSV (problem_id,ranking; ';'-joined).")
+    c.add_argument("parquet", help="a leaderboard entry's preds.parquet")
+    c.add_argument("--out", required=True, help="CSV to write (.csv, or .csv.gz for gzip)")
+    c.add_argument("--seed", type=int, default=None, help="the seed to write (default: the first stored)")
+    c.set_defaults(func=cmd_record_csv)
+
     p = sub.add_parser("submit", help="check a result record and add it to the leaderboard",
                        description="Validate RESULT.json and META.json against the shipped schemas, check the "
                        "kbench and dataset versions and checksums, re-score every seed's predictions and "
                        "compare every stored metric, then add the entry under "
                        "leaderboard/<dataset>/<split>/<method>/ and rebuild the site.")
-    p.add_argument("result", help="result record (kbench evaluate --json / kbench run)")
-    p.add_argument("--meta", required=True, help="submission metadata (kbench/schemas/submission.schema.json)")
+    p.add_argument("result", nargs="?", help="result record of every seed (kbench record aggregate / kbench run)")
+    p.add_argument("--meta", help="submission metadata (kbench/schemas/submission.schema.json; "
+                   "--init-meta writes one to fill in)")
+    p.add_argument("--init-meta", metavar="META", default=None,
+                   help="write a meta.json template to META (from RESULT's method, dataset and split when given) "
+                   "and exit")
     p.add_argument("--preds", help="predictions of every seed: a preds.parquet with a seed column, or a CSV for a "
                    "one-seed record (default: the record's predictions.path, then seed-<k>/preds.csv.gz beside "
                    "the record)")
@@ -182,7 +250,9 @@ def register_cli(sub) -> None:
 
     p = lsub.add_parser("build", help="generate leaderboard/README.md and leaderboard/site/ (deterministic)")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
-    p.add_argument("--cards", help="data cards folder (default: data_cards/ beside the leaderboard folder)")
+    p.add_argument("--cards", help="data cards folder of <dataset>.md files (default: data_cards/ beside the "
+                   "leaderboard folder, then the kbench checkout's data_cards/, then the package's "
+                   "datasets/<dataset>/card.md)")
     p.add_argument("--check", action="store_true", help="only check that the generated files are up to date")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (there is one on stderr only when it is a terminal)")

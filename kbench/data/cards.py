@@ -14,6 +14,7 @@ import pandas as pd
 from kbench.data.dataset import read_dataset_folder
 from kbench.sources.cnnopt_card import render_data_card
 from kbench.sources.dataset_files import PACKAGE_DATA
+from kbench.sources.splits import batch_twin_shares
 
 
 def size_category(n: int) -> str:
@@ -153,13 +154,44 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
 def render_card(ds, data_prefix: str = "") -> str:
     shipped = Path(ds.path) / "card.md" if ds.path else None
     if shipped is not None and shipped.exists():  # rendered at build time from the raw measurements
-        return _yaml_front_matter(ds, data_prefix) + "\n" + shipped.read_text()
+        return with_batch_twins(_yaml_front_matter(ds, data_prefix) + "\n" + shipped.read_text(), ds)
     if ds.task == "tuning":
-        return render_tuning_card(ds, data_prefix)
+        return with_batch_twins(render_tuning_card(ds, data_prefix), ds)
     if ds.task == "tile-selection":
         body = render_data_card(ds.name.removesuffix("-tiles"), ds.tables, ds.info.get("cleaning", {}))
         return _yaml_front_matter(ds, data_prefix) + "\n" + body
-    return _finddb_card(ds, data_prefix)
+    return with_batch_twins(_finddb_card(ds, data_prefix), ds)
+
+
+def batch_twin_lines(ds) -> list[str]:
+    """The card's "Batch twins" paragraph: per split, the test problems with a same-shape, other-batch
+    problem in train (:func:`kbench.sources.splits.batch_twins`), counted from the tables."""
+    shares = batch_twin_shares(ds.problems, ds.tables["splits"])
+    rows = pd.DataFrame([{"split": s, "test problems": v["test"], "with a batch twin in train": v["with_twin"],
+                          "share": f"{100 * v['share']:.1f}%"} for s, v in shares.items()])
+    return [
+        "### Batch twins",
+        "A test problem has a *batch twin* when the same convolution at another batch size (the geometry with "
+        "the batch left out, `kbench.sources.splits.batch_free_geometry_id`) is in `train`. A split grouped by "
+        "the geometry with its batch keeps such twins on both sides, and a model can read a twin's label off "
+        "its training data; a split grouped without the batch (`networks`, and `random` on the 3D sets) has "
+        "none. The leaderboard shows every `random` board's figures on the twin-free part of test as well.",
+        "",
+        _table(rows),
+        "",
+    ]
+
+
+def with_batch_twins(card: str, ds) -> str:
+    """``card`` with :func:`batch_twin_lines` at the end of its splits section (else at its end)."""
+    lines = "\n".join(batch_twin_lines(ds)).rstrip("\n") + "\n"
+    head, found, rest = card.partition("\n## Splits")
+    if not found:
+        return card.rstrip("\n") + "\n\n" + lines
+    end = rest.find("\n## ")
+    if end < 0:
+        return card.rstrip("\n") + "\n\n" + lines
+    return head + found + rest[:end].rstrip("\n") + "\n\n" + lines + rest[end:]
 
 
 def _cleaning_lines(clean: dict) -> list[str]:
@@ -322,8 +354,9 @@ def _finddb_card(ds, data_prefix: str) -> str:
     ])
 
 
-def write_card(name: str, out_dir: Path, data_root: Path = PACKAGE_DATA) -> Path:
+def write_card(name: str, out_dir: str | Path, data_root: Path = PACKAGE_DATA) -> Path:
     ds = read_dataset_folder(Path(data_root) / name, name)
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.md"
     path.write_text(render_card(ds))

@@ -20,10 +20,16 @@ h3 { margin-top: 1.6rem; }
 p.note, .note { color: var(--muted); font-size: 0.9rem; }
 .table-wrap { overflow-x: auto; }
 table.lb { border-collapse: collapse; font-size: 0.88rem; min-width: 100%; }
-table.lb th, table.lb td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.55rem; text-align: right;
+table.lb th, table.lb td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.45rem; text-align: right;
                            white-space: nowrap; }
 table.lb th { background: var(--head); position: sticky; top: 0; vertical-align: bottom; white-space: normal;
-              min-width: 4.2rem; max-width: 9rem; }
+              min-width: 3.2rem; max-width: 8rem; }
+/* a board fits a 1280 px window: the long cells wrap (the method, a code path, the GPU figure under the
+   table's) instead of pushing the links column out of sight */
+table.lb td[data-col="method"] { white-space: normal; min-width: 8rem; max-width: 14rem; text-align: left; }
+table.lb td[data-col="links"] { white-space: normal; max-width: 8.5rem; overflow-wrap: anywhere; }
+table.lb td .gpu { display: block; font-size: 0.8rem; }
+table.lb td .trained { display: block; font-size: 0.78rem; color: var(--muted); }
 table.lb th.text, table.lb td.text { text-align: left; }
 table.lb th button { all: unset; cursor: pointer; font-weight: 600; }
 table.lb th button:focus-visible { outline: 2px solid var(--accent); }

@@ -101,6 +101,23 @@ class Row:
     def primary_std(self):
         return (self.record.seeds.std.get(PRIMARY_METRIC) if self.record.seeds else None)
 
+    def deterministic(self, metric: str = PRIMARY_METRIC) -> bool:
+        """Its seeds give one result (the record's ``extra.stochastic`` is false, or every seed scored
+        ``metric`` the same): a spread of 0 over N seeds would read as N independent results."""
+        seeds = self.record.seeds
+        if not seeds or len(seeds.seeds) < 2:
+            return False
+        if (self.record.extra or {}).get("stochastic") is False:
+            return True
+        values = {p.get(metric) for p in seeds.per_seed}
+        return len(values) == 1 and None not in values
+
+    def shown_std(self, metric: str = PRIMARY_METRIC):
+        """The spread a table shows beside ``metric``: none for a deterministic entry (it is marked instead)."""
+        if self.deterministic(metric) or not self.record.seeds:
+            return None
+        return self.record.seeds.std.get(metric)
+
     def reported_valid(self):
         """The submitter's own validation-part figure and its std over seeds, from ``extra.valid``: not
         re-scored (valid-part predictions are not stored), so it is exported as ``reported_valid_*`` only."""
@@ -129,6 +146,7 @@ class Board:
     tuning: bool = False  # a tuning-parameter table (TuningResult records), not kernel selection
     notes: list[str] = field(default_factory=list)
     plots: list[tuple[str, str, str]] = field(default_factory=list)  # (file, title, alt)
+    twin_free: object | None = None  # a `random` board's figures without batch twins (leaderboard.twin_free)
 
     @property
     def slug(self) -> str:

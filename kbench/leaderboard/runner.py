@@ -396,10 +396,25 @@ def aggregate_method(folder: Path, name: str, cls: type, records: list[Evaluatio
         training_hardware=extra["hardware"], training_time_s=extra["fit_time_s"],
         inference_latency_ms=extra["latency_ms_cpu_batch1"], inference_hardware=extra["hardware"],
         external_data=bool(getattr(cls, "external_data", False)),
+        training_set=training_set_of(cls, len(dataset.split(split)["train"])),
         kbench_version=__version__, dataset=agg.dataset, split=split, date=agg.date)
     atomic_write_text(folder / "meta.json", meta.model_dump_json(indent=2) + "\n")
     atomic_write_text(folder / "result.json", record_json(agg))
     return agg
+
+
+def training_set_of(cls: type, n_train: int) -> str | None:
+    """What a baseline trains on when it is not the whole train part of ``n_train`` problems (shown on the
+    board): its ``training_set`` attribute, else, for a fit that draws its rows per epoch
+    (``rows_per_epoch`` and ``max_epochs`` in its DEFAULTS), "<epochs> × <rows> sampled problems of <n>"."""
+    given = getattr(cls, "training_set", None)
+    if given:
+        return str(given)
+    defaults = getattr(cls, "DEFAULTS", None) or {}
+    rows, epochs = defaults.get("rows_per_epoch"), defaults.get("max_epochs")
+    if rows and epochs and int(rows) < n_train:
+        return f"{int(epochs)} × {int(rows):,} sampled problems of {n_train:,}"
+    return None
 
 
 def _median(values):

@@ -43,6 +43,8 @@ URL_PATTERN = r"^https?://[^\s]+$"
 # code: a URL, or a path inside the kbench repository (baselines/xgboost.py)
 CODE_PATTERN = r"^(https?://[^\s]+|[A-Za-z0-9_][A-Za-z0-9_./-]*)$"
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+#: the mark of a meta.json template value still to fill in (``kbench submit --init-meta``)
+PLACEHOLDER = "FILL IN: "
 
 
 class SubmissionMeta(BaseModel):
@@ -69,6 +71,9 @@ class SubmissionMeta(BaseModel):
         ..., ge=0, description="inference latency per decision on CPU, batch 1 (one problem), milliseconds")
     inference_hardware: str | None = Field(None, description="the CPU the latency was measured on")
     external_data: bool = Field(description="trained with data outside the kbench dataset's train part")
+    training_set: str | None = Field(
+        None, description="how much of the train part it was trained on, when not all of it "
+                          "(e.g. '12 × 8,192 sampled problems'); shown on the board")
     kbench_version: str = Field(min_length=1)
     dataset: DatasetRef
     split: str = Field(min_length=1)
@@ -111,11 +116,43 @@ def _schema_errors(doc, key: str) -> list[str]:
         return []
     validator = jsonschema.Draft202012Validator(shipped_schema(key))
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in errors[:10]]
+    missing: dict[str, list[str]] = {}
+    other = []
+    for e in errors:
+        where = '/'.join(map(str, e.absolute_path)) or '(top level)'
+        if e.validator == "required" and isinstance(e.instance, dict):
+            missing.setdefault(where, []).extend(f for f in e.validator_value
+                                                 if f not in e.instance and f not in missing.get(where, []))
+        else:
+            other.append(f"{where}: {e.message}")
+    return _missing_lines(missing) + other
+
+
+def _missing_lines(missing: dict[str, list[str]]) -> list[str]:
+    """One line per object naming every required field it lacks (not one line each, cut at ten)."""
+    return [f"{where}: missing required field(s) {', '.join(fields)}" for where, fields in missing.items()]
 
 
 def _pydantic_errors(exc: ValidationError) -> list[str]:
-    return [f"{'/'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}" for e in exc.errors()[:10]]
+    missing: dict[str, list[str]] = {}
+    other = []
+    for e in exc.errors():
+        if e["type"] == "missing" and e["loc"]:
+            missing.setdefault("/".join(map(str, e["loc"][:-1])) or "(top level)", []).append(str(e["loc"][-1]))
+        else:
+            other.append(f"{'/'.join(map(str, e['loc'])) or '(top level)'}: {e['msg']}")
+    return _missing_lines(missing) + other
+
+
+def placeholders(doc, prefix: str = "") -> list[str]:
+    """The fields of a meta.json document that still hold a template placeholder (:data:`PLACEHOLDER`)."""
+    out = []
+    for key, value in (doc.items() if isinstance(doc, dict) else ()):
+        if isinstance(value, dict):
+            out += placeholders(value, f"{prefix}{key}/")
+        elif isinstance(value, str) and value.startswith(PLACEHOLDER):
+            out.append(f"{prefix}{key}")
+    return out
 
 
 def parse_record(path: Path, doc: dict | None = None) -> EvaluationResult | TuningResult:
@@ -162,6 +199,10 @@ def parse_verification(path: Path):
 def parse_meta(path: Path, doc: dict | None = None) -> SubmissionMeta:
     """Read and validate a submission metadata file."""
     doc = read_json_object(path) if doc is None else doc
+    left = placeholders(doc)
+    if left:
+        raise KbenchInputError(f"{path}: still holds the template's placeholder ({PLACEHOLDER!r}) in "
+                               f"{', '.join(left)}; fill them in (each placeholder says what goes there).")
     errors = _schema_errors(doc, "submission")
     try:
         meta = SubmissionMeta.model_validate(doc)

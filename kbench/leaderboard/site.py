@@ -42,6 +42,7 @@ from kbench.leaderboard.board import (
     fmt_x,
     md_text,
 )
+from kbench.leaderboard.cards import cards_found
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
@@ -62,10 +63,12 @@ from kbench.leaderboard.table_extras import (
     gpu_speedup,
     gpu_title,
     measured_json,
+    readme_code_link,
     selector_note,
     tools_html,
 )
 from kbench.leaderboard.transfer_track import transfer_html, transfer_markdown
+from kbench.leaderboard.twin_free import twin_free_figures, twin_free_html, twin_free_markdown
 from kbench.scoring.evaluate import Evaluator
 from kbench.scoring.records import TuningResult
 
@@ -74,6 +77,9 @@ ROLE_ORDER = {"ceiling": 0, "floor": 1}
 BOUND_TEXT = ("† some test choices fall outside a censored list (find-db keeps only the fastest few kernels): "
               "their time is a lower bound, so LoP and slowdown are lower bounds and within-5% and speed-up "
               "upper bounds for that entry; the share is in the tooltip.")
+DETERMINISTIC_TEXT = ("det.: deterministic, its seeds give one result (the seed changes nothing), so no spread "
+                      "is shown.")
+TRAINING_SET_TEXT = "trained on …: an entry trained on part of the train part says how much (its meta.json)."
 ONE_SEED_TEXT = ("‡ one-seed entry: only its first seed's predictions are stored, so that seed's figures are "
                  "re-scored by `kbench leaderboard validate` but the mean and ± over its other seeds are not; "
                  "re-run it (`kbench run --update-leaderboard`) to store every seed.")
@@ -112,6 +118,8 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
             if frame is not None:
                 scores[row.entry.method] = problem_scores(ev, frame)
     board.lops = {m: s.lop for m, s in scores.items()}
+    if ev is not None:
+        board.twin_free = twin_free_figures(board, ds, ev, scores)
     for above, row in zip(rows, rows[1:]):
         a, b = scores.get(above.entry.method), scores.get(row.entry.method)
         if a is not None and b is not None and tied(a.log_slowdown, b.log_slowdown):
@@ -241,7 +249,9 @@ def cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str, str]]:
     if row.entry.one_seed:
         bound += (f' <span class="bound" title="one-seed entry: only seed(s) {row.entry.stored_seeds()} of '
                   f'{rec.seeds.seeds} have stored predictions">‡</span>')
-    out["test"] = (html.escape(fmt_mean_std(row.primary(), row.primary_std())) + bound, _value(row.primary()), "")
+    det = " det." if row.deterministic() else ""
+    out["test"] = (html.escape(fmt_mean_std(row.primary(), row.shown_std()) + det) + bound, _value(row.primary()),
+                   f"deterministic: its {len(rec.seeds.seeds)} seeds give one result" if det else "")
     out["top1"] = (fmt_pct(o.get("top1")), _value(o.get("top1")), "")
     out["within5"] = (fmt_pct(o.get("within5")), _value(o.get("within5")), "")
     out["lop"] = (fmt_pct(o.get("lop_mean")), _value(o.get("lop_mean")), "")
@@ -265,7 +275,9 @@ def _entry_cells(row: Row, repo_prefix: str | None) -> dict[str, tuple[str, str,
     details = html.escape(details_href(row))
     links = [f'<a href="{html.escape(meta.paper)}">paper</a>'] if meta.paper else []
     links += ([f'<a href="{html.escape(code)}">code</a>'] if code else [code_html(meta.code, None)]) if meta.code else []
-    return {"method": (f'<a href="{details}">{name}</a>' + external_badge(row), row.entry.name.lower(),
+    trained = (f' <span class="trained">trained on {html.escape(meta.training_set)}</span>'
+               if meta.training_set else "")
+    return {"method": (f'<a href="{details}">{name}</a>' + external_badge(row) + trained, row.entry.name.lower(),
                        meta.description or ""),
             "date": (html.escape(row.record.date), row.record.date, ""),
             "links": (" · ".join(links) or "—", "", "")}
@@ -322,6 +334,7 @@ def board_html(board: Board, repo_prefix: str | None, heading: str = "h3", detai
              f"{len(board.refs)} reference row(s); {n}.</p>",
              tools_html(board), table_html(board, repo_prefix)]
     parts += [f'<p class="note">{html.escape(x)}</p>' for x in board.notes]
+    parts.append(twin_free_html(board.twin_free, board.slug))
     parts.append(practitioner_table.section_html(board))
     parts.append(plots_html(board))
     parts.append(details_html(board, repo_prefix) if details else "")
@@ -383,13 +396,14 @@ def draw_tuning_plots(board: Board) -> dict[str, bytes]:
 
 def tuning_cells(row: Row, repo_prefix: str) -> dict[str, tuple[str, str, str]]:
     rec, meta, o = row.record, row.entry.meta, row.overall
-    std = rec.seeds.std if rec.seeds else {}
     out = {"rank": ((html.escape(row.role), "", "reference row") if row.rank is None
                     else (str(row.rank), str(row.rank), ""))}
     out.update(_entry_cells(row, repo_prefix))
-    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), std.get(TUNING_PRIMARY)))
-                   + (" ‡" if row.entry.one_seed else ""), _value(o.get(TUNING_PRIMARY)), "")
-    out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), std.get("perfect_prediction"))),
+    det = " det." if row.deterministic(TUNING_PRIMARY) else ""
+    out["test"] = (html.escape(fmt_pct_mean_std(o.get(TUNING_PRIMARY), row.shown_std(TUNING_PRIMARY)) + det)
+                   + (" ‡" if row.entry.one_seed else ""), _value(o.get(TUNING_PRIMARY)),
+                   f"deterministic: its {len(rec.seeds.seeds)} seeds give one result" if det else "")
+    out["perfect"] = (html.escape(fmt_pct_mean_std(o.get("perfect_prediction"), row.shown_std("perfect_prediction"))),
                       _value(o.get("perfect_prediction")), "")
     out["valid_share"] = (fmt_pct(o.get("valid_share")), _value(o.get("valid_share")), "")
     out["params"] = (fmt_count(meta.n_parameters), _value(meta.n_parameters), "")
@@ -433,6 +447,7 @@ def legend_html() -> str:
             f"{html.escape(TIE_TEST_TEXT)}.</p>"
             f'<p class="note">{html.escape(BOUND_TEXT)}</p>'
             f'<p class="note">{html.escape(ONE_SEED_TEXT)}</p>'
+            f'<p class="note">{html.escape(DETERMINISTIC_TEXT)} {html.escape(TRAINING_SET_TEXT)}</p>'
             f'<p class="note">{html.escape(RESCORED_TEXT)}</p>')
 
 
@@ -452,7 +467,7 @@ def dataset_facts(name: str) -> str:
 
 
 # ----------------------------------------------------------------------------- markdown
-def markdown_table(board: Board, repo_prefix: str) -> str:
+def markdown_table(board: Board, repo_prefix: str, repo_root: Path | None = None) -> str:
     tuning = board.tuning
     columns, cell_fn = (TUNING_COLUMNS, tuning_cells) if tuning else (COLUMNS, cells)
     heads = [label for _cid, label, *_ in columns]
@@ -468,19 +483,23 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
             if cid == "rank":
                 text = (f"{row.rank}" + (" ≈" if row.tie else "")) if row.rank else f"*{row.role}*"
             elif cid == "method":
-                code = _link(row.entry.meta.code, repo_prefix)
+                code = readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
                 name = md_text(row.entry.name)
                 text = (f"[{name}]({md_url(code)})" if code else name) + \
-                    (" (external data)" if row.entry.meta.external_data else "")
+                    (" (external data)" if row.entry.meta.external_data else "") + \
+                    (f" (trained on {md_text(row.entry.meta.training_set)})" if row.entry.meta.training_set else "")
             elif cid == "speedup" and not tuning:
                 gpu = gpu_speedup(row)
                 text = fmt_x(row.overall.get("speedup_geomean")) + (f" (GPU {fmt_x(gpu)})" if gpu else "")
             elif cid == "test" and not tuning:
-                text = fmt_mean_std(row.primary(), row.primary_std()) + (" †" if row.censored_share() > 0 else "") \
+                text = fmt_mean_std(row.primary(), row.shown_std()) + (" det." if row.deterministic() else "") \
+                    + (" †" if row.censored_share() > 0 else "") \
                     + (" ‡" if row.entry.one_seed else "")
             elif cid == "links":
                 links = [f"[paper]({md_url(row.entry.meta.paper)})"] if row.entry.meta.paper else []
-                links += [f"[code]({md_url(_link(row.entry.meta.code, repo_prefix))})"] if row.entry.meta.code else []
+                code = readme_code_link(row.entry.meta.code, repo_prefix, repo_root)
+                links += ([f"[code]({md_url(code)})"] if code else [f"code: `{md_text(row.entry.meta.code)}`"]) \
+                    if row.entry.meta.code else []
                 text = " · ".join(links) or "—"
             else:
                 text = html.unescape(text)
@@ -489,7 +508,7 @@ def markdown_table(board: Board, repo_prefix: str) -> str:
     return "\n".join(lines)
 
 
-def readme(boards: list[Board], cards: dict[str, str]) -> str:
+def readme(boards: list[Board], cards: dict[str, str], repo_root: Path | None = None) -> str:
     out = ["# kbench leaderboard", "",
            "<!-- generated by `kbench leaderboard build` from the records in this folder: do not edit by hand -->",
            "",
@@ -497,7 +516,7 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
            "deviation over seeds (at least 5); the other metric columns are means over seeds. Reference rows "
            "(*ceiling*: the oracle; *floor*: random and single-best) are not ranked.", "",
            f"≈: statistically tied with the entry ranked above ({TIE_TEST_TEXT}).", "",
-           BOUND_TEXT, "", ONE_SEED_TEXT, "", RESCORED_TEXT, "",
+           BOUND_TEXT, "", ONE_SEED_TEXT, "", DETERMINISTIC_TEXT + " " + TRAINING_SET_TEXT, "", RESCORED_TEXT, "",
            "Under each table, the best entry beside each reference heuristic's own order: " + practitioner_table.TEXT, "",
            "The same tables, sortable, with the plots: [site/index.html](site/index.html) "
            "(open it from the file system or any static host).", ""]
@@ -506,7 +525,9 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
         out.append("")
         if board.dataset in cards:
             out += [f"Data card: [{cards[board.dataset]}](../{cards[board.dataset]}).", ""]
-        out += [markdown_table(board, "../"), ""]
+        out += [markdown_table(board, "../", repo_root), ""]
+        if board.twin_free is not None:
+            out += [twin_free_markdown(board.twin_free), ""]
         practice = practitioner_table.markdown(board)
         if practice:
             out += [practice, ""]
@@ -519,11 +540,6 @@ def readme(boards: list[Board], cards: dict[str, str]) -> str:
 
 
 # ----------------------------------------------------------------------------- build
-def _cards(root: Path, datasets: list[str], cards_dir: Path | None) -> dict[str, Path]:
-    base = cards_dir if cards_dir is not None else root.resolve().parent / "data_cards"
-    return {d: base / f"{d}.md" for d in datasets if (base / f"{d}.md").exists()}
-
-
 def render(root: Path, cards_dir: Path | None = None, progress: bool = False) -> dict[str, bytes]:
     """Every generated file, relative to ``root``, as bytes (nothing is written)."""
     root = Path(root)
@@ -554,9 +570,9 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         files.update(board_files(board))
         boards.append(board)
     datasets = sorted({b.dataset for b in boards})
-    card_paths = _cards(root, datasets, cards_dir)
+    card_paths = cards_found(root, datasets, cards_dir)
     card_rel = {d: f"data_cards/{d}.md" for d in card_paths}
-    readme_text, transfer_md = readme(boards, card_rel), transfer_markdown(root)
+    readme_text, transfer_md = readme(boards, card_rel, root.resolve().parent), transfer_markdown(root)
     if transfer_md:  # before the rules section
         head, sep, rules = readme_text.partition("## Rules\n")
         readme_text = head + transfer_md + "\n" + sep + rules
@@ -580,7 +596,9 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             body.append(f'<p>Data card: <a href="data_cards/{html.escape(d)}.md">data_cards/{html.escape(d)}.md</a> '
                         f'(rendered <a href="#card">below</a>).</p>')
         else:
-            body.append('<p class="note">No data card found for this dataset.</p>')
+            body.append('<p class="note">No data card found for this dataset: the build looks for '
+                        f'<code>data_cards/{html.escape(d)}.md</code> beside the leaderboard folder (or in the '
+                        'folder <code>kbench leaderboard build --cards DIR</code> names).</p>')
         mine = [b for b in boards if b.dataset == d]
         if not all(b.tuning for b in mine):  # the tuning tables carry their own note
             body.append(legend_html())

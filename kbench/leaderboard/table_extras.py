@@ -198,6 +198,15 @@ def external_badge(row: Row) -> str:
             if row.entry.meta.external_data else "")
 
 
+def readme_code_link(code: str | None, repo_prefix: str, repo_root: Path | None) -> str | None:
+    """Where the README links ``meta.code``: a URL as it is; a repository path only when the file is there
+    (``repo_root``, the folder ``repo_prefix`` leads to), so a leaderboard copied elsewhere, or a path of the
+    submitter's own, shows as text instead of a broken link."""
+    if not code or code.startswith(("http://", "https://")):
+        return code_href(code, repo_prefix)
+    return code_href(code, repo_prefix) if repo_root is None or (repo_root / code).is_file() else None
+
+
 def code_html(code: str | None, prefix: str | None) -> str:
     """A code link, or the repository path as text where no link would work."""
     if not code:

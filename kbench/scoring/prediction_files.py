@@ -145,7 +145,9 @@ def decode_csv_bytes(path: Path, raw: bytes, limit: int) -> bytes:
         raw = data
     for magic, name in FOREIGN_MAGIC.items():
         if raw.startswith(magic):
-            fix = ("pandas.read_parquet(path).to_csv('preds.csv', index=False)" if magic == b"PAR1"
+            fix = ("a leaderboard preds.parquet (a seed column, list-valued rankings) with `kbench record csv "
+                   "PATH --seed 0 --out preds.csv`; another table with problem_id and a ';'-joined ranking "
+                   "with pandas.read_parquet(path).to_csv('preds.csv', index=False)" if magic == b"PAR1"
                    else "decompress it, or compress it with gzip (.csv.gz)")
             raise KbenchInputError(f"{path}: is {name}, not a CSV file; kbench reads CSV, plain or gzip-"
                                    f"compressed. Convert it: {fix}.")

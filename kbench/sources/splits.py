@@ -45,6 +45,30 @@ def batch_free_geometry_id(problems: pd.DataFrame) -> pd.Series:
     return stable_hash(geometry_key(problems, NETWORK_GEOMETRY), salt="batch-free")
 
 
+def batch_twins(problems: pd.DataFrame, parts: pd.Series, of: str = "train") -> pd.Series:
+    """Per problem: whether a problem of part ``of`` has its geometry with the batch size left out
+    (:func:`batch_free_geometry_id`), a *batch twin*. ``parts`` gives each problem's part (aligned with
+    ``problems``). A split grouped by the geometry with its batch (``random`` on most datasets) keeps
+    the same convolution at another batch size on both sides; one grouped without it has no twins."""
+    free = batch_free_geometry_id(problems)
+    seen = pd.Index(free[np.asarray(parts == of)].unique())
+    return pd.Series(seen.get_indexer(free) >= 0, index=problems.index)
+
+
+def batch_twin_shares(problems: pd.DataFrame, splits: pd.DataFrame) -> dict[str, dict[str, int | float]]:
+    """For every split column of ``splits`` (problem_id + one column per split): how many test problems
+    have a batch twin in ``train`` (:func:`batch_twins`), and their share."""
+    aligned = splits.set_index("problem_id").reindex(problems["problem_id"].to_numpy())
+    out = {}
+    for split in [c for c in splits.columns if c != "problem_id"]:
+        parts = pd.Series(aligned[split].to_numpy(), index=problems.index)
+        test = np.asarray(parts == "test")
+        twins = batch_twins(problems, parts).to_numpy() & test
+        out[split] = {"test": int(test.sum()), "with_twin": int(twins.sum()),
+                      "share": float(twins.sum() / test.sum()) if test.sum() else 0.0}
+    return out
+
+
 def hash_unit(geometry_id: pd.Series, salt: str) -> np.ndarray:
     """A number in [0, 1) per geometry, from a salted stable hash: same on every machine."""
     hexes = stable_hash(geometry_id.astype(str), salt=salt)

@@ -93,8 +93,12 @@ def test_exported_selector_ranks_as_the_model(mi100, tmp_path):
 
 def test_unknown_selector_and_missing_columns_are_input_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("KBENCH_CACHE", str(tmp_path))
-    with pytest.raises(KbenchInputError, match="python -m kbench.selector export nosuch"):
+    with pytest.raises(KbenchInputError, match="no dataset 'nosuch'"):
         selector.load("nosuch")
+    with pytest.raises(KbenchInputError, match="python -m kbench.selector export NAME"):
+        selector.load(tmp_path / "no" / "such")
+    with pytest.raises(KbenchInputError, match="no selector for a tuning dataset"):
+        selector.load("mi50-tuning")
     with pytest.raises(KbenchInputError, match="lacks"):
         selector.problem_vector({"direction": "F"})
 
@@ -162,4 +166,5 @@ def test_plan_selector_refuses_an_unknown_list(tmp_path):
     sel = selector.load(selector.export(model, tmp_path / "sel"))
     with pytest.raises(KbenchInputError, match="unknown heuristic list"):
         sel.choose(h100.problems.iloc[0].to_dict(), {"mode_a": ["eng0"]})
-    assert sel.choose(h100.problems.iloc[0].to_dict(), {}) == []
+    with pytest.raises(KbenchInputError, match="the candidate set is empty"):
+        sel.choose(h100.problems.iloc[0].to_dict(), {})

@@ -258,3 +258,27 @@ def test_committed_site_in_headless_chromium(browser, tmp_path):
             assert check_selection_tables(browser, root) == sum(
                 "best_of_1" in json.loads(r.read_text())["metrics"].get("overall", {}) for r in records)
             screenshot(browser, "committed-leaderboard.png", tmp_path)
+
+
+def test_committed_boards_fit_a_1280_px_window(browser):
+    """Every ranking table (``table.lb`` with an ``lb-`` id) of the committed site fits a 1280 px wide
+    window with no sideways scroll, its links column in sight (the practitioner tables below scroll)."""
+    root = REPO / "leaderboard" / "site"
+    if not (root / "index.html").exists():
+        pytest.skip("no committed leaderboard site")
+    browser.set_window_size(1280, 1000)
+    try:
+        for page in [root / "index.html", *sorted(root.glob("*.html"))]:
+            open_page(browser, page)
+            tables = browser.execute_script("""
+                const vw = document.documentElement.clientWidth;
+                return Array.from(document.querySelectorAll('table.lb[id^="lb-"]')).map(t => {
+                  const links = t.querySelector('thead th[data-col="links"]');
+                  return {id: t.id, width: t.scrollWidth, room: t.parentElement.clientWidth, vw: vw,
+                          links: links ? links.getBoundingClientRect().right : null};
+                });""")
+            for t in tables:
+                assert t["width"] <= t["room"], f"{page.name} {t['id']}: {t['width']} px in {t['room']} px"
+                assert t["links"] is not None and t["links"] <= t["vw"], f"{page.name} {t['id']}: links cut"
+    finally:
+        browser.set_window_size(1400, 1000)

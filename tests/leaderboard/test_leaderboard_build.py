@@ -22,8 +22,12 @@ def _snapshot(root):
 
 @pytest.fixture
 def board(toy_board, tmp_path):
+    """A copy of the toy board in a folder laid out as the repository: the toy entries' code path
+    (tests/leaderboard/lbtoy.py) is there, so the README links it."""
     dst = tmp_path / "leaderboard"
     shutil.copytree(toy_board, dst)
+    (tmp_path / "tests" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "tests" / "leaderboard" / "lbtoy.py").write_text("# the toy baselines\n")
     return dst
 
 
@@ -38,6 +42,7 @@ def test_build_is_byte_identical(board, toy, tmp_path):
     # elsewhere, from the same records: the same bytes (no absolute paths, no timestamps)
     other = tmp_path / "elsewhere" / "leaderboard"
     shutil.copytree(board, other)
+    shutil.copytree(board.parent / "tests", other.parent / "tests")  # the code paths the README links
     shutil.rmtree(other / "site")
     build(other, cards)
     assert _snapshot(other) == first
@@ -158,10 +163,17 @@ def test_tables_show_only_figures_rescored_from_stored_predictions(board, toy):
 
 
 def test_code_links_work_when_the_site_is_served_alone(board, toy):
+    (board.parent / "tests" / "leaderboard" / "lbtoy.py").unlink()  # as in a copy outside the repository
     build(board)
     page = (board / "site/toy.html").read_text()
     assert 'href="../../' not in page and "<code>tests/leaderboard/lbtoy.py</code>" in page  # a repository path: text
-    assert "(../tests/leaderboard/lbtoy.py)" in (board / "README.md").read_text()  # the README links inside the repository
+    # the README links a repository path only where the file is: not in this copy outside the repository ...
+    readme = (board / "README.md").read_text()
+    assert "(../tests/leaderboard/lbtoy.py)" not in readme and "code: `tests/leaderboard/lbtoy.py`" in readme
+    # ... and once the file is there, relative to the folder above the leaderboard
+    (board.parent / "tests" / "leaderboard" / "lbtoy.py").write_text("# the toy baselines\n")
+    build(board)
+    assert "[code](../tests/leaderboard/lbtoy.py)" in (board / "README.md").read_text()
     assert 'href="toy.html#entry-toy-random-toy-model"' in (board / "site/index.html").read_text()
     assert '<details class="entry" id="entry-toy-random-toy-model">' in page
     (board / "site.json").write_text(json.dumps({"code_url_prefix": "https://example.org/kbench/blob/main"}))
@@ -280,3 +292,54 @@ def test_deployable_selector_note_reads_its_benchmark(tmp_path):
                  "30.0 MB, 20.0 ms", "keeps 83.3% of that gain", "compact_selector_mi100.json"):
         assert part in note, part
     assert selector_note(Board("mi100", "networks", [], [], None, "rules"), tmp_path) is None  # another split
+
+
+def test_a_board_without_cards_says_where_they_are_expected(board, toy, capsys):
+    """No data_cards/ beside a copied board and no card in the package: the page says where a card is
+    expected, and the build names the datasets and the places it looked."""
+    assert main(["leaderboard", "build", "--leaderboard", str(board), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "note: no data card found for toy (looked for " in err and "--cards DIR" in err
+    assert str(board.parent / "data_cards" / "<dataset>.md") in err
+    page = (board / "site" / "toy.html").read_text()
+    assert "No data card found for this dataset: the build looks for <code>data_cards/toy.md</code>" in page
+
+
+def test_a_card_is_found_in_the_package_dataset_folder(board, toy, tmp_path, monkeypatch):
+    from kbench.leaderboard import cards
+    package = tmp_path / "package-datasets"
+    (package / "toy").mkdir(parents=True)
+    (package / "toy" / "card.md").write_text("---\nlicense: mit\n---\n# Toy card\n\nShipped.\n")
+    monkeypatch.setattr(cards, "PACKAGE_DATASETS", package)
+    build(board)
+    assert (board / "site" / "data_cards" / "toy.md").read_text() == (package / "toy" / "card.md").read_text()
+    page = (board / "site" / "toy.html").read_text()
+    assert "<h2>Toy card</h2>" in page and "license: mit" not in page  # the front matter is not rendered
+    assert cards.missing_cards(board) == []
+
+
+def test_deterministic_entries_and_sampled_training_are_said(board, toy, tmp_path):
+    """A method whose seeds give one result shows "det." and no "± 0.0000"; an entry trained on a sample of the
+    train part says how much, in both tables."""
+    rules = board / "toy" / "random" / "toy-rules"
+    assert json.loads((rules / "result.json").read_text())["extra"]["stochastic"] is False
+    meta = json.loads((board / "toy" / "random" / "toy-model" / "meta.json").read_text())
+    meta["training_set"] = "3 × 50 sampled problems of 150"
+    (board / "toy" / "random" / "toy-model" / "meta.json").write_text(json.dumps(meta))
+    build(board)
+    readme = (board / "README.md").read_text()
+    rules_line = next(line for line in readme.splitlines() if "[toy-rules]" in line)
+    assert " det." in rules_line and "± 0.0000" not in rules_line
+    model_line = next(line for line in readme.splitlines() if "[toy-model]" in line)
+    assert "(trained on 3 × 50 sampled problems of 150)" in model_line and " det." not in model_line
+    page = (board / "site" / "toy.html").read_text()
+    assert '<span class="trained">trained on 3 × 50 sampled problems of 150</span>' in page
+    assert 'title="deterministic: its 5 seeds give one result"' in page
+
+
+def test_training_set_of_a_sampling_baseline():
+    from kbench.leaderboard.runner import training_set_of
+    sampler = type("Sampler", (), {"DEFAULTS": {"rows_per_epoch": 8192, "max_epochs": 12}})
+    assert training_set_of(sampler, 127038) == "12 × 8,192 sampled problems of 127,038"
+    assert training_set_of(sampler, 5000) is None  # every epoch sees the whole train part
+    assert training_set_of(type("Full", (), {"DEFAULTS": {"rows_per_epoch": None}}), 127038) is None
