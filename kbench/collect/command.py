@@ -50,10 +50,7 @@ def add_cudnn_parser(sub) -> None:
                                    "fallback list) of each problem-direction; resumable.")
     c.add_argument("--problems", required=True, help="problems CSV (e.g. from 'kbench collect corpus')")
     c.add_argument("--out", required=True, help="raw output folder (created; a re-run resumes it)")
-    c.add_argument("--directions", default="F,B,W", help="comma list of F,B,W (default all)")
-    c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
-    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (2D) or NCDHW,NDHWC (3D); NCHW and NCDHW "
-                   "both mean contiguous, NHWC and NDHWC channels-last (default: the file's, or both)")
+    add_problem_selection(c)
     c.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds, counted from the command's start "
                         "(loading the records and starting CUDA included)")
@@ -93,6 +90,14 @@ def add_cudnn_parser(sub) -> None:
     c.set_defaults(func=cmd_cudnn)
 
 
+def add_problem_selection(c) -> None:
+    """The directions, data types and layouts of a problems file a command takes (``collect cudnn``, ``autotune``)."""
+    c.add_argument("--directions", default="F,B,W", help="comma list of F,B,W (default all)")
+    c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
+    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC (2D) or NCDHW,NDHWC (3D); NCHW and NCDHW "
+                   "both mean contiguous, NHWC and NDHWC channels-last (default: the file's, or both)")
+
+
 def add_corpus_parser(sub) -> None:
     """``kbench collect corpus``: its arguments belong to :mod:`kbench.collect.measure.corpus`."""
     c = sub.add_parser("corpus", help="write the deterministic problem corpus")
@@ -109,9 +114,7 @@ def add_autotune_parser(sub) -> None:
                                    "line per problem-direction in OUT/autotune.jsonl (a re-run resumes).")
     c.add_argument("--problems", required=True, help="problems CSV (e.g. a raw folder's corpus.csv.gz)")
     c.add_argument("--out", required=True, help="output folder (created; a re-run resumes it)")
-    c.add_argument("--directions", default="F,B,W", help="comma list of F,B,W (default all)")
-    c.add_argument("--dtypes", default=None, help="comma list of FP16,BF16,FP32 (default: the file's, or all)")
-    c.add_argument("--layouts", default=None, help="comma list of NCHW,NHWC or NCDHW,NDHWC (default: the file's)")
+    add_problem_selection(c)
     c.add_argument("--limit", type=int, default=None, help="probe at most this many pending problem-directions")
     c.add_argument("--time-budget", type=float, default=None, help="start no problem after this many seconds")
     c.set_defaults(func=cmd_autotune)

@@ -208,7 +208,8 @@ def _selector_rankings(ds: Dataset, ids: np.ndarray, selector_name) -> tuple[pd.
     import kbench.selector as selector_module
     name = str(selector_name or ds.name)
     try:
-        sel = selector_module.load(name)
+        # a shipped or exported selector only: a report trains nothing (an export takes minutes)
+        sel = selector_module.load(name, export_if_missing=bool(selector_name))
     except KbenchInputError as exc:
         if selector_name:  # asked for by name: a selector that does not load is the user's input
             raise

@@ -54,20 +54,10 @@ CUDNN_DTYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}
 
 
 def dense_strides(shape, channels_last: bool) -> tuple[int, ...]:
-    """The strides ATen's cuDNN descriptor carries for a 4D or 5D tensor (size-1 dimensions included).
-
-    4D: :func:`kbench.collect.measure.strides.pytorch_strides`; 5D: the same rule (``fixSizeOneDimStride``) in
-    NCDHW order, walking C, W, H, D, N (channels-last) or W, H, D, C, N from the innermost outwards.
-    """
-    if len(shape) == 4:
-        return pytorch_strides(shape, "NHWC" if channels_last else "NCHW")
-    order = (1, 4, 3, 2, 0) if channels_last else (4, 3, 2, 1, 0)
-    strides = [0] * len(shape)
-    inner = 1
-    for d in order:
-        strides[d] = inner
-        inner *= max(int(shape[d]), 1)
-    return tuple(strides)
+    """The strides ATen's cuDNN descriptor carries for a 4D or 5D tensor (size-1 dimensions included):
+    :func:`kbench.collect.measure.strides.pytorch_strides` of its memory format."""
+    layouts = {4: ("NHWC", "NCHW"), 5: ("NDHWC", "NCDHW")}[len(shape)]
+    return pytorch_strides(shape, layouts[0] if channels_last else layouts[1])
 
 
 def build_graph(cudnn, handle, direction: str, data_type, x, w, y, padding, stride, dilation):

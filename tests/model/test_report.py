@@ -103,7 +103,7 @@ def test_a_selectors_first_applicable_choice_is_timed(traced, monkeypatch):
         def choose(self, problem):
             return ["kB", "kA"]
 
-    monkeypatch.setattr(kbench.selector, "load", lambda name: KbFirst())
+    monkeypatch.setattr(kbench.selector, "load", lambda name, export_if_missing=True: KbFirst())
     tr, folder = traced
     report = model_report(folder, tiny_dataset(tr), selector="mine")
     assert report.selector.loaded and report.totals_ms["selector"] == pytest.approx(SELECTOR_SUM)
@@ -182,7 +182,7 @@ def test_a_plan_selector_reads_the_datasets_heuristic_lists(traced, monkeypatch)
             return heuristics["cudnn_mode_a"][::-1]
 
     sel = ReversedModeA()
-    monkeypatch.setattr(kbench.selector, "load", lambda name: sel)
+    monkeypatch.setattr(kbench.selector, "load", lambda name, export_if_missing=True: sel)
     tr, folder = traced
     report = model_report(folder, tiny_dataset(tr), selector="plans")
     assert sorted(sel.seen) == sorted([(key[1], MODE_A[key]) for key in MODE_A])

@@ -101,7 +101,7 @@ def test_a_selectors_first_choice_zero_shot(traced, monkeypatch):
         def choose(self, problem):
             return ["eng67_k2=5_k13=0", "eng0", "not_a_plan_of_the_set"]
 
-    monkeypatch.setattr(kbench.selector, "load", lambda name: Eng67First())
+    monkeypatch.setattr(kbench.selector, "load", lambda name, export_if_missing=True: Eng67First())
     tr, folder = traced
     cache = tune_from_dataset(folder, tiny_cudnn_dataset(tr), selector="mine")
     assert cache.header.filled_by == "selector:mine" and cache.header.kind == "selector"
