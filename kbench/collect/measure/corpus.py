@@ -53,18 +53,26 @@ CORPUS_COLUMNS = ["order", "kind", "dtype", "layout", *GEOMETRY, "y_h", "y_w", "
 DTYPE_BYTES = {"FP16": 2, "BF16": 2, "FP32": 4}
 
 
+def spatial_of(df: pd.DataFrame) -> tuple[str, ...]:
+    """The spatial dimensions a geometry table holds: ``h, w``, and ``d`` first when it has depth columns."""
+    return ("d", "h", "w") if "x_d" in df else ("h", "w")
+
+
 def add_output_size(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
-    for s in ("h", "w"):
+    for s in spatial_of(df):
         df[f"y_{s}"] = expected_output_size(df[f"x_{s}"], df[f"fil_{s}"], df[f"pad_{s}"],
                                             df[f"stride_{s}"], df[f"dil_{s}"])
     return df
 
 
 def conv_flop(df: pd.DataFrame) -> pd.Series:
-    """2 x multiply-adds of one direction (the same count for F, B and W)."""
-    return (2.0 * df["n"] * df["k"] * (df["c"] // df["groups"]) * df["fil_h"] * df["fil_w"]
-            * df["y_h"] * df["y_w"])
+    """2 x multiply-adds of one direction (the same count for F, B and W), 2D or 3D (exact: integer
+    products far below 2**53, so the order of the factors changes no bit)."""
+    flop = 2.0 * df["n"] * df["k"] * (df["c"] // df["groups"])
+    for s in spatial_of(df):
+        flop = flop * df[f"fil_{s}"] * df[f"y_{s}"]
+    return flop
 
 
 def mituna_geometries(folder: str | Path) -> pd.DataFrame:
@@ -146,9 +154,9 @@ def _norm(w):
 def tensor_bytes(df: pd.DataFrame) -> pd.Series:
     """Bytes of the largest of x, w, y for each row's data type."""
     el = df["dtype"].map(DTYPE_BYTES).astype(float)
-    x = df["n"] * df["c"] * df["x_h"] * df["x_w"]
-    y = df["n"] * df["k"] * df["y_h"] * df["y_w"]
-    w = df["k"] * (df["c"] // df["groups"]) * df["fil_h"] * df["fil_w"]
+    x, y, w = df["n"] * df["c"], df["n"] * df["k"], df["k"] * (df["c"] // df["groups"])
+    for s in spatial_of(df):
+        x, y, w = x * df[f"x_{s}"], y * df[f"y_{s}"], w * df[f"fil_{s}"]
     return np.maximum(np.maximum(x, y), w) * el
 
 

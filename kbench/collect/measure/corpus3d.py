@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.measure.corpus import DTYPE_BYTES, DTYPES, _gzip_csv, _norm
+from kbench.collect.measure.corpus import DTYPES, _gzip_csv, _norm, add_output_size, conv_flop, tensor_bytes
 from kbench.core.errors import KbenchInputError
 from kbench.core.output_files import atomic_write_bytes, check_output
 from kbench.sources.problem import expected_output_size
@@ -65,30 +65,6 @@ def read_network_layers_3d(path: str | Path = NETWORK_LAYERS_3D) -> pd.DataFrame
         raise KbenchInputError(f"{path}: traced 3D network layer list not found "
                                "(make it with python tools/collect/trace_3d_networks.py).")
     return pd.read_csv(path)
-
-
-def add_output_size(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    for s in SPATIAL:
-        df[f"y_{s}"] = expected_output_size(df[f"x_{s}"], df[f"fil_{s}"], df[f"pad_{s}"],
-                                            df[f"stride_{s}"], df[f"dil_{s}"])
-    return df
-
-
-def conv_flop(df: pd.DataFrame) -> pd.Series:
-    """2 x multiply-adds of one direction (the same count for F, B and W)."""
-    volume = 1.0
-    for s in SPATIAL:
-        volume = volume * df[f"fil_{s}"] * df[f"y_{s}"]
-    return 2.0 * df["n"] * df["k"] * (df["c"] // df["groups"]) * volume
-
-
-def tensor_bytes(df: pd.DataFrame) -> pd.Series:
-    """Bytes of the largest of x, w, y for each row's data type."""
-    x = df["n"] * df["c"] * df["x_d"] * df["x_h"] * df["x_w"]
-    y = df["n"] * df["k"] * df["y_d"] * df["y_h"] * df["y_w"]
-    w = df["k"] * (df["c"] // df["groups"]) * df["fil_d"] * df["fil_h"] * df["fil_w"]
-    return np.maximum(np.maximum(x, y), w) * df["dtype"].map(DTYPE_BYTES).astype(float)
 
 
 def contiguous_depthwise(rows: pd.DataFrame) -> pd.Series:
