@@ -37,7 +37,7 @@ CASES = [
 LAYOUTS = ("NCDHW", "NDHWC")
 
 
-def run_cases(log_path: Path) -> list[dict]:
+def run_cases() -> list[dict]:
     """Run every case in both memory formats and all three directions; what each tensor should carry."""
     import torch
     torch.backends.cudnn.benchmark = False
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     # cuDNN reads these when it loads, which is at the first convolution
     os.environ["CUDNN_LOGLEVEL_DBG"] = "3"
     os.environ["CUDNN_LOGDEST_DBG"] = str(log)
-    expected = run_cases(log)
+    expected = run_cases()
     text = log.read_text(errors="replace") if log.exists() else ""
     if args.keep_log:
         Path(args.keep_log).write_text(text)

@@ -115,7 +115,9 @@ def main(argv=None) -> int:
         model = factory().eval().to("meta")
         inputs = [torch.empty((1, *s), device="meta") for s in shapes]
         traced = trace(name, kind, model, inputs)
-        print(f"{name}: {len(traced)} conv3d calls")
+        # docs/three_d.md's network table: calls, transposed, without a data gradient, filter depth > 1
+        print(f"| {name} | {kind} | {len(traced)} | {sum(r['transposed'] for r in traced)} | "
+              f"{sum(1 - r['needs_input_grad'] for r in traced)} | {sum(r['fil_d'] > 1 for r in traced)} |")
         rows += traced
     df = pd.DataFrame(rows, columns=COLUMNS)
     df.to_csv(args.out, index=False)
