@@ -336,6 +336,9 @@ def _plan_selector(selector: str):
     import kbench.selector as selector_module
     try:
         sel = selector_module.load(selector, export_if_missing=False)
+    except ImportError as exc:
+        raise KbenchInputError(f"a selector is read with safetensors, which is not installed here ({exc}): pip "
+                               "install safetensors (on the lent GPU machine: carry its wheel in .whl/).") from None
     except KbenchInputError as exc:
         raise KbenchInputError(f"{exc} A zero-shot cache needs a selector that has not seen the model's layers: "
                                "export one on a split that holds them out, e.g. `python -m kbench.selector export "

@@ -20,8 +20,8 @@
 #
 # Everything lands in $OUT: gpu_tests.txt, use_plans_overhead.json, model_gpu.log and models/ with, per
 # model, NAME.problems.csv, NAME.oracle.json, NAME.selector.json and NAME.json (the bench record):
-# copy models/* to raw/models/ and use_plans_overhead.json to bench/results/. Carry .whl (the cuDNN
-# frontend and pydantic wheels for Python 3.12).
+# copy models/* to raw/models/ and use_plans_overhead.json to bench/results/. Carry .whl (the wheels
+# for Python 3.12 of the cuDNN frontend, pydantic and its parts, and safetensors, which reads a selector).
 set -u
 OUT=${OUT:-/tmp/out}
 BUDGET=${BUDGET:-560}
