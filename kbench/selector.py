@@ -12,7 +12,9 @@ only: no xgboost, no pandas. The folder is written by
 :func:`export` from a fitted ``xgboost``-family model (``python -m kbench.selector
 export mi100`` trains the dataset's compact model, :func:`model_for`, on its train part and exports it);
 ``load(name)`` takes a path, or looks under ``$KBENCH_CACHE/selectors/<name>`` (default ``~/.cache/kbench``),
-then in the package (mi100, h100-pytorch and h200-pytorch ship), and else trains and caches one on first use.
+then in the package (mi100, h100-pytorch and h200-pytorch ship, trained on their random split's train part, and
+h200-3d-pytorch, on its networks split's: r3d_18, r2plus1d_18, unet3d, vnet and x3d_s held out; each
+``selector.json``'s ``training`` says which), and else trains and caches one on first use.
 
 Every problem is checked against the vocabulary of the selector's dataset (:func:`check_problem`): a
 PyTorch-style value (``dtype="half"``, ``layout_x="channels_last"``, ``direction="forward"``) is refused
@@ -510,7 +512,7 @@ def _folder_of(name_or_path: str | Path) -> Path | None:
 
 def load(name_or_path: str | Path, export_if_missing: bool = True) -> Selector | PlanSelector:
     """A selector by dataset name or folder path: the user's export under ``$KBENCH_CACHE/selectors/<name>``,
-    else the one shipped in the package (mi100, h100-pytorch, h200-pytorch), else (``export_if_missing``)
+    else the one shipped in the package (mi100, h100-pytorch, h200-pytorch, h200-3d-pytorch), else (``export_if_missing``)
     trained now with the dataset's compact model (:func:`model_for`; a minute or two, said on stderr) and
     cached there."""
     from safetensors.numpy import load_file
@@ -554,11 +556,15 @@ def load(name_or_path: str | Path, export_if_missing: bool = True) -> Selector |
     return PlanSelector(meta, forests["plans"]) if meta.get("kind") == "plans" else Selector(meta, forests)
 
 
-def export(model, folder: str | Path, dataset: str | None = None, vocabulary: dict | None = None) -> Path:
+def export(model, folder: str | Path, dataset: str | None = None, vocabulary: dict | None = None,
+           training: dict | None = None) -> Path:
     """Write a fitted multi-class ``xgboost``-family baseline (``xgboost``, ``xgboost-compact``) or an
     ``xgboost-plans``-family one (a :class:`PlanSelector`) as a selector folder; ``dataset`` and its
-    ``vocabulary`` (:func:`vocabulary_of`) let ``choose`` check a problem's fields against them."""
+    ``vocabulary`` (:func:`vocabulary_of`) let ``choose`` check a problem's fields against them, ``training``
+    (:func:`training_record`) says what it was trained on and what was held out."""
     known = {"dataset": dataset, "vocabulary": vocabulary} if dataset else {}
+    if training is not None:
+        known["training"] = training
     if hasattr(model, "kernel_columns"):  # the xgboost-plans family: one regression or ranking booster
         meta = {"kind": "plans", "columns": model.columns, "kernel_columns": model.kernel_columns,
                 "model": model.name, "params": model.params, "seed": model.seed, "fit_info": model.fit_info, **known}
@@ -573,10 +579,27 @@ def export(model, folder: str | Path, dataset: str | None = None, vocabulary: di
     return save(folder, meta, forests)
 
 
+def training_record(ds, split: str, parts: dict, model: str, seed: int) -> dict:
+    """What a selector exported from ``ds``'s ``split`` was trained on and what it never saw: the dataset
+    and version, the split, the problem-directions of each part (fitted on ``train``, early-stopped on
+    ``valid``, ``test`` held out), and for a ``networks`` split the networks its test part holds."""
+    record = {"dataset": ds.name, "version": str(ds.manifest.get("version", "")), "split": split, "model": model,
+              "seed": int(seed), "fitted_on": "train", "early_stopping_on": "valid", "held_out": "test",
+              "problems": {part: int(len(ids)) for part, ids in parts.items()}}
+    if split == "networks":
+        from kbench.sources.splits import HELD_OUT_NETWORKS_3D
+        dims = set(ds.problems["spatial_dims"].astype(int)) if "spatial_dims" in ds.problems else {2}
+        record["held_out_networks"] = (list(HELD_OUT_NETWORKS_3D) if dims == {3} else
+                                       "every layer of MITuna's network lists (kbench.sources.mituna)")
+    return record
+
+
 def export_dataset(dataset: str, model: str | None = None, split: str = "random", seed: int = 0,
                    out: str | Path | None = None) -> Path:
-    """Train ``model`` (default :func:`model_for`) on the dataset's ``split`` train part and export it to
-    ``out`` (default ``$KBENCH_CACHE/selectors/<dataset>``). Needs the baselines (``pip install kbench[baselines]``)."""
+    """Train ``model`` (default :func:`model_for`) on the dataset's ``split`` train part (early stopping on its
+    valid part; the test part is never seen) and export it to ``out`` (default
+    ``$KBENCH_CACHE/selectors/<dataset>``), with :func:`training_record` in its ``selector.json``. Needs the
+    baselines (``pip install kbench[baselines]``)."""
     from kbench.data.dataset import load as load_dataset
     try:
         from kbench_baselines import get_baseline
@@ -585,8 +608,10 @@ def export_dataset(dataset: str, model: str | None = None, split: str = "random"
                                "pip install 'kbench[baselines]'") from None
     ds = load_dataset(dataset)
     parts = ds.split(split)
-    fitted = get_baseline(model or model_for(ds.name)).fit(ds, parts["train"], parts["valid"], seed=seed)
-    return export(fitted, out or _root() / ds.name, dataset=ds.name, vocabulary=vocabulary_of(ds.problems))
+    name = model or model_for(ds.name)
+    fitted = get_baseline(name).fit(ds, parts["train"], parts["valid"], seed=seed)
+    return export(fitted, out or _root() / ds.name, dataset=ds.name, vocabulary=vocabulary_of(ds.problems),
+                  training=training_record(ds, split, parts, name, seed))
 
 
 def main(argv=None) -> None:
@@ -599,7 +624,9 @@ def main(argv=None) -> None:
     e.add_argument("dataset")
     e.add_argument("--model", default=None, help="default: xgboost-plans-compact on a collected cuDNN set, "
                                                  "xgboost-compact on an AMD set")
-    e.add_argument("--split", default="random")
+    e.add_argument("--split", default="random", help="fit on this split's train part, early-stop on its valid "
+                                                  "part, never see its test part (default random; networks holds "
+                                                  "whole networks out)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--out", default=None, help="selector folder (default $KBENCH_CACHE/selectors/<dataset>)")
     a = ap.parse_args(argv)

@@ -1,5 +1,5 @@
 """Render the README's generated blocks: the dataset table, the scoring rules, the leaderboard rules, the
-GPU figures and the performance table.
+GPU figures, the model step times and the performance table.
 
     python tools/report.py            # rewrites the blocks in README.md
 
@@ -7,7 +7,8 @@ The performance table comes from ``bench/results/*.json``; the scoring rules fro
 rules" part of :data:`kbench.scoring.evaluate.EXPECTED_FORMAT`, the text ``kbench evaluate --explain``
 prints, so the README and the command say the same; the leaderboard rules from
 :data:`kbench.leaderboard.policy.RULES_MD`, as the board states them; the GPU figures from the board
-entries' ``verification.json`` records (``tests/data/test_dataset.py`` checks every block).
+entries' ``verification.json`` records; the model step times from the ``kbench model bench`` records in
+``raw/models/*.json`` (``tests/data/test_dataset.py`` checks every block).
 """
 
 from __future__ import annotations
@@ -89,6 +90,17 @@ def rows() -> list[str]:
                    f"{d['latency_ms_p50']:.2f} / {d['latency_ms_p99']:.1f} ms; {d['size_bytes'] / 1e6:.2f} MB; "
                    f"{100 * d['kept_gain']:.1f}% | <= {aims['latency_ms_p50_max']:g} ms, <= "
                    f"{aims['size_bytes_max'] / 1e6:g} MB, >= {100 * aims['kept_gain_min']:g}% | {where} |")
+    if (res / "use_plans_overhead.json").exists():
+        d = json.loads((res / "use_plans_overhead.json").read_text())
+        where = f"{d['gpu']['gpu']}, torch {d['torch']}, cuDNN {d['gpu']['cudnn_backend']}"
+        how = ("behind a spin kernel, host clock" if d.get("protocol") else
+               f"{d['calls']:,} calls back to back: the launch queue fills, so host and GPU time together")
+        for name, case in d["cases"].items():
+            for label, words in (("forward", "forward"), ("forward_backward", "forward + backward")):
+                ours, theirs = case[f"use_plans_{label}"], case[f"pytorch_{label}"]
+                out.append(f"| `kbench.torch.use_plans` against PyTorch's own path, {name}, {words}, per call "
+                           f"({how}) | {ours['host_us_per_call']:.0f} µs ({theirs['host_us_per_call']:.0f} µs) "
+                           f"| | {where} |")
     if (res / "default_run.json").exists():
         d = json.loads((res / "default_run.json").read_text())
         fits = ", ".join(f"{m} {v:.0f} s" for m, v in sorted(d["fit_s_per_seed"].items(), key=lambda kv: -(kv[1] or 0))
@@ -108,6 +120,7 @@ SCORING_START, SCORING_END = "<!-- scoring:start -->", "<!-- scoring:end -->"
 
 
 GPU_START, GPU_END = "<!-- gpu:start -->", "<!-- gpu:end -->"
+MODELS_START, MODELS_END = "<!-- models:start -->", "<!-- models:end -->"
 GPU_SUMMARY_START, GPU_SUMMARY_END = "<!-- gpu-summary:start -->", "<!-- gpu-summary:end -->"
 RULES_START, RULES_END = "<!-- rules:start -->", "<!-- rules:end -->"
 #: the references a verification record's ``live`` part times, as the README names them
@@ -166,6 +179,45 @@ def gpu_summary_markdown(root: Path = ROOT) -> str:
     return textwrap.fill(text, width=100, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
 
 
+def model_records(root: Path = ROOT) -> list[tuple[str, dict]]:
+    """(path in the repository, record) of every ``kbench model bench`` record in ``raw/models/``."""
+    out = []
+    for path in sorted((root / "raw" / "models").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("record") == "kbench-model-bench":
+            out.append((path.relative_to(root).as_posix(), record))
+    return out
+
+
+def models_markdown(root: Path = ROOT) -> str:
+    """The table of the model step times: per record, step and mode, the median step time (IQR), its
+    speed-up over PyTorch's default of the same step, the first step and the convolutions' share of the
+    step's GPU time. Schema-1 records summed each kernel twice in their profile: no share from them."""
+    lines = ["| model | GPU | input | step | mode | step time (IQR) | vs default | first step | conv share |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for path, record in model_records(root):
+        shape = "x".join(str(v) for v in record["input_shape"])
+        dtype = f"autocast {record['autocast']}" if record.get("autocast") else record["dtype"]
+        where = f"{shape}, {dtype}, {record['memory_format']}"
+        ok = [r for r in record["results"] if r["status"] == "ok"]
+        default = {r["step"]: r["step_ms_median"] for r in ok if r["mode"] == "default"}
+        schema = int(record.get("schema_version", 1))
+        if schema < 2:
+            notes.append(f"[`{path}`]({path}) is a schema-1 record: its profile summed each kernel twice, so "
+                         "its conv share is left out.")
+        for r in sorted(ok, key=lambda r: (r["step"] != "train", r["step"])):
+            vs = f"{default[r['step']] / r['step_ms_median']:.3f}x" if r["step"] in default else "–"
+            share = f"{r['conv_share']:.2f}" if schema >= 2 and r.get("conv_share") is not None else "–"
+            lines.append(f"| [`{record['model']}`]({path}) | {record['gpu']['gpu']} | {where} | {r['step']} "
+                         f"| {r['mode']} | {r['step_ms_median']:.2f} ms ({r['step_ms_iqr']:.2f}) | {vs} "
+                         f"| {r['first_step_ms']:,.0f} ms | {share} |")
+        failed = [f"{r['step']} {r['mode']}" for r in record["results"] if r["status"] != "ok"]
+        if failed:
+            notes.append(f"[`{path}`]({path}): failed: {', '.join(failed)} (the record has the errors).")
+    return "\n".join(lines + ([""] + notes if notes else []))
+
+
 def rules_markdown() -> str:
     """The leaderboard's rules, as the board states them (:data:`kbench.leaderboard.policy.RULES_MD`)."""
     from kbench.leaderboard.policy import RULES_MD
@@ -216,6 +268,7 @@ def main() -> None:
     text = replace_block(text, RULES_START, RULES_END, rules_markdown())
     text = replace_block(text, GPU_SUMMARY_START, GPU_SUMMARY_END, gpu_summary_markdown())
     text = replace_block(text, GPU_START, GPU_END, gpu_markdown())
+    text = replace_block(text, MODELS_START, MODELS_END, models_markdown())
     block = START + "\n" + "\n".join(rows()) + "\n" + END
     if START in text:
         head, rest = text.split(START, 1)

@@ -100,8 +100,11 @@ kbench.torch.use_plans(model, CACHE) and `kbench model bench --cache CACHE`.
   --dataset D --oracle        the fastest plan D measured for each problem (CPU)
   --dataset D --selector NAME the selector's first choice among cuDNN's lists as D records
                               them: zero-shot, no timing (CPU)
-  --time                      time every traced problem's plans on this GPU (the collector for
-                              2D problems, every offered plan for 3D ones) and keep the fastest
+  --selector NAME --live      the selector's first choice among cuDNN's lists asked on this GPU
+                              for each problem as the collector asks them: zero-shot, no dataset,
+                              no timing (GPU)
+  --time                      time every traced problem's plans on this GPU (the collector, 2D
+                              and 3D alike) and keep the fastest
 
 Problems the dataset lacks are listed in the cache's `missing` (with the nearest shape) and
 left to PyTorch at run time. The header names the GPU model, compute capability, cuDNN,
@@ -112,6 +115,7 @@ Examples:
   kbench model tune traces/resnet50 --dataset h200-pytorch --selector h200-pytorch \\
       --out resnet50.selector.json
   kbench model tune traces/r3d_18 --time --out r3d_18.oracle.json        # on the GPU
+  kbench model tune traces/r3d_18 --selector h200-3d-pytorch --live --out r3d_18.selector.json  # GPU
   kbench model tune traces/r3d_18 --time --resume --time-budget 500 --out r3d_18.oracle.json
 """
 
@@ -133,10 +137,16 @@ Example:
 def cmd_model_tune(args) -> int:
     from kbench.core.output_files import check_output
     from kbench.model.plan_cache import write_plan_cache
-    from kbench.model.tune import tune_by_timing, tune_from_dataset
+    from kbench.model.tune import tune_by_timing, tune_from_dataset, tune_live
     check_output(args.out, [args.dir], option="--out")
     check_json_target(args.json, [args.dir])
-    if args.time:
+    if args.live:
+        from kbench.core.errors import KbenchInputError
+        if not args.selector or args.dataset or args.oracle or args.time:
+            raise KbenchInputError("--live asks cuDNN on this GPU for the lists a selector ranks: give it with "
+                                   "--selector NAME alone, without --dataset, --oracle or --time.")
+        cache = tune_live(args.dir, args.selector, progress=not args.quiet)
+    elif args.time:
         if args.dataset or args.oracle or args.selector:
             from kbench.core.errors import KbenchInputError
             raise KbenchInputError("--time measures on this GPU: give it alone, without --dataset, --oracle or "
@@ -147,7 +157,7 @@ def cmd_model_tune(args) -> int:
         if not args.dataset:
             from kbench.core.errors import KbenchInputError
             raise KbenchInputError("give --dataset D with --oracle or --selector NAME (on the CPU), or --time "
-                                   "(on a GPU).")
+                                   "or --selector NAME --live (on a GPU).")
         cache = tune_from_dataset(args.dir, args.dataset, selector=args.selector, oracle=args.oracle)
     path = write_plan_cache(cache, args.out, inputs=[args.dir])
     record = cache.model_dump(mode="json")
@@ -265,6 +275,9 @@ def register_cli(subparsers) -> None:
     u.add_argument("--oracle", action="store_true", help="the dataset's fastest plan per problem")
     u.add_argument("--selector", default=None, metavar="NAME",
                    help="an exported plan selector (name or folder): its first choice, zero-shot")
+    u.add_argument("--live", action="store_true",
+                   help="with --selector: rank the lists cuDNN gives on this GPU for each problem (no dataset, no "
+                        "timing)")
     u.add_argument("--time", action="store_true", help="time the plans on this GPU and keep the fastest")
     u.add_argument("--resume", action="store_true",
                    help="--time: continue the partial cache at --out (its timed problems are kept)")

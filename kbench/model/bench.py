@@ -10,10 +10,13 @@ set to None before each step; ``inference``: eval mode under ``torch.no_grad``, 
 cuDNN or autotune state carries over: the model is built on the GPU (random weights, seed 0) in the
 dtype and memory format given; the *first step* is timed on the host clock with a synchronize after
 it (it holds autotune's search or the plans' builds); then ``warmup`` steps, then ``steps`` steps each
-between CUDA events: the step time's median and interquartile range; then one step under the torch
-profiler: the share of the step's CUDA time spent in convolutions (the CUDA time under
-``aten::convolution``, ``aten::convolution_backward`` and the cached path's ``kbench::conv_*`` ranges,
-over all kernels' CUDA time of the step).
+between CUDA events: the step time's median and interquartile range, and the host's time to issue
+each step (a step whose issue time is its step time is bound by the host, not by the GPU); then one
+step under the torch profiler (:func:`kernel_times`): every GPU activity (kernels, copies, fills)
+counted once, as PyTorch's own profiler table sums them, the convolutions' among them (the
+activities launched under ``aten::convolution`` or ``aten::convolution_backward``, or running inside
+the cached path's ``kbench::conv_*`` ranges on the GPU), their share, and the heaviest kernels by
+name.
 
 The record (:class:`ModelBench`) is rewritten after each process ends, so a run cut short keeps
 what finished.
@@ -38,9 +41,13 @@ from kbench.core.errors import KbenchInputError
 from kbench.core.output_files import atomic_write_text, check_output
 from kbench.core.version import __version__
 
-BENCH_SCHEMA_VERSION = 1
+#: 2: the profile counts each GPU activity once (schema 1 summed every op's and every kernel's self time,
+#: each kernel twice and the cached path's ranges once more) and records the host's issue time per step
+BENCH_SCHEMA_VERSION = 2
 STEPS = ("train", "inference")
 CONV_OPS = ("aten::convolution", "aten::convolution_backward", "kbench::conv_F", "kbench::conv_B", "kbench::conv_W")
+#: the kernels by name a record keeps from its profiled step (the heaviest first)
+TOP_KERNELS = 15
 STEP_TEXT = {"train": "train mode; forward, backward of the sum of the outputs; no optimizer (gradients set to None "
                       "before each step)",
              "inference": "eval mode under torch.no_grad; forward only"}
@@ -62,9 +69,14 @@ class ModeResult(BaseModel):
     step_ms_q3: float | None = None
     step_ms_iqr: float | None = None
     step_ms: list[float] = Field(default_factory=list, description="each timed step (CUDA events)")
+    step_host_ms_median: float | None = Field(None, description="the host's time to issue a timed step (median); "
+                                                                "near step_ms_median: the step waits for the host")
     conv_share: float | None = Field(None, description="conv CUDA time over the step's CUDA time (one profiled step)")
-    conv_cuda_ms: float | None = None
-    step_cuda_ms: float | None = None
+    conv_cuda_ms: float | None = Field(None, description="the GPU time of the convolutions' kernels in the profiled step")
+    step_cuda_ms: float | None = Field(None, description="the GPU time of every kernel, copy and fill of the profiled "
+                                                         "step, each once (schema 1: each kernel counted twice)")
+    kernels: list[dict] = Field(default_factory=list, description="the profiled step's heaviest kernels by name: "
+                                                                  "name, calls, cuda_ms, conv")
     use_plans_stats: dict | None = Field(None, description="use_plans' stats after the run (cache modes)")
     wall_s: float | None = None
     notes: list[str] = Field(default_factory=list)
@@ -87,7 +99,8 @@ class ModelBench(BaseModel):
     steps: int
     step_definitions: dict[str, str] = Field(default_factory=lambda: dict(STEP_TEXT))
     protocol: str = Field(default="each (mode, step) in its own process; first step on the host clock; warmup "
-                                  "steps; timed steps between CUDA events; one profiled step for the conv share")
+                                  "steps; timed steps between CUDA events, each step's issue on the host clock; one "
+                                  "profiled step, each GPU activity counted once, for the conv share")
     environment: dict = Field(description="kbench.scoring.environment.environment(): Python, packages, git commit, OS, CPU")
     gpu: dict = Field(description="the collector's record (kbench.collect.measure.environment): GPU, driver, clocks, "
                                   "torch, CUDA and cuDNN versions")
@@ -153,22 +166,62 @@ def _step_fn(model, x, step: str, autocast: str | None):
     return run
 
 
-def _profile_share(torch, run) -> tuple[float, float]:
-    """(conv CUDA ms, all kernels' CUDA ms) of one step under the profiler."""
+def kernel_times(events) -> tuple[float, float, list[dict]]:
+    """(conv ms, all ms, the heaviest kernels by name) of a profiled step's events (``prof.events()``).
+
+    Every GPU activity (a device event that is not a user annotation: kernels, copies, fills) is counted
+    once, by its duration: the sum PyTorch's profiler table gives as its self CUDA time total. One is a
+    convolution's where the op that launched it (its linked correlation id) is, or lies inside,
+    ``aten::convolution`` or ``aten::convolution_backward`` (PyTorch's path, whose cuDNN calls run inside
+    those ops), or where it runs on the GPU inside a ``kbench::conv_*`` range's span (the cached path:
+    its cuDNN launches sit in a user range, which links no op)."""
+    from torch.autograd import DeviceType
+    cpu_ops, kernels, ranges = {}, [], []
+    for e in events:
+        if e.device_type == DeviceType.CPU:
+            if not getattr(e, "linked_correlation_id", 0):
+                cpu_ops[e.id] = e
+        elif e.is_user_annotation:
+            if str(e.name).startswith("kbench::conv_"):
+                ranges.append((e.device_index, e.time_range.start, e.time_range.end))
+        elif not getattr(e, "is_async", False):
+            kernels.append(e)
+
+    def under_conv_op(e) -> bool:
+        op = cpu_ops.get(getattr(e, "linked_correlation_id", 0))
+        while op is not None:
+            if op.name in CONV_OPS:
+                return True
+            op = op.cpu_parent
+        return False
+
+    def in_range(e) -> bool:
+        return any(dev == e.device_index and start <= e.time_range.start and e.time_range.end <= end
+                   for dev, start, end in ranges)
+
+    by_name: dict[tuple[str, bool], list[float]] = {}
+    conv = whole = 0.0
+    for e in kernels:
+        us = float(e.time_range.end - e.time_range.start)
+        is_conv = under_conv_op(e) or in_range(e)
+        whole += us
+        conv += us if is_conv else 0.0
+        calls_us = by_name.setdefault((str(e.name), is_conv), [0, 0.0])
+        calls_us[0] += 1
+        calls_us[1] += us
+    top = sorted(by_name.items(), key=lambda kv: (-kv[1][1], kv[0]))[:TOP_KERNELS]
+    heaviest = [{"name": name[:200], "calls": int(n), "cuda_ms": us / 1e3, "conv": is_conv}
+                for (name, is_conv), (n, us) in top]
+    return conv / 1e3, whole / 1e3, heaviest
+
+
+def _profile_share(torch, run) -> tuple[float, float, list[dict]]:
+    """(conv CUDA ms, all activities' CUDA ms, heaviest kernels) of one step under the profiler."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         run()
         torch.cuda.synchronize()
-    events = prof.key_averages()
-
-    def total(e):
-        return getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-
-    def self_time(e):
-        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0.0)
-    conv = sum(total(e) for e in events if e.key in CONV_OPS)
-    whole = sum(self_time(e) for e in events)
-    return conv / 1e3, whole / 1e3
+    return kernel_times(prof.events())
 
 
 def run_worker(spec: dict) -> dict:
@@ -193,18 +246,22 @@ def run_worker(spec: dict) -> dict:
         out["first_step_ms"] = 1e3 * (time.perf_counter() - t_first)
         for _ in range(int(spec["warmup"])):
             run()
-        times = []
+        times, host = [], []
         for _ in range(int(spec["steps"])):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
+            t_issue = time.perf_counter()
             run()
+            host.append(1e3 * (time.perf_counter() - t_issue))
             e.record()
             e.synchronize()
             times.append(float(s.elapsed_time(e)))
         med, q1, q3 = _quartiles(times)
-        out.update(step_ms=times, step_ms_median=med, step_ms_q1=q1, step_ms_q3=q3, step_ms_iqr=q3 - q1)
-        conv, whole = _profile_share(torch, run)
-        out.update(conv_cuda_ms=conv, step_cuda_ms=whole, conv_share=conv / whole if whole > 0 else None)
+        out.update(step_ms=times, step_ms_median=med, step_ms_q1=q1, step_ms_q3=q3, step_ms_iqr=q3 - q1,
+                   step_host_ms_median=statistics.median(host))
+        conv, whole, heaviest = _profile_share(torch, run)
+        out.update(conv_cuda_ms=conv, step_cuda_ms=whole, conv_share=conv / whole if whole > 0 else None,
+                   kernels=heaviest)
         if handle is not None:
             stats = handle.stats()
             stats.pop("problems", None)
@@ -312,4 +369,4 @@ if __name__ == "__main__":
     raise SystemExit(_worker_main(sys.argv[1:]))
 
 
-__all__ = ["CONV_OPS", "ModeResult", "ModelBench", "bench", "run_worker"]
+__all__ = ["CONV_OPS", "ModeResult", "ModelBench", "bench", "kernel_times", "run_worker"]

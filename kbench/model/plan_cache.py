@@ -3,8 +3,8 @@
 The file is JSON (:data:`PLAN_CACHE_FORMAT`): a ``header`` saying where the plans hold (the GPU model as
 ``torch.cuda.get_device_name`` names it and its compute capability, the cuDNN backend and frontend and
 torch versions), how they were chosen (``filled_by``: ``oracle``, the fastest plan measured, or
-``selector:NAME``, a selector's first choice without timing; ``source``: ``dataset:NAME@VERSION`` or
-``timing``) and the trace they were chosen for; then ``plans``, one entry per problem id (the MIOpen-style
+``selector:NAME``, a selector's first choice without timing; ``source``: ``dataset:NAME@VERSION``,
+``timing`` or ``live``, cuDNN's lists asked on the GPU) and the trace they were chosen for; then ``plans``, one entry per problem id (the MIOpen-style
 key of the trace's ``problems.csv``) naming the plan as cuDNN's frontend does
 (``get_plan_name_at_index``, e.g. ``eng67_k2=5_k13=0``: the engine id and its knobs), and ``missing``, the
 traced problems left out and why.
@@ -68,7 +68,8 @@ class PlanCacheHeader(BaseModel):
     cudnn_frontend: str = Field(description="cudnn.__version__, e.g. '1.32.0'")
     torch: str = Field(description="torch.__version__ of the timing (or the dataset's collection)")
     filled_by: str = Field(description="'oracle' (fastest measured plan) or 'selector:NAME' (zero-shot)")
-    source: str = Field(description="'dataset:NAME@VERSION' or 'timing' (kbench model tune --time)")
+    source: str = Field(description="'dataset:NAME@VERSION', 'timing' (kbench model tune --time) or 'live' "
+                                    "(cuDNN's lists asked on the GPU: --selector NAME --live)")
     trace: TraceRef
     kbench: str = __version__
     created: str = Field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))

@@ -6,6 +6,12 @@
   ``kbench model report`` gives them to the selector). The header names the dataset's GPU and library
   versions (its manifest). Traced problems the dataset lacks are left out and listed in ``missing``
   with the nearest shape it has.
+* **By a selector on the live GPU** (``--selector NAME --live``): for each traced problem cuDNN is asked
+  for its lists (modes A, B and fallback) as the collector asks it
+  (:meth:`kbench.collect.measure.cudnn.collector.CudnnCollector.lists`: the heuristic query, the numerical
+  notes, every plan built; nothing run or timed), the lists kept to the plans that build and that the
+  selector's candidate set admits by their notes (:func:`admitted_lists`), and the selector's first
+  choice among them is the plan (zero-shot: no dataset, no timing). The header names this machine.
 * **By timing** (GPU, ``--time``): each traced problem, 2D or 3D, is measured by the collector
   (:meth:`kbench.collect.measure.cudnn.collector.CudnnCollector.measure`, its whole protocol, PyTorch's own
   choice under default flags identified), its times read as the packager reads them for the
@@ -293,6 +299,119 @@ def tune_by_timing(trace_dir, *, out=None, progress: bool = True, resume: bool =
     return PlanCache(header=header, plans=plans, missing=missing + left)
 
 
+# ----------------------------------------------------------------------------- a selector on the live GPU
+#: the cuDNN lists a plans selector reads, and the collector's record field of each
+LIVE_LISTS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
+
+
+def admitted_lists(rec: dict, plan_recs: list[dict], variant: str) -> dict[str, list[str]]:
+    """cuDNN's lists of one problem (the collector's ``heur_*`` fields, in the heuristics' order), kept to the
+    plans that built and that the candidate set ``variant`` admits by their numerical notes, as a dataset's
+    ``heuristics`` table keeps them to its candidate set: ``pytorch``, PyTorch's filter (notes known, no
+    DOWN_CONVERT_INPUTS); ``default``, :func:`~kbench.collect.measure.cudnn.candidates.default_set` by notes
+    (an FP32 plan's precision class needs a run: here only its notes decide). No plan ran, so none was
+    checked against float64."""
+    from kbench.collect.measure.cudnn.candidates import default_set, pytorch_default_mask
+    built = [r for r in plan_recs if r.get("build_ok")]
+    if variant == "pytorch":
+        frame = pd.DataFrame({"numeric_notes": [r.get("numeric_notes") for r in built]}, dtype=object)
+        keep = {r["plan"] for r, ok in zip(built, pytorch_default_mask(frame)) if ok}
+    else:
+        dtype = str(rec.get("dtype"))
+        keep = {r["plan"] for r in built if default_set({**r, "precision": "fp32"}, dtype,
+                                                        r.get("numeric_notes") is not None)}
+    return {name: [n for n in str(rec.get(field) or "").split(";") if n in keep] for name, field in LIVE_LISTS.items()}
+
+
+def live_choice(sel, problem_id: str, lists: dict[str, list[str]]) -> str:
+    """The selector's first plan for the problem of ``problem_id`` (its canonical columns read from the key,
+    as the packager reads a dataset's) among ``lists``."""
+    from kbench.sources.problem import parse_miopen_keys
+    problem = parse_miopen_keys(pd.Series([problem_id], dtype=str), source="the trace").iloc[0].to_dict()
+    return sel.choose(problem, lists)[0]
+
+
+def _plan_selector(selector: str):
+    """The plans selector ``selector`` (a name or folder), shipped or exported; never trained here."""
+    import kbench.selector as selector_module
+    try:
+        sel = selector_module.load(selector, export_if_missing=False)
+    except ImportError as exc:
+        raise KbenchInputError(f"a selector is read with safetensors, which is not installed here ({exc}): pip "
+                               "install safetensors (on the lent GPU machine: carry its wheel in .whl/).") from None
+    except KbenchInputError as exc:
+        raise KbenchInputError(f"{exc} A zero-shot cache needs a selector that has not seen the model's layers: "
+                               "export one on a split that holds them out, e.g. `python -m kbench.selector export "
+                               "h200-3d-pytorch --split networks`.") from None
+    if not isinstance(sel, selector_module.PlanSelector):
+        raise KbenchInputError(f"selector {selector!r} ranks {sel.dataset}'s kernels, not cuDNN plans; --live needs "
+                               "a cuDNN plans selector (h200-pytorch, h100-pytorch, h200-3d-pytorch).")
+    return sel
+
+
+def _training_note(sel) -> str:
+    t = sel.meta.get("training") or {}
+    if not t:
+        return f"selector {sel.dataset} ({sel.meta.get('model')}): its file records no training split"
+    held = t.get("held_out_networks")
+    held = ", ".join(held) if isinstance(held, list) else held
+    return (f"selector {sel.dataset} ({t.get('model')}): fitted on {t.get('dataset')} {t.get('version')} split "
+            f"{t.get('split')} part train ({t.get('problems', {}).get('train')} problem-directions), its test part "
+            f"held out" + (f" ({held})" if held else ""))
+
+
+def tune_live(trace_dir, selector: str, *, progress: bool = True) -> PlanCache:
+    """The zero-shot cache of the trace in ``trace_dir``: ``selector``'s first choice among cuDNN's lists asked
+    on this machine's GPU (see the module docstring). Needs CUDA and the cuDNN frontend."""
+    info, traced, _ = read_trace(trace_dir)
+    sel = _plan_selector(selector)
+    try:
+        import torch
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        cuda = False
+    if not cuda:
+        raise KbenchInputError("kbench model tune --live asks cuDNN on a CUDA GPU for each problem's plan lists, and "
+                               "PyTorch sees none here. Run it on the GPU machine, or rank the lists a dataset "
+                               "recorded on this one: `kbench model tune DIR --dataset D --selector NAME --out "
+                               "CACHE`.")
+    from kbench.collect.measure.cudnn.collector import CudnnCollector, Options
+    from kbench.collect.measure.cudnn.problems import load_problems
+    from kbench.data.registry import DATASETS
+    spec = DATASETS.get(sel.dataset)
+    variant = spec.variant if spec is not None else "default"
+    env = current_environment()
+    traced = traced.assign(problem_id=traced["problem_id"].astype(str))
+    deep = traced.get("spatial_dims", pd.Series(2, index=traced.index)).astype(int).to_numpy() == 3
+    by_id = traced.set_index("problem_id")
+    todo = _collector_problems(traced, deep, load_problems)
+    collector = CudnnCollector(Options())
+    plans: dict[str, PlanEntry] = {}
+    missing: list[MissingProblem] = []
+    for i, p in enumerate(todo):
+        p = {k: (v.item() if hasattr(v, "item") else v) for k, v in p.items()}
+        row = by_id.loc[p["key"]].to_dict() | {"problem_id": p["key"]}
+        rec, plan_recs = collector.lists(p)
+        lists = admitted_lists(rec, plan_recs, variant) if rec.get("status") == "ok" else {}
+        if not any(lists.values()):
+            why = (f"cuDNN offered no plan ({rec.get('status')}: {str(rec.get('error', ''))[:160]})"
+                   if rec.get("status") != "ok" else f"no plan of cuDNN's lists builds and is in the {variant} set")
+            missing.append(_missing(row, why))
+        else:
+            try:
+                plans[p["key"]] = _entry(row, live_choice(sel, p["key"], lists))
+            except KbenchInputError as exc:  # a problem outside the selector's vocabulary (another rank, dtype)
+                missing.append(_missing(row, f"the selector cannot rank it: {exc}"))
+        if progress:
+            print(f"kbench model tune: {i + 1}/{len(todo)} problem-directions ranked", file=sys.stderr)
+    notes = [f"the selector's first choice among cuDNN's lists (modes A, B and fallback) asked on this GPU as the "
+             f"collector asks them, kept to the plans that build and that the {variant} candidate set admits by "
+             "their numerical notes; no plan was run or timed", _training_note(sel)]
+    header = PlanCacheHeader(**{k: str(v) for k, v in env.items()}, filled_by=f"selector:{selector}", source="live",
+                             trace=_trace_ref(info), notes=notes)
+    return PlanCache(header=header, plans=plans, missing=missing)
+
+
 def _collector_problems(traced: pd.DataFrame, deep: np.ndarray, load_problems) -> list[dict]:
     """The traced problem-directions as the collector takes them: the 2D and the 3D ones each through a
     problems file of their own rank (a problems file holds one rank), in trace order."""
@@ -317,5 +436,5 @@ def summary_counts(cache: PlanCache, traced_multiplicity: dict[str, int] | None 
             "calls_missing": int(np.sum([m.multiplicity for m in cache.missing]))}
 
 
-__all__ = ["dataset_environment", "oracle_plans", "pytorch_plans", "summary_counts", "tune_by_timing",
-           "tune_from_dataset"]
+__all__ = ["admitted_lists", "dataset_environment", "live_choice", "oracle_plans", "pytorch_plans", "summary_counts",
+           "tune_by_timing", "tune_from_dataset", "tune_live"]

@@ -1,18 +1,31 @@
 """Run a model's convolutions with a plan cache's cuDNN plans: ``kbench.torch.use_plans(model, cache)``.
 
-Every ``nn.Conv1d/2d/3d`` and ``nn.ConvTranspose1d/2d/3d`` of the model gets a forward that calls a
-``torch.autograd.Function`` whose forward, backward-data and backward-weights each run one cuDNN
-frontend graph (``conv_fprop``, ``conv_dgrad``, ``conv_wgrad``) with the plan the cache names for
-that problem, found among the plans cuDNN offers (heuristic modes A, B and fallback, as the collector
-lists them) by its name (``get_plan_name_at_index``). The problem key of each call is the one
-``kbench model trace`` gives it (:func:`kbench.model.trace.trace_problem_ids`): a transposed conv is
-the equivalent convolution (its forward that conv's backward-data, its grad_input a forward), a 1d
-conv a 2D one with H = 1, the layout PyTorch's cuDNN rule (channels-last where the input or the
-weight is). Tensors reach cuDNN as PyTorch hands them: made contiguous in that memory format, with
-the dense strides ATen's descriptors carry (:func:`kbench.collect.measure.strides.pytorch_strides`, and the
-same rule for 5D). Graphs and built plans are cached per problem; the cuDNN handle runs on PyTorch's
-current stream, the workspace comes from PyTorch's caching allocator. Bias (and its gradient) is
-added with PyTorch ops; autocast casts the inputs as it does for ``F.conv*``.
+Every ``nn.Conv1d/2d/3d`` and ``nn.ConvTranspose1d/2d/3d`` of the model gets a forward that runs its
+forward, backward-data and backward-weights each through one cuDNN frontend graph (``conv_fprop``,
+``conv_dgrad``, ``conv_wgrad``) with the plan the cache names for that problem, found among the plans
+cuDNN offers (heuristic modes A, B and fallback, as the collector lists them) by its name
+(``get_plan_name_at_index``). The problem key of each call is the one ``kbench model trace`` gives it
+(:func:`kbench.model.trace.trace_problem_ids`): a transposed conv is the equivalent convolution (its
+forward that conv's backward-data, its grad_input a forward), a 1d conv a 2D one with H = 1, the
+layout PyTorch's cuDNN rule (channels-last where the input or the weight is). Tensors reach cuDNN as
+PyTorch hands them: made contiguous in that memory format, with the dense strides ATen's descriptors
+carry (:func:`kbench.collect.measure.strides.pytorch_strides`, and the same rule for 5D). Bias (and its
+gradient) is added with PyTorch ops; autocast casts the inputs as it does for ``F.conv*``.
+
+**Once per (module, input geometry)** (the input's shape, strides, dtype and device, the weight's dtype
+and strides): the problem keys, the cuDNN-form shapes, strides and convolution arguments, the memory
+format and the fallback's arguments (:class:`_Geometry`); per direction, on its first call, the graph,
+the plan list, the built plan, its workspace size and the graph's port tensors (:class:`_Direction`).
+
+**Per call** on the cached path, nothing else is built or derived: one dictionary lookup of the
+geometry; per direction one output ``torch.empty`` in the geometry's memory format, the inputs'
+``.contiguous(memory_format)`` (a no-op for tensors already in it, as PyTorch's own cuDNN path makes
+them), a workspace ``torch.empty`` only for a plan that needs one, the handle's stream set only when
+PyTorch's current stream changed, and one ``execute_plan_at_index``; a ``kbench::conv_<direction>``
+profiler range only while the profiler runs. In training an ``autograd.Function`` saves the input and
+weight (what backward-data and backward-weights read); without gradients (``no_grad`` or no input
+requiring one) the forward runs without it. No synchronisation, no zero fill, no memory-format copy of
+a tensor PyTorch would not copy.
 
 **Fallback.** A direction runs PyTorch's own op (``aten.convolution`` / ``aten.convolution_backward``,
 exactly what autograd calls for ``F.conv*``) where it cannot run the cached plan, counted per reason
@@ -51,6 +64,8 @@ DIRECTIONS = ("F", "B", "W")
 FALLBACK_REASONS = ("no_cudnn", "dtype_or_layout", "not_in_cache", "plan_not_offered", "build_failed",
                     "unbuilt_during_capture")
 CUDNN_DTYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16"}
+#: the graph's two input ports of each direction, in the order the cached path passes the tensors
+PORTS = {"F": ("X", "W"), "B": ("DY", "W"), "W": ("X", "DY")}
 
 
 def dense_strides(shape, channels_last: bool) -> tuple[int, ...]:
@@ -99,12 +114,14 @@ def offered_plans(cudnn, g) -> list[str]:
 
 
 class _Frontend:
-    """The cuDNN frontend, imported on first use; one handle per device."""
+    """The cuDNN frontend, imported on first use; one handle per device, set to PyTorch's current stream."""
 
     def __init__(self):
         self._module = None
         self._tried = False
         self.handles: dict[int, object] = {}
+        self.streams: dict[int, int] = {}       # the stream each handle is set to
+        self.no_workspace: dict[object, object] = {}  # per device: a 1-byte tensor for plans needing none
 
     @property
     def cudnn(self):
@@ -133,33 +150,53 @@ class _Frontend:
         return {"FP32": dt.FLOAT, "FP16": dt.HALF, "BF16": dt.BFLOAT16}[dtype]
 
     def handle(self, device):
-        """The device's handle, set to PyTorch's current stream (a capture stream during capture)."""
+        """The device's handle, on PyTorch's current stream (a capture stream during capture); the handle's
+        stream is set only when that stream changed since the last call."""
         import torch
         index = device.index if device.index is not None else torch.cuda.current_device()
         h = self.handles.get(index)
         if h is None:
             h = self.handles[index] = self.cudnn.create_handle()
-        self.cudnn.set_stream(handle=h, stream=torch.cuda.current_stream(device).cuda_stream)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        stream = raw(index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+        if self.streams.get(index) != stream:
+            self.cudnn.set_stream(handle=h, stream=stream)
+            self.streams[index] = stream
         return h
 
+    def empty_workspace(self, device):
+        """A 1-byte tensor on ``device``, made once: the workspace argument of a plan that needs none (never
+        written)."""
+        ws = self.no_workspace.get(device)
+        if ws is None:
+            import torch
+            ws = self.no_workspace[device] = torch.empty(1, dtype=torch.uint8, device=device)
+        return ws
 
-@dataclass
-class _DirectionPlan:
-    """One direction of one problem: the cached plan, built on first use, or why it falls back."""
+
+@dataclass(eq=False)
+class _Direction:
+    """One direction of one geometry: the cached plan, built on its first call, or why it falls back; its
+    calls through the cache and fallbacks per reason."""
 
     direction: str
     key: str
     plan: str | None
+    out_shape: tuple = ()
     reason: str | None = None  # a fallback reason, fixed once known
     graph: object = None
-    ports: dict = field(default_factory=dict)
+    ports: tuple = ()          # the graph's (first input, second input, output) tensors
     index: int = -1
     workspace: int = 0
+    label: str = ""            # the profiler range
+    through: int = 0
+    fallback: Counter = field(default_factory=Counter)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Geometry:
-    """A module's call with given input and weight shapes, strides and dtypes, in cuDNN's form."""
+    """A module's call with given input and weight shapes, strides and dtypes, in cuDNN's form, and what its
+    calls need, derived once."""
 
     transposed: bool
     dims: int               # the module's spatial dims (1, 2, 3); cuDNN sees 1d as 2D
@@ -168,78 +205,78 @@ class _Geometry:
     x: tuple                # the equivalent convolution's input, output and filter shapes (4D/5D)
     y: tuple
     w: tuple
-    padding: list
+    padding: list           # cuDNN form (a 1d conv's inserted H dimension included)
     stride: list
     dilation: list
     groups: int
     output_padding: list
-    directions: dict[str, _DirectionPlan]
+    directions: dict[str, _Direction]
     device: object = None
+    fmt: object = None      # the memory format of every tensor handed to cuDNN
+    module_args: tuple = ()  # (stride, padding, dilation) as the module has them, for PyTorch's ops
+    bias_view: tuple = ()   # the bias as a broadcastable view of the cuDNN-form output
+    bias_dims: tuple = ()   # the output's dims the bias gradient sums over
+    forward: _Direction | None = None    # the module's forward: F (a transposed conv's: B)
+    grad_input: _Direction | None = None  # its grad_input: B (a transposed conv's: F)
 
     def memory_format(self):
-        import torch
-        if not self.channels_last:
-            return torch.contiguous_format
-        return torch.channels_last if len(self.w) == 4 else torch.channels_last_3d
+        return self.fmt
 
     def desc(self, shape) -> tuple:
         return (tuple(shape), dense_strides(shape, self.channels_last))
 
 
 class PlanStats:
-    """Calls per direction through the cache and fallbacks per reason (host counts: a CUDA-graph replay adds none)."""
+    """Calls per direction through the cache and fallbacks per reason, summed over the runner's geometries
+    (host counts: a CUDA-graph replay adds none)."""
 
-    def __init__(self):
-        self.through_cache: Counter = Counter()
-        self.fallback: Counter = Counter()
-        self.fallback_by_direction: Counter = Counter()
-        self.problems: dict[str, dict] = {}
-
-    def count(self, d: _DirectionPlan, reason: str | None) -> None:
-        entry = self.problems.setdefault(d.key or f"(no key) {d.direction}",
-                                         {"direction": d.direction, "plan": d.plan, "through_cache": 0,
-                                          "fallback": {}})
-        if reason is None:
-            self.through_cache[d.direction] += 1
-            entry["through_cache"] += 1
-        else:
-            self.fallback[reason] += 1
-            self.fallback_by_direction[d.direction] += 1
-            entry["fallback"][reason] = entry["fallback"].get(reason, 0) + 1
+    def __init__(self, geometries: list):
+        self.geometries = geometries
 
     def as_dict(self) -> dict:
-        return {"through_cache": {d: self.through_cache[d] for d in DIRECTIONS},
-                "fallback": {r: self.fallback[r] for r in FALLBACK_REASONS},
-                "fallback_by_direction": {d: self.fallback_by_direction[d] for d in DIRECTIONS},
-                "calls": {d: self.through_cache[d] + self.fallback_by_direction[d] for d in DIRECTIONS},
-                "problems": {k: dict(v, fallback=dict(v["fallback"])) for k, v in self.problems.items()}}
+        through, fallback, by_direction, problems = Counter(), Counter(), Counter(), {}
+        for geo in self.geometries:
+            for d in geo.directions.values():
+                n_fallback = sum(d.fallback.values())
+                if not d.through and not n_fallback:
+                    continue
+                entry = problems.setdefault(d.key or f"(no key) {d.direction}",
+                                            {"direction": d.direction, "plan": d.plan, "through_cache": 0,
+                                             "fallback": {}})
+                entry["through_cache"] += d.through
+                for reason, n in d.fallback.items():
+                    entry["fallback"][reason] = entry["fallback"].get(reason, 0) + n
+                through[d.direction] += d.through
+                fallback.update(d.fallback)
+                by_direction[d.direction] += n_fallback
+        return {"through_cache": {d: through[d] for d in DIRECTIONS},
+                "fallback": {r: fallback[r] for r in FALLBACK_REASONS},
+                "fallback_by_direction": {d: by_direction[d] for d in DIRECTIONS},
+                "calls": {d: through[d] + by_direction[d] for d in DIRECTIONS},
+                "problems": problems}
 
 
 class _Runner:
     """The state ``use_plans`` shares among the wrapped modules: the cache, the frontend, geometries, stats."""
 
     def __init__(self, cache: PlanCache):
+        import torch
+        self.torch = torch
         self.cache = cache
         self.frontend = _Frontend()
-        self.stats = PlanStats()
-        self.geometries: dict[tuple, _Geometry] = {}
+        self.all_geometries: list[_Geometry] = []
+        self.stats = PlanStats(self.all_geometries)
+        self.profiling = torch.autograd._profiler_enabled
 
-    # -- which plan ------------------------------------------------------------------------------
-    def geometry(self, module, x, w, output_padding) -> _Geometry:
-        sig = (id(module), tuple(x.shape), x.stride(), x.dtype, x.device, tuple(w.shape), w.stride(), w.dtype,
-               tuple(output_padding))
-        geo = self.geometries.get(sig)
-        if geo is None:
-            geo = self.geometries[sig] = self._new_geometry(module, x, w, output_padding)
-        return geo
-
-    def _new_geometry(self, module, x, w, output_padding) -> _Geometry:
-        import torch
+    # -- which plan, once per geometry -----------------------------------------------------------
+    def new_geometry(self, module, x, w, output_padding) -> _Geometry:
+        torch = self.torch
 
         from kbench.model.trace import _channels_last, _problem_fields, trace_problem_ids
         dims = w.ndim - 2
         transposed = bool(module.transposed)
         pad, stride, dil = list(module.padding), list(module.stride), list(module.dilation)
+        module_args = (list(stride), list(pad), list(dil))
         sizes = list(x.shape[2:])
         k = list(w.shape[2:])
         if transposed:  # the equivalent conv's input is the transposed conv's output
@@ -268,6 +305,7 @@ class _Runner:
 
         if dims == 1:
             pad, stride, dil = [0, *pad], [1, *stride], [1, *dil]
+        shapes = {"F": cudnn_form(conv_y), "B": cudnn_form(conv_x), "W": cudnn_form(tuple(w.shape))}
         directions = {}
         for d in DIRECTIONS:
             reason = None
@@ -278,21 +316,27 @@ class _Runner:
             elif keys[d] not in self.cache.plans:
                 reason = "not_in_cache"
             plan = self.cache.plan_for(keys[d]) if keys[d] else None
-            directions[d] = _DirectionPlan(d, keys[d], plan, reason)
-        return _Geometry(transposed, dims, cl, dtype or "", cudnn_form(conv_x), cudnn_form(conv_y),
-                         cudnn_form(tuple(w.shape)), pad, stride, dil, int(module.groups), list(output_padding),
-                         directions, device=x.device)
+            directions[d] = _Direction(d, keys[d], plan, shapes[d], reason, label=f"kbench::conv_{d}")
+        rank = len(shapes["W"])
+        fmt = torch.contiguous_format if not cl else (torch.channels_last if rank == 4 else torch.channels_last_3d)
+        geo = _Geometry(transposed, dims, cl, dtype or "", cudnn_form(conv_x), cudnn_form(conv_y), shapes["W"],
+                        pad, stride, dil, int(module.groups), list(output_padding), directions, device=x.device,
+                        fmt=fmt, module_args=module_args, bias_view=(1, -1, *([1] * (rank - 2))),
+                        bias_dims=(0, *range(2, dims + 2)),
+                        forward=directions["B" if transposed else "F"],
+                        grad_input=directions["F" if transposed else "B"])
+        self.all_geometries.append(geo)
+        return geo
 
-    def ready(self, geo: _Geometry, direction: str) -> str | None:
-        """None where ``direction`` can run its cached plan now (building it on first use), else the reason."""
-        d = geo.directions[direction]
+    def ready(self, geo: _Geometry, d: _Direction) -> str | None:
+        """None where ``d`` can run its cached plan now (building it on its first call), else the reason."""
         if d.reason is not None or d.graph is not None:
             return d.reason
         if self.frontend.capturing():
             return "unbuilt_during_capture"
         cudnn = self.frontend.cudnn
         try:
-            g, ports = build_graph(cudnn, self.frontend.handle(geo.device), direction,
+            g, ports = build_graph(cudnn, self.frontend.handle(geo.device), d.direction,
                                    self.frontend.data_type(geo.dtype), geo.desc(geo.x), geo.desc(geo.w),
                                    geo.desc(geo.y), geo.padding, geo.stride, geo.dilation)
             names = offered_plans(cudnn, g)
@@ -309,30 +353,74 @@ class _Runner:
         except Exception:  # noqa: BLE001 - the plan does not build here: PyTorch's path runs it
             d.reason = "build_failed"
             return d.reason
-        d.graph, d.ports, d.index = g, ports, index
+        first, second = PORTS[d.direction]
+        d.graph, d.ports, d.index = g, (ports[first], ports[second], ports["O"]), index
         return None
 
+    def _usable(self, geo: _Geometry, d: _Direction) -> bool:
+        """Count one call of ``d``: through the cache (True) or a fallback (False, its reason counted)."""
+        reason = None if d.graph is not None else self.ready(geo, d)
+        if reason is None:
+            d.through += 1
+            return True
+        d.fallback[reason] += 1
+        return False
+
     # -- running ---------------------------------------------------------------------------------
-    def execute(self, geo: _Geometry, direction: str, inputs: dict, out_shape, device):
-        """Run the built plan of ``direction`` on ``inputs`` (port name -> tensor in cuDNN's form); the output."""
-        import torch
-        d = geo.directions[direction]
-        fmt = geo.memory_format()
-        out = torch.empty(out_shape, dtype=next(iter(inputs.values())).dtype, device=device, memory_format=fmt)
-        pack = {d.ports[name]: t.contiguous(memory_format=fmt) for name, t in inputs.items()}
-        pack[d.ports["O"]] = out
-        workspace = torch.empty(max(d.workspace, 1), dtype=torch.uint8, device=device)
-        with torch.profiler.record_function(f"kbench::conv_{direction}"):
-            d.graph.execute_plan_at_index(pack, workspace, index=d.index, handle=self.frontend.handle(device))
+    def execute(self, geo: _Geometry, d: _Direction, a, b):
+        """Run the built plan of ``d`` on its two inputs (cuDNN's form, in :data:`PORTS` order); the output."""
+        torch = self.torch
+        fmt, device = geo.fmt, geo.device
+        out = torch.empty(d.out_shape, dtype=a.dtype, device=device, memory_format=fmt)
+        pa, pb, po = d.ports
+        pack = {pa: a.contiguous(memory_format=fmt), pb: b.contiguous(memory_format=fmt), po: out}
+        ws = (torch.empty(d.workspace, dtype=torch.uint8, device=device) if d.workspace
+              else self.frontend.empty_workspace(device))
+        handle = self.frontend.handle(device)
+        if self.profiling():
+            with torch.profiler.record_function(d.label):
+                d.graph.execute_plan_at_index(pack, ws, index=d.index, handle=handle)
+        else:
+            d.graph.execute_plan_at_index(pack, ws, index=d.index, handle=handle)
         return out
 
+    def forward(self, geo: _Geometry, x, w, b):
+        """The module's output: its forward direction's plan, or PyTorch's ``aten.convolution``."""
+        if not self._usable(geo, geo.forward):
+            stride, padding, dilation = geo.module_args
+            return self.torch.ops.aten.convolution(x, w, b, stride, padding, dilation, geo.transposed,
+                                                   geo.output_padding, geo.groups)
+        one_d = geo.dims == 1
+        out = self.execute(geo, geo.forward, x.unsqueeze(2) if one_d else x, w.unsqueeze(2) if one_d else w)
+        if b is not None:
+            out.add_(b.view(geo.bias_view))
+        return out.squeeze(2) if one_d else out
 
-def _to_cudnn_form(t, geo: _Geometry):
-    return t.unsqueeze(2) if geo.dims == 1 else t
-
-
-def _from_cudnn_form(t, geo: _Geometry):
-    return t.squeeze(2) if geo.dims == 1 else t
+    def backward(self, geo: _Geometry, grad, x, w, need_in: bool, need_w: bool, need_b: bool):
+        """(grad_input, grad_weight, grad_bias): each wanted one by its plan, or PyTorch's op for those whose
+        plan cannot run."""
+        run_in = need_in and self._usable(geo, geo.grad_input)
+        run_w = need_w and self._usable(geo, geo.directions["W"])
+        fb_in, fb_w = need_in and not run_in, need_w and not run_w
+        g_in = g_w = g_b = None
+        if fb_in or fb_w:
+            stride, padding, dilation = geo.module_args
+            g_in, g_w, g_b = self.torch.ops.aten.convolution_backward(
+                grad, x, w, [w.shape[1] * geo.groups if geo.transposed else w.shape[0]] if need_b else None,
+                stride, padding, dilation, geo.transposed, geo.output_padding, geo.groups, [fb_in, fb_w, need_b])
+        elif need_b:
+            g_b = grad.sum(dim=geo.bias_dims)
+        if run_in or run_w:
+            one_d = geo.dims == 1
+            gc = grad.unsqueeze(2) if one_d else grad
+            if run_in:  # (grad, w) in both cases: B's (DY, W), or a transposed conv's F (X, W)
+                g_in = self.execute(geo, geo.grad_input, gc, w.unsqueeze(2) if one_d else w)
+                g_in = g_in.squeeze(2) if one_d else g_in
+            if run_w:  # W's (X, DY): the transposed conv's input is the equivalent conv's output
+                xc = x.unsqueeze(2) if one_d else x
+                g_w = self.execute(geo, geo.directions["W"], *((gc, xc) if geo.transposed else (xc, gc)))
+                g_w = g_w.squeeze(2) if one_d else g_w
+        return g_in, g_w, g_b
 
 
 def _conv_function():
@@ -343,95 +431,57 @@ def _conv_function():
 
         @staticmethod
         def forward(ctx, x, w, b, runner: _Runner, geo: _Geometry):
-            ctx.runner, ctx.geo = runner, geo
+            ctx.runner, ctx.geo, ctx.has_bias = runner, geo, b is not None
             ctx.save_for_backward(x, w)
-            ctx.bias_shape = None if b is None else list(b.shape)
-            direction = "B" if geo.transposed else "F"  # a transposed conv's forward is the equivalent conv's B
-            plan = geo.directions[direction]
-            reason = runner.ready(geo, direction)
-            runner.stats.count(plan, reason)
-            if reason is not None:
-                return torch.ops.aten.convolution(x, w, b, _module_list(geo.stride, geo), _module_list(geo.padding, geo),
-                                                  _module_list(geo.dilation, geo), geo.transposed,
-                                                  geo.output_padding, geo.groups)
-            xc, wc = _to_cudnn_form(x, geo), _to_cudnn_form(w, geo)
-            if geo.transposed:
-                out = runner.execute(geo, "B", {"DY": xc, "W": wc}, geo.x, x.device)
-            else:
-                out = runner.execute(geo, "F", {"X": xc, "W": wc}, geo.y, x.device)
-            if b is not None:
-                out.add_(b.view(1, -1, *([1] * (out.ndim - 2))))
-            return _from_cudnn_form(out, geo)
+            return runner.forward(geo, x, w, b)
 
         @staticmethod
         def backward(ctx, grad):
-            runner, geo = ctx.runner, ctx.geo
             x, w = ctx.saved_tensors
-            need_in, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-            need_b = ctx.bias_shape is not None and ctx.needs_input_grad[2]
-            # the grad of the module's input is the equivalent conv's B, or its F for a transposed conv
-            d_in = "F" if geo.transposed else "B"
-            reasons = {}
-            for wanted, d in ((need_in, d_in), (need_w, "W")):
-                if wanted:
-                    reasons[d] = runner.ready(geo, d)
-                    runner.stats.count(geo.directions[d], reasons[d])
-            fb_in = need_in and reasons.get(d_in) is not None
-            fb_w = need_w and reasons.get("W") is not None
-            g_in = g_w = g_b = None
-            if fb_in or fb_w:
-                g_in, g_w, g_b = torch.ops.aten.convolution_backward(
-                    grad, x, w, ctx.bias_shape if need_b else None, _module_list(geo.stride, geo),
-                    _module_list(geo.padding, geo), _module_list(geo.dilation, geo), geo.transposed,
-                    geo.output_padding, geo.groups, [fb_in, fb_w, need_b])
-            elif need_b:
-                g_b = grad.sum(dim=[0, *range(2, grad.ndim)])
-            gc, xc, wc = _to_cudnn_form(grad, geo), _to_cudnn_form(x, geo), _to_cudnn_form(w, geo)
-            if need_in and not fb_in:
-                if geo.transposed:  # the transposed conv's input is the equivalent conv's output
-                    g_in = runner.execute(geo, "F", {"X": gc, "W": wc}, geo.y, grad.device)
-                else:
-                    g_in = runner.execute(geo, "B", {"DY": gc, "W": wc}, geo.x, grad.device)
-                g_in = _from_cudnn_form(g_in, geo)
-            if need_w and not fb_w:
-                inputs = {"X": gc, "DY": xc} if geo.transposed else {"X": xc, "DY": gc}
-                g_w = _from_cudnn_form(runner.execute(geo, "W", inputs, geo.w, grad.device), geo)
-            return g_in, g_w, g_b, None, None
+            need = ctx.needs_input_grad
+            return (*ctx.runner.backward(ctx.geo, grad, x, w, need[0], need[1], ctx.has_bias and need[2]),
+                    None, None)
 
     return PlannedConvolution
-
-
-def _module_list(values, geo: _Geometry) -> list:
-    """pad/stride/dilation as the module has them (the 1d conv's inserted H dimension dropped)."""
-    return list(values[1:]) if geo.dims == 1 else list(values)
 
 
 _FUNCTION = None
 
 
-def _planned_forward(runner: _Runner):
-    """The forward each wrapped module gets (one closure over the shared runner)."""
-    import torch
+def _planned_forward(runner: _Runner, module):
+    """The forward ``module`` gets: its geometries by input signature, then the cached path."""
+    torch = runner.torch
     global _FUNCTION
     if _FUNCTION is None:
         _FUNCTION = _conv_function()
-    fn = _FUNCTION
+    apply = _FUNCTION.apply
+    autocast_on, autocast_dtype, grad_on = torch.is_autocast_enabled, torch.get_autocast_dtype, torch.is_grad_enabled
+    float64 = torch.float64
+    no_output_padding = [0] * (module.weight.ndim - 2)
+    geometries: dict[tuple, _Geometry] = {}
+
+    def cast(t, dt):  # autocast's rule for F.conv*: floating tensors but float64 in its lower precision
+        return t.to(dt) if t is not None and t.is_floating_point() and t.dtype != float64 else t
 
     def forward(module, input, output_size=None):
         x, w, b = input, module.weight, module.bias
         device_type = x.device.type
-        if torch.is_autocast_enabled(device_type) and x.is_floating_point():
-            # what autocast does for F.conv*: the inputs in its lower precision
-            dt = torch.get_autocast_dtype(device_type)
-            x, w = x.to(dt), w.to(dt)
-            b = None if b is None else b.to(dt)
-        output_padding = [0] * (w.ndim - 2)
+        if autocast_on(device_type):
+            dt = autocast_dtype(device_type)
+            x, w, b = cast(x, dt), cast(w, dt), cast(b, dt)
         if module.transposed:
             output_padding = module._output_padding(input, output_size, module.stride, module.padding,
                                                     module.kernel_size, w.ndim - 2, module.dilation)
-        geo = runner.geometry(module, x, w, output_padding)
-        with torch.autocast(device_type, enabled=False):
-            return fn.apply(x, w, b, runner, geo)
+            sig = (x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype, tuple(output_padding))
+        else:
+            output_padding = no_output_padding
+            sig = (x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype)
+        geo = geometries.get(sig)
+        if geo is None:
+            geo = geometries[sig] = runner.new_geometry(module, x, w, output_padding)
+        if grad_on() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+            return apply(x, w, b, runner, geo)
+        return runner.forward(geo, x, w, b)
 
     return torch.compiler.disable(forward)
 
@@ -492,7 +542,7 @@ def first_buildable_plans(module, x) -> dict[str, str]:
         x, w = x.to(dt), w.to(dt)
     output_padding = list(getattr(module, "output_padding", [0] * (w.ndim - 2))) if module.transposed else \
         [0] * (w.ndim - 2)
-    geo = runner.geometry(module, x, w, output_padding)
+    geo = runner.new_geometry(module, x, w, output_padding)
     cudnn = runner.frontend.cudnn
     handle = runner.frontend.handle(x.device)
     out = {}
@@ -528,7 +578,6 @@ def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False)
             check_environment(cache, env)
     if not isinstance(model, nn.Module):
         raise KbenchInputError(f"use_plans: expected an nn.Module, got {type(model).__name__}.")
-    forward = _planned_forward(runner)
     kinds = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
     wrapped, not_wrapped = [], []
     for name, module in model.named_modules():
@@ -540,7 +589,7 @@ def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False)
             continue
         had = "forward" in module.__dict__
         wrapped.append((module, had, module.__dict__.get("forward")))
-        module.forward = types.MethodType(forward, module)
+        module.forward = types.MethodType(_planned_forward(runner, module), module)
     return PlanHandle(model, runner, wrapped, not_wrapped, warnings)
 
 

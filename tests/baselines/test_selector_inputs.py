@@ -128,7 +128,8 @@ def test_the_right_model_per_dataset():
 
 
 @pytest.mark.parametrize("name, kind", [("mi100", selector.Selector), ("h200-pytorch", selector.PlanSelector),
-                                        ("h100-pytorch", selector.PlanSelector)])
+                                        ("h100-pytorch", selector.PlanSelector),
+                                        ("h200-3d-pytorch", selector.PlanSelector)])
 def test_shipped_selectors_load_on_a_fresh_install(name, kind, tmp_path, monkeypatch):
     """An empty cache: the selector comes from the package, small enough to ship (<= 6 MB), with its
     dataset's vocabulary and its model."""
@@ -155,6 +156,42 @@ def test_shipped_plan_selector_ranks_a_dataset_problem_from_its_lists():
         selector.load("h200-pytorch", export_if_missing=False).choose({**problem, "dtype": "half"}, lists)
 
 
+def test_the_shipped_3d_selector_says_what_it_was_trained_on_and_held_out():
+    """h200-3d-pytorch's selector is fitted on the networks split's train part only: its record names the
+    dataset version, the split and the parts' sizes, which are the dataset's, and the held-out networks."""
+    import kbench
+    from kbench.sources.splits import HELD_OUT_NETWORKS_3D
+    ds = kbench.load("h200-3d-pytorch")
+    sel = selector.load("h200-3d-pytorch", export_if_missing=False)
+    training = sel.meta["training"]
+    parts = ds.split("networks")
+    assert (training["dataset"], training["version"], training["split"]) == ("h200-3d-pytorch",
+                                                                             ds.manifest["version"], "networks")
+    assert training["problems"] == {part: len(ids) for part, ids in parts.items()}
+    assert (training["fitted_on"], training["early_stopping_on"], training["held_out"]) == ("train", "valid", "test")
+    assert training["held_out_networks"] == list(HELD_OUT_NETWORKS_3D) and "r3d_18" in training["held_out_networks"]
+    pid = parts["test"][0]
+    problem = ds.problems.set_index("problem_id").loc[pid].to_dict()
+    h = ds.heuristics[(ds.heuristics["problem_id"] == pid) & ds.heuristics["heuristic"].isin(selector.HEURISTIC_LISTS)]
+    lists = {str(k): g.sort_values("rank")["kernel"].astype(str).tolist() for k, g in h.groupby("heuristic",
+                                                                                                 observed=True)}
+    ranking = sel.choose(problem, lists)
+    assert ranking and set(ranking) <= {p for v in lists.values() for p in v}
+
+
+def test_the_training_record_of_an_export():
+    """What ``training_record`` writes follows from the split it is given; a 2D networks split names the
+    network lists instead of the 3D held-out networks."""
+    import kbench
+    ds = kbench.load("h200-pytorch")
+    parts = {"train": ds.problems["problem_id"][:3], "valid": ds.problems["problem_id"][3:4],
+             "test": ds.problems["problem_id"][4:9]}
+    record = selector.training_record(ds, "networks", parts, "xgboost-plans-compact", 7)
+    assert record["problems"] == {"train": 3, "valid": 1, "test": 5} and record["seed"] == 7
+    assert record["held_out_networks"].startswith("every layer of MITuna's network lists")
+    assert "held_out_networks" not in selector.training_record(ds, "random", parts, "m", 0)
+
+
 def test_forest_stores_feature_indices_in_int16(tmp_path):
     forest = selector.Forest(left=[1, -1, -1], right=[2, -1, -1], feature=[3, 0, 0], threshold=[1.5, 0.5, -0.5],
                              default_left=[True, True, True], roots=[0], group=[0], base=[0.0], depth=1)
@@ -170,10 +207,11 @@ def test_lists_from_raw_are_the_datasets_heuristics_table():
     dataset holds: what a user's own `kbench collect cudnn` run gives the plans selector."""
     import kbench
     lists = selector.lists_from_raw("raw/h200-3d", variant="pytorch")
-    heur = kbench.load("h200-3d-pytorch").heuristics
+    ds = kbench.load("h200-3d-pytorch")
+    heur = ds.heuristics
     heur = heur[heur["heuristic"].isin(selector.HEURISTIC_LISTS)].sort_values(["problem_id", "heuristic", "rank"])
     want: dict = {}
     for (pid, name), group in heur.groupby(["problem_id", "heuristic"], observed=True):
         want.setdefault(str(pid), {})[str(name)] = group["kernel"].astype(str).tolist()
-    assert len(lists) == len(want) == 1100
+    assert len(lists) == len(want) == len(ds.problems)  # every packaged problem has its lists
     assert lists == want

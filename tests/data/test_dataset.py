@@ -239,10 +239,47 @@ def test_readme_gpu_figures_and_leaderboard_rules_are_generated():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for start, end, body in ((report.GPU_START, report.GPU_END, report.gpu_markdown()),
                              (report.GPU_SUMMARY_START, report.GPU_SUMMARY_END, report.gpu_summary_markdown()),
-                             (report.RULES_START, report.RULES_END, report.rules_markdown())):
+                             (report.RULES_START, report.RULES_END, report.rules_markdown()),
+                             (report.MODELS_START, report.MODELS_END, report.models_markdown())):
         block = readme.split(start + "\n", 1)[1].split("\n" + end, 1)[0]
         assert block == body, f"README block {start} is stale: run `python tools/report.py`"
     assert len(report.verification_records()) >= 1
+    assert len(report.model_records()) >= 1
+
+
+def test_the_model_table_is_the_records(tmp_path):
+    """Hand-made bench records: one row per (step, mode), the speed-up over the same step's default, no conv
+    share from a schema-1 record, a failed mode named."""
+    import json
+
+    report = _report_module()
+    (tmp_path / "raw" / "models").mkdir(parents=True)
+
+    def result(mode, step, ms, first, share, status="ok"):
+        return {"mode": mode, "step": step, "status": status, "step_ms_median": ms, "step_ms_iqr": 0.25,
+                "first_step_ms": first, "conv_share": share}
+    record = {"record": "kbench-model-bench", "schema_version": 2, "model": "torchvision:tiny",
+              "input_shape": [2, 3, 8, 8], "dtype": "fp32", "autocast": "bf16", "memory_format": "channels_last",
+              "gpu": {"gpu": "NVIDIA H200"},
+              "results": [result("default", "inference", 4.0, 100.0, 0.5), result("default", "train", 10.0, 1500.0, 0.6),
+                          result("cache:oracle", "train", 8.0, 2500.0, 0.55),
+                          result("autotune", "train", None, None, None, status="failed")]}
+    (tmp_path / "raw" / "models" / "tiny.json").write_text(json.dumps(record))
+    (tmp_path / "raw" / "models" / "tiny.oracle.json").write_text(json.dumps({"format": "kbench-plan-cache-1"}))
+    old = dict(record, schema_version=1, model="torchvision:old", results=[result("default", "train", 5.0, 50.0, 0.3)])
+    (tmp_path / "raw" / "models" / "old.json").write_text(json.dumps(old))
+    lines = report.models_markdown(tmp_path).splitlines()
+    place = "NVIDIA H200 | 2x3x8x8, autocast bf16, channels_last"
+    assert lines[2:6] == [
+        f"| [`torchvision:old`](raw/models/old.json) | {place} | train | default | 5.00 ms (0.25) | 1.000x | 50 ms | – |",
+        f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | train | default | 10.00 ms (0.25) | 1.000x "
+        "| 1,500 ms | 0.60 |",
+        f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | train | cache:oracle | 8.00 ms (0.25) | 1.250x "
+        "| 2,500 ms | 0.55 |",
+        f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | inference | default | 4.00 ms (0.25) | 1.000x "
+        "| 100 ms | 0.50 |"]
+    assert lines[7].startswith("[`raw/models/old.json`](raw/models/old.json) is a schema-1 record")
+    assert lines[8] == "[`raw/models/tiny.json`](raw/models/tiny.json): failed: train autotune (the record has the errors)."
 
 
 def test_readme_has_no_speedup_figure_outside_a_generated_block():

@@ -3,30 +3,37 @@
 A graph records its one convolution node and its tensors' descriptors; ``execute_plan_at_index`` checks
 that each tensor of the variant pack has the descriptor's shape and, for every dimension of size > 1,
 its strides (the memory layout cuDNN would read), then computes the node with PyTorch's CPU ops.
-Plans are ``eng0`` (builds), ``eng1`` (does not build) and ``eng2`` (builds); ``executed`` lists the
-(direction, plan) of every execution.
+Plans are ``eng0`` (builds, needs no workspace), ``eng1`` (does not build) and ``eng2`` (builds, needs 64
+bytes of workspace); ``executed`` lists the (direction, plan) of every execution and ``counts`` the
+host work done: graphs made, plan lists asked for, plans built, handles made, streams set. The
+computation runs outside any ``TorchDispatchMode``, so a test's mode sees only what the caller did.
 """
 
 from __future__ import annotations
 
 import types
+from collections import Counter
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 PLANS = ("eng0", "eng1", "eng2")
 UNBUILDABLE = {"eng1"}
+WORKSPACE = {"eng0": 0, "eng1": 64, "eng2": 64}
 executed: list[tuple[str, str]] = []
+counts: Counter = Counter()
 
 data_type = types.SimpleNamespace(FLOAT="float", HALF="half", BFLOAT16="bfloat16")
 heur_mode = types.SimpleNamespace(A="A", B="B", FALLBACK="FALLBACK")
 
 
 def create_handle():
+    counts["handles"] += 1
     return object()
 
 
 def set_stream(handle, stream):
-    return None
+    counts["set_stream"] += 1
 
 
 def backend_version_string():
@@ -56,6 +63,7 @@ class pygraph:  # noqa: N801 - the frontend's name
     def __init__(self, io_data_type=None, intermediate_data_type=None, compute_data_type=None, handle=None):
         self.node = None
         self.built: set[int] = set()
+        counts["graphs"] += 1
 
     def tensor(self, name, dim, stride, data_type):
         return _Tensor(name, dim, stride)
@@ -82,6 +90,7 @@ class pygraph:  # noqa: N801 - the frontend's name
 
     def create_execution_plans(self, modes):
         assert list(modes) == ["A", "B", "FALLBACK"]
+        counts["plan_lists"] += 1
 
     def get_execution_plan_count(self):
         return len(PLANS)
@@ -93,12 +102,18 @@ class pygraph:  # noqa: N801 - the frontend's name
         if PLANS[i] in UNBUILDABLE:
             raise RuntimeError("CUDNN_STATUS_NOT_SUPPORTED")
         self.built.add(i)
+        counts["builds"] += 1
 
     def get_workspace_size_plan_at_index(self, i):
-        return 64
+        return WORKSPACE[PLANS[i]]
 
     def execute_plan_at_index(self, pack, workspace, index, handle):
-        assert index in self.built and workspace.dtype == torch.uint8 and workspace.numel() >= 64
+        assert index in self.built and workspace.dtype == torch.uint8
+        assert workspace.numel() >= max(WORKSPACE[PLANS[index]], 1)
+        with _disable_current_modes():
+            self._compute(pack, index)
+
+    def _compute(self, pack, index):
         direction, (a, b), padding, stride, dilation = self.node
         for port, t in pack.items():
             assert list(t.shape) == port.dim, (port.name, t.shape, port.dim)

@@ -52,7 +52,7 @@ def test_the_record_validates():
                         memory_format="channels_last_3d", warmup=10, steps=30, environment={}, gpu={},
                         results=[result])
     back = ModelBench.model_validate_json(record.model_dump_json())
-    assert back.results[0].mode == "cache:oracle" and back.schema_version == 1
+    assert back.results[0].mode == "cache:oracle" and back.schema_version == 2
     assert back.record == "kbench-model-bench" and "no optimizer" in back.step_definitions["train"]
     with pytest.raises(ValueError):
         ModeResult(mode="default", step="training", status="ok")
@@ -74,3 +74,38 @@ def test_a_cache_made_for_another_trace_is_noted():
             "memory_format": "contiguous"}
     assert trace_differences(make_cache(), spec) == ["the cache was made for input_shape [1, 3, 8, 8], the bench "
                                                      "runs [2, 3, 8, 8]"]
+
+
+def test_the_profile_counts_each_gpu_activity_once_and_finds_the_convolutions():
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from kbench.model.bench import kernel_times
+
+    def event(id, name, start, end, device=DeviceType.CPU, linked=0, annotation=False, parent=None):
+        e = FunctionEvent(id=id, name=name, thread=0, start_us=start, end_us=end, device_type=device,
+                          is_user_annotation=annotation, linked_correlation_id=linked)
+        if parent is not None:
+            e.set_cpu_parent(parent)
+        return e
+
+    conv = event(1, "aten::convolution", 0, 50)
+    cudnn = event(2, "aten::cudnn_convolution", 1, 49, parent=conv)
+    add = event(3, "aten::add_", 60, 61)
+    node = event(4, "PlannedConvolutionBackward0", 100, 200)
+    planned = event(5, "kbench::conv_B", 110, 150, annotation=True, parent=node)  # the cached path's range
+    gpu = DeviceType.CUDA
+    events = [conv, cudnn, add, node, planned,
+              event(11, "sm90_xmma_fprop", 0, 10, gpu, linked=2),        # PyTorch's conv: under aten::convolution
+              event(12, "elementwise_add", 10, 13, gpu, linked=3),       # not a convolution
+              event(13, "sm90_xmma_dgrad", 20, 30, gpu, linked=4),       # the cached path's, inside its range
+              event(14, "splitKreduce", 30, 35, gpu, linked=4),
+              event(15, "copy_kernel", 40, 42, gpu, linked=4),           # launched by the node, outside the range
+              event(16, "kbench::conv_B", 20, 35, gpu, annotation=True)]  # the range on the GPU: no activity
+    conv_ms, all_ms, heaviest = kernel_times(events)
+    # by hand: 10 + 3 + 10 + 5 + 2 = 30 us in all (the range's 15 us not counted); conv 10 + 10 + 5 = 25 us
+    assert (round(conv_ms, 6), round(all_ms, 6)) == (0.025, 0.030)
+    assert heaviest[0] == {"name": "sm90_xmma_dgrad", "calls": 1, "cuda_ms": 0.010, "conv": True}
+    assert {k["name"]: k["conv"] for k in heaviest} == {"sm90_xmma_fprop": True, "sm90_xmma_dgrad": True,
+                                                        "splitKreduce": True, "elementwise_add": False,
+                                                        "copy_kernel": False}

@@ -180,6 +180,15 @@ class FakeCollector:
     def warm_up(self):
         return None
 
+    def lists(self, p):  # the host part only: cuDNN's lists and the plans' notes and builds
+        FakeCollector.measured.append(p["key"])
+        rec = {"key": p["key"], "status": "ok", "dtype": p["dtype"], "heur_a": "eng3;eng1_k2=3;eng0;eng5",
+               "heur_b": "eng0;eng1_k2=3", "heur_fallback": "eng0;eng3"}
+        return rec, [{"plan": "eng0", "build_ok": True, "numeric_notes": ""},
+                     {"plan": "eng1_k2=3", "build_ok": True, "numeric_notes": "TENSOR_CORE"},
+                     {"plan": "eng3", "build_ok": True, "numeric_notes": "DOWN_CONVERT_INPUTS"},  # PyTorch drops it
+                     {"plan": "eng5", "build_ok": False, "numeric_notes": ""}]                   # does not build
+
     def measure(self, p):
         if FakeCollector.stop_after is not None and len(FakeCollector.measured) >= FakeCollector.stop_after:
             raise KeyboardInterrupt
@@ -296,3 +305,126 @@ def test_time_resumes_a_partial_cache(gpu_stand_ins, tmp_path):
     write_trace(trace_model(TwoConvs(), (1, 3, 8, 8)), other)
     with pytest.raises(KbenchInputError, match="--resume: .* is not a timing of this trace on this machine"):
         tune_by_timing(other, out=out, progress=False, resume=True)
+
+
+# ----------------------------------------------------------------------------- --selector NAME --live
+def test_live_without_cuda_says_so_and_writes_nothing(traced, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _, folder = traced
+    out = tmp_path / "c.json"
+    assert main(["model", "tune", str(folder), "--selector", "h200-3d-pytorch", "--live", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--live asks cuDNN on a CUDA GPU" in err and "PyTorch sees none here" in err and not out.exists()
+
+
+def test_live_refusals(traced, dataset_folder, tmp_path, capsys):
+    _, folder = traced
+    out = str(tmp_path / "c.json")
+    for extra in (["--live"], ["--live", "--selector", "h200-pytorch", "-d", str(dataset_folder)],
+                  ["--live", "--selector", "h200-pytorch", "--time"]):
+        assert main(["model", "tune", str(folder), "--out", out, *extra]) == 2
+        assert "give it with --selector NAME alone" in capsys.readouterr().err
+    assert main(["model", "tune", str(folder), "--selector", "mi100", "--live", "--out", out]) == 2
+    assert "not cuDNN plans; --live needs a cuDNN plans selector" in capsys.readouterr().err
+    assert main(["model", "tune", str(folder), "--selector", "no-such-selector", "--live", "--out", out]) == 2
+    assert "--split networks" in capsys.readouterr().err
+    assert not Path(out).exists()
+
+
+@pytest.fixture
+def fake_3d_selector(monkeypatch):
+    """A plans selector of h200-3d-pytorch (the pytorch candidate set) that ranks 3D problems only, the union
+    of the lists in reverse name order, and records what it was given."""
+    import kbench.selector
+
+    class Fake3d(kbench.selector.PlanSelector):
+        seen: list = []
+
+        def __init__(self):
+            self.meta = {"model": "fake", "training": {"dataset": "h200-3d-pytorch", "version": "0.2.0",
+                                                       "split": "networks", "model": "fake",
+                                                       "problems": {"train": 5}, "held_out_networks": ["r3d_18"]}}
+            self.dataset = "h200-3d-pytorch"
+
+        def choose(self, problem, candidates=None):
+            if int(problem["spatial_dims"]) != 3:
+                raise KbenchInputError("selector: spatial_dims 2 is not one of 3")
+            Fake3d.seen.append((problem, candidates))
+            return sorted({p for v in candidates.values() for p in v}, reverse=True)
+
+    monkeypatch.setattr(kbench.selector, "load", lambda name, export_if_missing=True: Fake3d())
+    return Fake3d
+
+
+def test_live_ranks_the_lists_cuda_gives_with_the_selector(gpu_stand_ins, fake_3d_selector, tmp_path, capsys):
+    from test_use_plans import Mixed
+    tr = trace_model(Mixed(), (2, 4, 5))
+    folder = write_trace(tr, tmp_path / "mixed")
+    out = tmp_path / "mixed.selector.json"
+    assert main(["model", "tune", str(folder), "--selector", "fake3d", "--live", "--out", str(out), "-q"]) == 0
+    cache = load_plan_cache(out)
+    deep = set(tr.problems.loc[tr.problems["spatial_dims"] == 3, "problem_id"])
+    assert set(gpu_stand_ins.measured) == set(tr.problems["problem_id"])  # cuDNN asked for every problem
+    # eng5 does not build, eng3 has the note PyTorch's filter drops: the lists keep the others in their order
+    want = {"cudnn_mode_a": ["eng1_k2=3", "eng0"], "cudnn_mode_b": ["eng0", "eng1_k2=3"], "cudnn_fallback": ["eng0"]}
+    assert all(lists == want for _, lists in fake_3d_selector.seen) and len(fake_3d_selector.seen) == len(deep)
+    assert {p["problem_id"] for p, _ in fake_3d_selector.seen} == deep  # the canonical columns of each key
+    assert set(cache.plans) == deep and {e.plan for e in cache.plans.values()} == {"eng1_k2=3"}
+    assert {e.engine_id for e in cache.plans.values()} == {1} and all(e.time_ms is None for e in cache.plans.values())
+    assert {m.problem_id for m in cache.missing} == set(tr.problems["problem_id"]) - deep
+    assert all(m.reason.startswith("the selector cannot rank it: selector: spatial_dims 2") for m in cache.missing)
+    h = cache.header
+    assert (h.filled_by, h.source, h.gpu, h.cudnn_frontend) == ("selector:fake3d", "live", "NVIDIA H200", "1.32.0")
+    assert "no plan was run or timed" in h.notes[0] and "held out (r3d_18)" in h.notes[1]
+
+
+def test_the_live_lists_keep_the_candidate_sets_plans():
+    from kbench.model.tune import admitted_lists
+    rec = {"dtype": "FP32", "heur_a": "eng1;eng2;eng3;eng4", "heur_b": "", "heur_fallback": "eng4;eng1"}
+    plans = [{"plan": "eng1", "build_ok": True, "numeric_notes": ""},
+             {"plan": "eng2", "build_ok": True, "numeric_notes": "TENSOR_CORE"},
+             {"plan": "eng3", "build_ok": True, "numeric_notes": None},  # notes unknown: PyTorch's set leaves it out
+             {"plan": "eng4", "build_ok": True, "numeric_notes": "DOWN_CONVERT_INPUTS"}]
+    assert admitted_lists(rec, plans, "pytorch") == {"cudnn_mode_a": ["eng1", "eng2"], "cudnn_mode_b": [],
+                                                     "cudnn_fallback": ["eng1"]}
+    # the default set's FP32 rule: no tensor-core or down-converting plan; unknown notes count as none
+    assert admitted_lists(rec, plans, "default") == {"cudnn_mode_a": ["eng1", "eng3"], "cudnn_mode_b": [],
+                                                     "cudnn_fallback": ["eng1"]}
+
+
+def test_the_live_choice_reads_the_problem_from_its_key_as_the_dataset_has_it():
+    """For a problem of the 3D set, the shipped selector's first choice from the key alone equals its first
+    choice from the dataset's own row, given the dataset's lists."""
+    import kbench
+    import kbench.selector
+    from kbench.model.tune import live_choice
+    ds = kbench.load("h200-3d-pytorch")
+    sel = kbench.selector.load("h200-3d-pytorch", export_if_missing=False)
+    heur = ds.heuristics[ds.heuristics["heuristic"].isin(kbench.selector.HEURISTIC_LISTS)]
+    for pid in ds.split("networks")["test"][:5]:
+        h = heur[heur["problem_id"] == pid]
+        lists = {str(k): g.sort_values("rank")["kernel"].astype(str).tolist() for k, g in h.groupby("heuristic",
+                                                                                                     observed=True)}
+        row = ds.problems.set_index("problem_id").loc[pid].to_dict()
+        assert live_choice(sel, pid, lists) == sel.choose(row, lists)[0]
+
+
+@pytest.mark.gpu
+def test_gpu_live_fills_a_cache_that_use_plans_runs_without_fallback(tmp_path):
+    """The shipped 3D selector's first choices among the lists cuDNN gives here build and run in use_plans."""
+    import kbench.torch as ktorch
+    from kbench.model.tune import tune_live
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv3d(8, 16, 3, padding=1), nn.ReLU(), nn.Conv3d(16, 8, 1))
+    shape = (2, 8, 4, 12, 12)
+    folder = write_trace(trace_model(model, shape, dtype="bf16", memory_format="channels_last_3d"), tmp_path / "t3")
+    cache = tune_live(folder, "h200-3d-pytorch", progress=False)
+    assert cache.missing == [] and len(cache.plans) == 5
+    assert (cache.header.source, cache.header.filled_by) == ("live", "selector:h200-3d-pytorch")
+    model = model.cuda().to(torch.bfloat16).to(memory_format=torch.channels_last_3d)
+    handle = ktorch.use_plans(model, cache)
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last_3d)
+    model(x).float().sum().backward()
+    stats = handle.stats()
+    assert sum(stats["fallback"].values()) == 0, stats
+    assert stats["through_cache"] == {"F": 2, "B": 1, "W": 2}

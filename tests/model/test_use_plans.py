@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,7 @@ def fake_frontend(monkeypatch):
     monkeypatch.setattr(up._Frontend, "handle", lambda self, device: "handle")
     monkeypatch.setattr(up._Frontend, "capturing", staticmethod(lambda: False))
     fake_cudnn.executed.clear()
+    fake_cudnn.counts.clear()
     return fake_cudnn
 
 
@@ -336,3 +338,88 @@ def test_float64_is_left_to_pytorch(fake_frontend):
     handle = ktorch.use_plans(model, cache_of({k: "eng0" for k in KEYS.values()}), check=False)
     model(torch.randn(1, 3, 8, 8, dtype=torch.float64))
     assert handle.stats()["fallback"]["dtype_or_layout"] == 2 and fake_frontend.executed == []
+
+
+# ----------------------------------------------------------------------------- the work of one call
+#: the aten ops that make a tensor's memory or write all of it: an allocation, a copy, a fill or a cast
+ALLOCATING = {"empty.memory_format", "empty_strided.default", "empty_like.default", "new_empty.default",
+              "zeros.default", "zeros_like.default", "new_zeros.default", "zero_.default", "fill_.Scalar",
+              "ones_like.default", "clone.default", "copy_.default", "_to_copy.default", "contiguous.default"}
+
+
+class OpLog(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the aten ops run below autograd (the stand-in frontend computes outside the mode)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func).removeprefix("aten.")] += 1
+        return func(*args, **(kwargs or {}))
+
+    def allocating(self) -> Counter:
+        return Counter({op: n for op, n in self.ops.items() if op in ALLOCATING})
+
+
+@pytest.mark.parametrize("plan, workspaces", [("eng0", 0), ("eng2", 1)])
+@pytest.mark.parametrize("memory_format", ["contiguous", "channels_last"])
+def test_a_second_call_of_a_geometry_builds_nothing_and_allocates_only_its_outputs(fake_frontend, plan, workspaces,
+                                                                                  memory_format):
+    torch.manual_seed(4)
+    model, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    g = torch.randn(1, 4, 8, 8)
+    if memory_format == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
+        x, g = x.contiguous(memory_format=torch.channels_last), g.contiguous(memory_format=torch.channels_last)
+    keys = trace_model(TwoConvs(), (1, 3, 8, 8), memory_format=memory_format).problems["problem_id"]
+    handle = ktorch.use_plans(model, cache_of({key: plan for key in keys}), check=False)
+
+    def train_step():
+        model.zero_grad(set_to_none=True)
+        model(x).backward(g)
+
+    def inference_step():
+        with torch.no_grad():
+            model(x)
+
+    train_step()  # the first call of each direction builds its plan
+    inference_step()
+    built = Counter(fake_frontend.counts)
+    assert built == {"graphs": 5, "plan_lists": 5, "builds": 5}  # conv1 F, W; conv2 F, B, W
+    with OpLog() as train:
+        train_step()
+    with OpLog() as inference:
+        inference_step()
+    assert fake_frontend.counts == built  # no graph, plan list, build, handle or stream set again
+    assert len(handle.runner.all_geometries) == 2  # one per module: the same geometry each call
+    # one output per execution (5 in training: conv1's input needs no grad, so no B; 2 forwards in
+    # inference), and a workspace only for a plan that needs one; no copy, fill or cast
+    assert train.allocating() == {"empty.memory_format": 5 * (1 + workspaces)}
+    assert inference.allocating() == {"empty.memory_format": 2 * (1 + workspaces)}
+    assert handle.stats()["through_cache"] == {"F": 8, "B": 2, "W": 4}  # two steps of each kind
+    assert sum(handle.stats()["fallback"].values()) == 0
+
+
+def test_the_profiler_sees_one_range_per_execution(fake_frontend):
+    model, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    ktorch.use_plans(model, cache_of({key: "eng0" for key in KEYS.values()}), check=False)
+    run_step(model, x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run_step(model, x)
+    ranges = Counter(e.name for e in prof.events() if e.name.startswith("kbench::conv_"))
+    assert ranges == {"kbench::conv_F": 2, "kbench::conv_B": 1, "kbench::conv_W": 2}
+
+
+def test_the_handle_is_made_once_and_its_stream_set_only_when_it_changes(monkeypatch):
+    import fake_cudnn
+
+    from kbench.model import use_plans as up
+    monkeypatch.setattr(up._Frontend, "cudnn", property(lambda self: fake_cudnn))
+    streams = iter([7, 7, 9, 9, 7])
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: next(streams), raising=False)
+    fake_cudnn.counts.clear()
+    frontend = up._Frontend()
+    handles = {id(frontend.handle(torch.device("cuda", 0))) for _ in range(5)}
+    assert len(handles) == 1
+    assert fake_cudnn.counts == {"handles": 1, "set_stream": 3}  # stream 7, then 9, then 7 again

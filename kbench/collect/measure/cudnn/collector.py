@@ -147,6 +147,23 @@ class CudnnCollector(PlanLists, PlanTiming, PyTorchChoice):
         return res[0] if d == "B" else res[1]
 
     # -- one problem ------------------------------------------------------------------
+    def lists(self, p: dict) -> tuple[dict, list[dict]]:
+        """Steps 1 and 2 and the builds only, no GPU work and no timing: the problem's record with cuDNN's
+        lists (``heur_a``, ``heur_b``, ``heur_fallback``; ``status`` ``no_plans`` where cuDNN offers none)
+        and each plan's record (engine, knobs, numerical notes, ``build_ok``), as :meth:`measure` has them
+        before it times anything."""
+        rec = {k: p[k] for k in record_columns(p)}
+        rec.update(kind=p.get("kind", ""), sources=p.get("sources", ""), status="ok", error="")
+        try:
+            x, w, y, _ = self._tensors(p)
+        except Exception as exc:  # noqa: BLE001
+            rec.update(status="failed", error="setup: " + _err(exc))
+            return rec, []
+        host = self._host_part(p, rec, x, w, y)
+        plans = [ps.rec for ps in host["plans"]] if host is not None else []
+        del host, x, w, y  # the graph and its built plans go here
+        return rec, plans
+
     def measure(self, p: dict) -> tuple[dict, list[dict]]:
         t = self.torch
         t0 = time.perf_counter()
