@@ -1,0 +1,113 @@
+"""Where a board entry's headroom is: per direction, dtype, layout, problem kind and network.
+
+    python tools/three_d_headroom.py --dataset h200-3d-pytorch --split random --method xgboost-plans-safe \
+        [--part test] [--json OUT.json]
+
+Reads the entry's stored predictions (``leaderboard/DATASET/SPLIT/METHOD/preds.parquet``, every seed)
+and scores them with kbench's own scoring (:class:`kbench.scoring.evaluate.Evaluator`, the table and
+references the board uses). Per group of the part's problems it prints, over the problems where both
+references have a choice:
+
+* ``oracle/pt``: the oracle's speed-up over PyTorch's choice, geomean of t_pytorch / t_best;
+* ``entry/pt``: the entry's, geomean over problems and seeds of t_pytorch / t_choice;
+* ``oracle/at`` and ``entry/at``: the same over ``autotune_top10`` (mode A's first 10 plans, each
+  timed exactly: idealised autotune);
+* ``closed/pt`` and ``closed/at``: the share of the oracle's headroom over that reference the entry
+  closes on a log scale, sum log(t_ref / t_choice) / sum log(t_ref / t_best) (seeds averaged).
+
+A problem of several networks counts in each; ``random`` problems are the corpus's sampled neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kbench import load  # noqa: E402
+from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
+from kbench.scoring.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.metrics import score_rankings  # noqa: E402
+
+REFERENCES = {"pt": "pytorch", "at": "autotune_top10"}
+
+
+def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame]) -> np.ndarray:
+    """t_choice per problem of the part (rows of ``ev.table``), one row per seed of ``preds``."""
+    out = []
+    for _, one in sorted(preds.items()):
+        prob, kern, _ = ev._to_long(one, allow_partial=False)
+        out.append(score_rankings(ev.table, prob, kern).t_choice)
+    return np.vstack(out)
+
+
+def groups(problems: pd.DataFrame) -> pd.DataFrame:
+    """(row, group kind, group value) for every problem row: direction, dtype, layout, depth, kind, network."""
+    rows = np.arange(len(problems))
+    deep = (problems["x_d"] > 1) & (problems["fil_d"] > 1)
+    parts = [pd.DataFrame({"row": rows, "by": "all", "group": "all"})]
+    for col in ("direction", "dtype", "layout", "kind"):
+        parts.append(pd.DataFrame({"row": rows, "by": col, "group": problems[col].astype(str).to_numpy()}))
+    parts.append(pd.DataFrame({"row": rows, "by": "depth", "group": np.where(deep, "input and filter depth > 1",
+                                                                             "a depth of 1")}))
+    nets = problems["sources"].fillna("").astype(str).str.split(";").explode()
+    nets = nets[nets.ne("")].str.split("/").str[0]
+    parts.append(pd.DataFrame({"row": nets.index.to_numpy(), "by": "network", "group": nets.to_numpy()})
+                 .drop_duplicates())
+    return pd.concat(parts, ignore_index=True)
+
+
+def breakdown(dataset: str, split: str, method: str, part: str = "test") -> pd.DataFrame:
+    ds = load(dataset)
+    ev = Evaluator(ds, split, part)
+    preds = read_seed_predictions(ROOT / "leaderboard" / dataset / split / method / "preds.parquet")
+    t_choice = chosen_times(ev, preds)
+    t_best = ev.table.t_best
+    refs = {key: next(r.t for r in ev.references if r.name == name) for key, name in REFERENCES.items()}
+    order = pd.Index(ds.problems["problem_id"])
+    problems = ds.problems.iloc[order.get_indexer(ev.table.problem_ids)].reset_index(drop=True)
+    g = groups(problems)
+    ok = np.isfinite(t_best) & np.isfinite(refs["pt"]) & np.isfinite(refs["at"]) & np.isfinite(t_choice).all(0)
+    g = g[ok[g["row"].to_numpy()]]
+    log_choice = np.log(t_choice).mean(0)  # per problem, the seeds' geomean choice time
+    rows = []
+    for (by, group), sel in g.groupby(["by", "group"], sort=False):
+        r = sel["row"].to_numpy()
+        rec = {"by": by, "group": group, "problems": len(r)}
+        for key, t_ref in refs.items():
+            head = np.log(t_ref[r]) - np.log(t_best[r])
+            won = np.log(t_ref[r]) - log_choice[r]
+            rec[f"oracle/{key}"] = float(np.exp(head.mean()))
+            rec[f"entry/{key}"] = float(np.exp(won.mean()))
+            rec[f"closed/{key}"] = float(won.sum() / head.sum()) if head.sum() > 0 else float("nan")
+        rows.append(rec)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--split", required=True)
+    ap.add_argument("--method", required=True)
+    ap.add_argument("--part", default="test")
+    ap.add_argument("--json", help="write the table as JSON records here")
+    a = ap.parse_args(argv)
+    table = breakdown(a.dataset, a.split, a.method, a.part)
+    with pd.option_context("display.width", 200, "display.max_rows", 200):
+        print(f"{a.dataset} {a.split}/{a.part}, {a.method} (seeds pooled):")
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"dataset": a.dataset, "split": a.split, "part": a.part,
+                                            "method": a.method, "groups": table.to_dict("records")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
