@@ -63,7 +63,7 @@ PYTORCH_AUTOTUNE = "pytorch_autotune"
 #: what each autotune reference is: every board and headline that quotes one names it with this
 REFERENCE_TEXT = {
     AUTOTUNE: "idealised autotune: the best of mode A's first 10 plans, each timed exactly",
-    PYTORCH_AUTOTUNE: "real autotune: the plan PyTorch's benchmark = True settled on, recorded on the GPU",
+    PYTORCH_AUTOTUNE: "real autotune: the plan PyTorch's benchmark = True settled on, recorded on the dataset's machine",
 }
 #: padded (problem, kernel, kernel) cells per block of the pairwise Kendall count
 PAIR_BLOCK = 1 << 21

@@ -82,7 +82,7 @@ def test_the_readme_view_names_each_autotune_and_the_real_ones_coverage():
     ideal = r"autotune\_top10 \(idealised autotune: the best of mode A's first 10 plans, each timed exactly\)"
     real = (
         r"pytorch\_autotune \(real autotune: the plan PyTorch's benchmark = True settled on, recorded on the "
-        r"GPU; on 2 of 4 test problems\)"
+        r"dataset's machine; on 2 of 4 test problems\)"
     )
     row = lambda label: label.replace(r"\(", "(").replace(r"\)", ")")  # noqa: E731 (a cell's own parentheses)
     assert f"| {row(ideal)} | 1.000× |" in text  # its best-of-K row: the oracle everywhere
