@@ -122,6 +122,9 @@ def add_autotune_parser(sub) -> None:
     c.add_argument("--shard", default=None, metavar="K/N",
                    help="probe only the keys of shard K (0..N-1; by the key's CRC-32), into "
                         "OUT/autotune-K-of-N.jsonl: one process per GPU, all into one OUT")
+    c.add_argument("--benchmark-limit", type=int, default=None, metavar="N",
+                   help="torch.backends.cudnn.benchmark_limit for the run (default PyTorch's, 10; 0: time every "
+                        "candidate); give another setting another OUT")
     c.set_defaults(func=cmd_autotune)
 
 
@@ -261,8 +264,10 @@ def cmd_autotune(args) -> int:
                if args.layouts else None)
     from kbench.collect.raw_store.shard import parse_shard
     shard = parse_shard(args.shard) if args.shard else None
+    if args.benchmark_limit is not None and args.benchmark_limit < 0:
+        raise KbenchInputError(f"--benchmark-limit {args.benchmark_limit}: give 0 (every candidate) or more.")
     summary = autotune.probe_autotune(args.problems, args.out, directions, dtypes, layouts, limit=args.limit,
-                                      time_budget_s=args.time_budget, shard=shard)
+                                      time_budget_s=args.time_budget, shard=shard, benchmark_limit=args.benchmark_limit)
     print(json.dumps(summary, indent=1))
     return 3 if "fatal" in summary else 0
 

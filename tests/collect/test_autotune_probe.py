@@ -98,6 +98,22 @@ def test_shards_split_the_keys_by_crc32_and_resume_from_every_records_file(probl
         {"total": 6, "pending": 0, "measured": 0}
 
 
+def test_the_benchmark_limit_goes_to_the_probe_and_is_checked(problems, tmp_path, capsys):
+    made = []
+
+    def make(**kw):
+        made.append(kw)
+        return FakeProbe()
+
+    autotune.probe_autotune(problems, tmp_path / "a", limit=1, make_probe=make, benchmark_limit=0)
+    autotune.probe_autotune(problems, tmp_path / "b", limit=1, make_probe=make)
+    assert made == [{"benchmark_limit": 0}, {}]  # PyTorch's own default where none is given
+    from kbench.collect.command import main
+
+    assert main(["autotune", "--problems", str(problems), "--out", str(tmp_path / "o"), "--benchmark-limit", "-1"]) == 2
+    assert "--benchmark-limit -1" in capsys.readouterr().err
+
+
 def test_the_shard_option_is_checked(problems, tmp_path, capsys):
     from kbench.collect.command import main
     assert main(["autotune", "--problems", str(problems), "--out", str(tmp_path / "o"), "--shard", "2/2"]) == 2

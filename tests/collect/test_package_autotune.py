@@ -40,6 +40,11 @@ def test_tables_hand_worked(packed):
     got = table.set_index("problem_id")
     assert got["status"].to_dict() == {BF: "in_set", W: "in_set", FP16F: "not_in_set", BW: "unmatched", BB: "failed"}
     assert got["n_matched"].to_dict() == {BF: 2, W: 1, FP16F: 1, BW: 0, BB: 0}
+    # BF's two plans, timed in the table: the slower over the faster; one plan: 1; none in the set: NaN
+    t = tables["runtimes"].set_index(["problem_id", "kernel"])["time_ms"]
+    bf = [t[(BF, f"eng62_k2=0_k13=1_k18=0_k25={k}_k27=8_k28=1")] for k in (0, 1)]
+    assert got.at[BF, "matched_spread"] == max(bf) / min(bf) and got.at[W, "matched_spread"] == 1.0
+    assert pd.isna(got.at[FP16F, "matched_spread"]) and pd.isna(got.at[BW, "matched_spread"])
     assert got.loc[[BF, W, FP16F, BW], "first_call_cost_ms"].tolist() == [39.5, 11.5, 6.5, 2.5]
     assert got.loc[[BF, W], "second_call_ms"].tolist() == [0.5, 0.5] and pd.isna(got.at[BB, "first_call_ms"])
     assert got.at[FP16F, "kernel"] == "" and got.at[BF, "kernel"] == "eng62_k2=0_k13=1_k18=0_k25=0_k27=8_k28=1"
@@ -65,7 +70,8 @@ def test_card_section_hand_worked(packed):
     text = card_section(table, info, tables["problems"])
     assert "recorded for 5 of the 12 problem-directions (41.7%); 1 probe(s) failed\nand 1 were not matched" in text
     assert "Of the 3 matched, 2 (66.7%)\nsettled on a plan of this candidate set" in text
-    assert "1 matched more than one plan" in text and "`benchmark_limit` 10" in text
+    assert "1 matched more than one plan, plans whose knobs launch the same kernels (their table times differ" in text
+    assert "`benchmark_limit` 10" in text
     # F: BF (40 / 39.5 ms) and FP16F (7 / 6.5 ms); W: W (12 / 11.5) and BW (4 / 2.5); B: only the failed probe
     assert "| F | 2 | 1 | 23.5 ms | 23.0 ms | 46.0 ms |" in text
     assert "| W | 2 | 1 | 8.0 ms | 7.0 ms | 14.0 ms |" in text
@@ -133,6 +139,10 @@ def test_bad_folders_are_refused_with_the_file_and_the_fix(tmp_path, packed):
     env = json.loads((folder / "env.jsonl").read_text())
     (folder / "env.jsonl").write_text(json.dumps({**env, "torch_cudnn_benchmark": False}) + "\n")
     _refused(folder, packed, "without torch.backends.cudnn.benchmark = True")
+    folder = _copy(tmp_path / "limits")
+    with (folder / "env.jsonl").open("a") as fh:
+        fh.write(json.dumps({**env, "torch_cudnn_benchmark_limit": 0}) + "\n")
+    _refused(folder, packed, "runs with benchmark_limit 0, 10; a dataset's pytorch_autotune is one setting")
     folder = _copy(tmp_path / "noenv")
     (folder / "env.jsonl").unlink()
     _refused(folder, packed, r"env.jsonl: no run's environment .* copy it from the run")

@@ -19,6 +19,8 @@ Records of problem-directions the dataset does not hold are counted and left out
 * ``autotune``: one row per problem-direction of the dataset with a record: ``status`` (:data:`STATUSES`),
   ``kernel`` (the ``pytorch_autotune`` plan, or empty), ``n_matched`` (plans with PyTorch's kernel
   sequence: more than one where plans differ only in knobs that launch the same kernels),
+  ``matched_spread`` (the slowest over the fastest table time of the matched plans in the set: how much
+  that ambiguity could move the heuristic's time; 1 for one plan),
   ``first_call_ms`` (the tuning call, host clock), ``second_call_ms`` (the cached plan's call) and
   ``first_call_cost_ms`` (their difference: PyTorch's own tuning time for the shape).
 
@@ -96,6 +98,13 @@ def check_environment(autotune_env: pd.DataFrame, dataset_env: pd.DataFrame, whe
             f"{where / ENV}: a run without torch.backends.cudnn.benchmark = True recorded; "
             "these are not autotune records (collect them with 'kbench collect autotune')."
         )
+    limits = autotune_env.get("torch_cudnn_benchmark_limit", pd.Series(dtype=float))
+    if limits.map(_text).nunique(dropna=False) > 1:
+        raise KbenchInputError(
+            f"{where / ENV}: runs with benchmark_limit {', '.join(sorted(set(limits.map(_text))))}; "
+            "a dataset's pytorch_autotune is one setting: keep the other runs' records in a "
+            "folder of their own."
+        )
     for field in SAME_FIELDS:
         if field not in dataset_env or not dataset_env[field].notna().any():
             continue  # a field the dataset's runs never recorded cannot be compared
@@ -109,6 +118,11 @@ def check_environment(autotune_env: pd.DataFrame, dataset_env: pd.DataFrame, whe
                 "one GPU and software: probe again on the dataset's machine, or keep the "
                 "folder out of the raw folder."
             )
+
+
+def _spread(times: list[float]) -> float:
+    """The slowest over the fastest of ``times`` (NaN for none)."""
+    return max(times) / min(times) if times else np.nan
 
 
 def autotune_tables(
@@ -132,6 +146,12 @@ def autotune_tables(
         next((p for p in ps if (k, p) in in_set), "") if m else "" for k, ps, m in zip(rec["key"], listed, matched)
     ]
     kernel = np.asarray(kernel, dtype=object)
+    # the matched plans' table times: kernel names cannot tell plans apart whose knobs launch the same kernels
+    times = runtimes.astype({"problem_id": str, "kernel": str}).set_index(["problem_id", "kernel"])["time_ms"]
+    spread = [
+        _spread([float(times[(k, p)]) for p in ps if (k, p) in in_set]) if m else np.nan
+        for k, ps, m in zip(rec["key"], listed, matched)
+    ]
     status = np.select([~ok, ~matched, kernel != ""], ["failed", "unmatched", "in_set"], "not_in_set").astype(object)
 
     def number(col: str) -> np.ndarray:
@@ -143,6 +163,7 @@ def autotune_tables(
             "status": status,
             "kernel": kernel,
             "n_matched": np.where(matched, listed.map(len), 0).astype(np.int16),
+            "matched_spread": np.asarray(spread, dtype=np.float64),
             "first_call_ms": number("first_call_ms"),
             "second_call_ms": number("second_call_ms"),
             "first_call_cost_ms": number("first_call_cost_ms"),
@@ -188,6 +209,12 @@ def card_section(table: pd.DataFrame, info: dict, problems: pd.DataFrame) -> str
     matched = int((table["status"].isin(["in_set", "not_in_set"])).sum())
     in_set = int((table["status"] == "in_set").sum())
     ambiguous = int((table["n_matched"] > 1).sum())
+    spread = table.loc[table["n_matched"] > 1, "matched_spread"].dropna()
+    spread_text = (
+        f" (their table times differ by a factor of {spread.median():.3f} at the median, {spread.max():.3f} at most)"
+        if len(spread)
+        else ""
+    )
     direction = problems.set_index("problem_id")["direction"].astype(str)
     rows = [
         "| direction | recorded | in the set | first call, median | first call's cost, median | cost, sum |",
@@ -209,8 +236,8 @@ plans by kernel names (records in `{info["folder"]}`, {info["runs"]:,} run(s); d
 recorded for {rec:,} of the {n:,} problem-directions ({_share(rec, n)}); {info["failed"]:,} probe(s) failed
 and {info["unmatched"]:,} were not matched. Of the {matched:,} matched, {in_set:,} ({_share(in_set, matched)})
 settled on a plan of this candidate set: the heuristic `pytorch_autotune` (its problems only);
-{ambiguous:,} matched more than one plan (plans that launch the same kernels), of which the first in mode
-A's order is taken. Its first call's cost, PyTorch's own tuning time for the shape, is the `autotune`
+{ambiguous:,} matched more than one plan, plans whose knobs launch the same kernels{spread_text}: the first
+in mode A's order is taken. Its first call's cost, PyTorch's own tuning time for the shape, is the `autotune`
 table's `first_call_cost_ms`:
 
 {chr(10).join(rows)}

@@ -50,9 +50,11 @@ RECORDS = "autotune.jsonl"
 class AutotuneProbe(CudnnCollector):
     """The collector's tensors and graphs, used to see what ``benchmark = True`` settles on."""
 
-    def __init__(self, options: Options | None = None):
+    def __init__(self, options: Options | None = None, benchmark_limit: int | None = None):
         super().__init__(options or Options(notes=False, precise=False, verify=False))
         self.torch.backends.cudnn.benchmark = True  # from the first call on, as a user's script sets it
+        if benchmark_limit is not None:  # PyTorch's default is 10; 0 times every candidate
+            self.torch.backends.cudnn.benchmark_limit = int(benchmark_limit)
 
     def env(self) -> dict:
         t = self.torch
@@ -142,9 +144,12 @@ def in_shard(keys, shard: Shard | None):
 
 
 def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layouts=None, limit: int | None = None,
-                   time_budget_s: float | None = None, make_probe=AutotuneProbe, shard: Shard | None = None) -> dict:
+                   time_budget_s: float | None = None, make_probe=AutotuneProbe, shard: Shard | None = None,
+                   benchmark_limit: int | None = None) -> dict:
     """Probe the pending problem-directions of ``problems`` (those of ``shard``) into ``out_dir``'s
-    records file: :data:`RECORDS`, or ``autotune-K-of-N.jsonl`` for shard K of N."""
+    records file: :data:`RECORDS`, or ``autotune-K-of-N.jsonl`` for shard K of N. ``benchmark_limit``:
+    PyTorch's ``torch.backends.cudnn.benchmark_limit`` for the run (default: PyTorch's own, 10; 0: every
+    candidate), recorded in ``env.jsonl``; one folder holds one setting."""
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     todo = load_problems(problems, directions, dtypes, layouts)
     out = Path(out_dir)
@@ -157,7 +162,7 @@ def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layout
     summary = {"total": int(len(todo)), "pending": int(len(pending)), "measured": 0}
     if not len(pending):
         return summary
-    probe = make_probe()
+    probe = make_probe() if benchmark_limit is None else make_probe(benchmark_limit=benchmark_limit)
     with (out / "env.jsonl").open("a", encoding="utf-8") as env:
         env.write(json.dumps({"phase": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "shard": None if shard is None else str(shard), **probe.env()}) + "\n")
