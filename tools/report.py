@@ -125,7 +125,8 @@ GPU_SUMMARY_START, GPU_SUMMARY_END = "<!-- gpu-summary:start -->", "<!-- gpu-sum
 RULES_START, RULES_END = "<!-- rules:start -->", "<!-- rules:end -->"
 #: the references a verification record's ``live`` part times, as the README names them
 REFERENCE_NAMES = {"live_mode_b": "live cuDNN mode B", "live_mode_a": "live cuDNN mode A",
-                   "table_mode_a": "cuDNN mode A (the table's)", "pytorch_op": "PyTorch's own convolution"}
+                   "table_mode_a": "cuDNN mode A (the table's)", "pytorch_op": "PyTorch's own convolution",
+                   "pytorch_autotune": "PyTorch's real autotune (benchmark = True)"}
 
 
 def verification_records(root: Path = ROOT) -> list[tuple[str, dict]]:
@@ -147,11 +148,14 @@ def gpu_markdown(root: Path = ROOT) -> str:
     """The table of the board entries re-timed on the GPU: the choice's measured speed-up over each live
     reference, with its 95% bootstrap interval over problems, from the verification records."""
     lines = ["| board | entry | GPU | problems | over live mode B | over live mode A | over PyTorch's convolution "
-             "| strongest reference |", "|---|---|---|---|---|---|---|---|"]
+             "| over PyTorch's real autotune | strongest reference |", "|---|---|---|---|---|---|---|---|---|"]
     for path, record in verification_records(root):
         live = record["live"]
         cells = [_speedup(live["references"][name]) if name in live["references"] else "–"
                  for name in ("live_mode_b", "live_mode_a", "pytorch_op")]
+        auto = live["references"].get("pytorch_autotune")
+        cells.append("–" if auto is None else _speedup(auto) + (
+            f" ({auto['problems']:,} problems)" if auto["problems"] != live["problems"] else ""))
         lines.append(f"| {record['dataset']['name']} `{record['split']}` | [`{record['method']}`]({path}) "
                      f"| {record['device']['gpu']} | {live['problems']:,} | {' | '.join(cells)} "
                      f"| {REFERENCE_NAMES[live['strongest_reference']]} |")

@@ -44,9 +44,11 @@ layout and dimensionality: the smallest Euclidean distance over log2 of n, c, k,
 the input sizes, filter sizes, strides and dilations and log2(1 + pad) (0: the same
 shape; 1: one size doubled or halved). Times are the dataset's, for exact matches only:
 per call, summed per layer and over the step with each problem's multiplicity, for the
-oracle (fastest measured plan), PyTorch's choice, cuDNN heuristic modes A and B and
-autotune top-10 (the fastest of mode A's first 10 plans), as far as the dataset records
-them, and for a selector's first choice where one is exported for the dataset.
+oracle (fastest measured plan), PyTorch's choice, cuDNN heuristic modes A and B,
+PyTorch's real autotune (pytorch_autotune, where recorded) and autotune_top10 (the
+idealised autotune: the best of mode A's first 10 plans, each timed exactly), as far as
+the dataset records them, and for a selector's first choice where one is exported for
+the dataset.
 """
 
 

@@ -11,6 +11,7 @@
     kbench collect package DIR --name h100 --out OUT        # canonical tables (+ data card numbers)
     kbench collect sample  --dataset h100 --out sample.csv  # stratified sample to re-measure (test-retest)
     kbench collect package DIR ... --repeats DIR2           # + the test-retest table `repeats`
+    kbench collect package DIR ... --autotune DIR/autotune  # + pytorch_autotune and the `autotune` table
     kbench collect verify-labels --dataset h100 --out DIR   # verification pass on shipped labels (GPU)
 
 The measuring subcommands; ``kbench.cli.collect`` adds the group to the main CLI with the two that read
@@ -25,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from kbench.collect.measure import corpus, corpus3d
 from kbench.core.errors import KbenchError, KbenchInputError
@@ -117,6 +119,12 @@ def add_autotune_parser(sub) -> None:
     add_problem_selection(c)
     c.add_argument("--limit", type=int, default=None, help="probe at most this many pending problem-directions")
     c.add_argument("--time-budget", type=float, default=None, help="start no problem after this many seconds")
+    c.add_argument("--shard", default=None, metavar="K/N",
+                   help="probe only the keys of shard K (0..N-1; by the key's CRC-32), into "
+                        "OUT/autotune-K-of-N.jsonl: one process per GPU, all into one OUT")
+    c.add_argument("--benchmark-limit", type=int, default=None, metavar="N",
+                   help="torch.backends.cudnn.benchmark_limit for the run (default PyTorch's, 10; 0: time every "
+                        "candidate); give another setting another OUT")
     c.set_defaults(func=cmd_autotune)
 
 
@@ -187,6 +195,10 @@ def add_package_parser(sub) -> None:
     c.add_argument("--repeats", nargs="+", default=None, metavar="RAW2",
                    help="raw folder(s) re-measuring a sample (kbench collect sample) in other runs: "
                         "adds the test-retest table `repeats`")
+    c.add_argument("--autotune", default=None, metavar="DIR",
+                   help="'kbench collect autotune' records of the same GPU and software (a raw folder's autotune/, "
+                        "which build-data reads by itself): adds the heuristic pytorch_autotune and the table "
+                        "`autotune`")
     c.set_defaults(func=cmd_package)
 
 
@@ -250,8 +262,12 @@ def cmd_autotune(args) -> int:
     dtypes = cudnn_collector.parse_list(args.dtypes, cudnn_collector.DTYPES, "dtypes") if args.dtypes else None
     layouts = (cudnn_collector.parse_list(args.layouts, cudnn_collector.LAYOUTS + cudnn_collector.LAYOUTS_3D, "layouts")
                if args.layouts else None)
+    from kbench.collect.raw_store.shard import parse_shard
+    shard = parse_shard(args.shard) if args.shard else None
+    if args.benchmark_limit is not None and args.benchmark_limit < 0:
+        raise KbenchInputError(f"--benchmark-limit {args.benchmark_limit}: give 0 (every candidate) or more.")
     summary = autotune.probe_autotune(args.problems, args.out, directions, dtypes, layouts, limit=args.limit,
-                                      time_budget_s=args.time_budget)
+                                      time_budget_s=args.time_budget, shard=shard, benchmark_limit=args.benchmark_limit)
     print(json.dumps(summary, indent=1))
     return 3 if "fatal" in summary else 0
 
@@ -287,12 +303,15 @@ def cmd_compare(args) -> int:
 
 def cmd_package(args) -> int:
     from kbench.collect.packaging import package
-    inputs = [*args.raw, *(args.repeats or []), args.mituna]
+    inputs = [*args.raw, *(args.repeats or []), args.mituna, *([args.autotune] if args.autotune else [])]
     check_output_folder(args.out, inputs)
     if args.card:
         check_output(args.card, inputs, option="--card")
+    if args.autotune and not Path(args.autotune).is_dir():
+        raise KbenchInputError(f"--autotune {args.autotune}: no such folder; give the folder "
+                               "'kbench collect autotune --out' wrote (its autotune*.jsonl and env.jsonl).")
     manifest = package.package(args.raw, args.name, args.out, mituna=args.mituna, variant=args.variant,
-                               card=args.card, repeats=args.repeats)
+                               card=args.card, repeats=args.repeats, autotune=args.autotune)
     print(f"{args.name}: {manifest['files']['problems.parquet']['rows']:,} problems -> {args.out}")
     if "repeats" in manifest:
         print(f"repeats: {manifest['repeats']['problems']:,} problems in {len(manifest['repeats']['runs'])} runs")

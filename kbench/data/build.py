@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from kbench.collect.label_retiming.apply import label_files
+from kbench.collect.measure.cudnn.autotune import record_files
 from kbench.collect.packaging.package import package
 from kbench.core.errors import KbenchInputError
 from kbench.data.registry import DATASETS, DatasetSpec
@@ -68,9 +69,12 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
         out_dir = Path(out_root) / name
         # The collector's card needs the raw measurements (noise, runs, validation), so it is
         # rendered here and shipped beside the tables as card.md.
-        # The raw folder's label verifications (labels/*.jsonl.gz) and test-retest
-        # re-measurements (repeats/<run>/) are part of the dataset: applied on every build.
+        # The raw folder's label verifications (labels/*.jsonl.gz), test-retest
+        # re-measurements (repeats/<run>/) and PyTorch's autotune choices (autotune/, once it holds
+        # records: before that it holds only the problems file a GPU call probes) are part of the
+        # dataset: applied on every build.
         raw = REPO_ROOT / spec.collected
+        autotune = raw / "autotune"
         repeats = sorted(p for p in (raw / "repeats").glob("*") if p.is_dir())
         align = None
         if spec.align_with:
@@ -83,7 +87,8 @@ def build_dataset(name: str, raw_root: str | Path, out_root: str | Path = PACKAG
                        variant=spec.variant,
                        repeats=repeats or None, labels=label_files(raw) or None, version=spec.version, align=align,
                        through_run=spec.collected_through,
-                       retimed=[REPO_ROOT / r for r in spec.retimed] or None)
+                       retimed=[REPO_ROOT / r for r in spec.retimed] or None,
+                       autotune=autotune if record_files(autotune) else None)
     if spec.task == "tile-selection":
         return write_tiles_dataset(name.removesuffix("-tiles"), Path(out_root) / name, raw_root)
     return build_miopen_dataset(name, raw_root, out_root)

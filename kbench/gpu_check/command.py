@@ -14,7 +14,9 @@ cuDNN mode A (geomean overall, per direction and data type) and the oracle's
 measured margin, next to the table-derived figures of the same problems.
 With ``--live-references`` the GPU also decides and times the references a
 PyTorch user meets (cuDNN mode A and mode B with the variant's note filter,
-PyTorch's own convolution: :mod:`kbench.gpu_check.live`), and the record
+PyTorch's own convolution: :mod:`kbench.gpu_check.live`; and PyTorch's own
+convolution with ``benchmark = True``, real autotune, in a second pass in a
+process of its own: :mod:`kbench.gpu_check.autotune_pass`), and the record
 (schema 2) gives the speed-up over each with a bootstrap interval, the
 strongest of them, and how the run's graph and eager times agree with the table.
 On the lent device: ``bash tools/device/run_on_device.sh verify DIR BUDGET_S``.
@@ -38,10 +40,12 @@ RECORD_NAME = "verification.json"
 
 
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
-              seed: int = 0, method: str | None = None, live_references: bool = False) -> dict:
+              seed: int = 0, method: str | None = None, live_references: bool = False,
+              live_autotune: bool = True) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part; with
     ``live_references``, the GPU also times the references it decides itself
-    (:func:`kbench.gpu_check.plan.live_block`, with the dataset variant's filter)."""
+    (:func:`kbench.gpu_check.plan.live_block`, with the dataset variant's filter), with ``live_autotune``
+    PyTorch's real autotune among them (plans made before it was one have no autotune pass)."""
     # imported here, not at the top: the GPU machines run `python -m kbench.collect`, whose parser
     # registers this command, without pydantic (which the leaderboard store needs)
     from kbench.data.dataset import load
@@ -69,7 +73,8 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     plan.update(dataset={"name": ds.name, "version": ds.version, "checksum": ds.checksum}, split=split, part=part,
                 method=method, predictions={"path": path, "sha256": sha, "rows": int(len(predictions))})
     if live_references:
-        plan["live"] = live_block(ds.info.get("variant") or "default", [p["problem"]["dtype"] for p in plan["problems"]])
+        plan["live"] = live_block(ds.info.get("variant") or "default", [p["problem"]["dtype"] for p in plan["problems"]],
+                                  autotune=live_autotune)
     if roles.attrs["no_reference"]:  # left out, as the board's speed-up over the reference leaves them out
         plan["no_reference"] = roles.attrs["no_reference"]
     return plan
@@ -160,25 +165,41 @@ def read_live(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.DataFrame(eager, columns=["problem_id", "plan", "ms"]))
 
 
+def read_autotune_calls(path: Path) -> pd.DataFrame:
+    """The autotune pass's host-clock calls per finished problem (problem_id, first_call_ms, second_call_ms)."""
+    rows = [{"problem_id": row["problem_id"], **row["autotune"]} for row in raw_rows(path)
+            if row.get("kind") == "problem" and row.get("status") == "ok" and isinstance(row.get("autotune"), dict)]
+    return pd.DataFrame(rows, columns=["problem_id", "first_call_ms", "second_call_ms"])
+
+
+def _present(path: Path) -> Path:
+    """``path``, or its gzipped copy where only that is there (as the device run brings files back)."""
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
-    """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord."""
+    """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord (with the autotune pass's
+    ``raw_autotune.jsonl``, where the plan has one)."""
     from kbench.core.version import __version__
+    from kbench.gpu_check.plan import RAW_AUTOTUNE
     from kbench.gpu_check.score import score
     from kbench.gpu_check.timing import RAW_NAME
     from kbench.scoring.records import VERIFICATION_SCHEMA_VERSION, DatasetRef, PredictionsRef, VerificationRecord
-    raw_path = out_dir / RAW_NAME
-    if not raw_path.exists() and raw_path.with_name(RAW_NAME + ".gz").exists():
-        raw_path = raw_path.with_name(RAW_NAME + ".gz")  # as the device run brings it back
-    plan_path = out_dir / PLAN_NAME
-    if not plan_path.exists() and plan_path.with_name(PLAN_NAME + ".gz").exists():
-        plan_path = plan_path.with_name(PLAN_NAME + ".gz")
+    raw_path, plan_path = _present(out_dir / RAW_NAME), _present(out_dir / PLAN_NAME)
+    auto_path = _present(out_dir / RAW_AUTOTUNE)
+    with_pass = bool((plan.get("live") or {}).get("autotune"))
     raw, failed, env, seconds = read_raw(raw_path)
     measured, table, n = score(plan, raw)
     live = None
     if plan.get("live"):
         from kbench.gpu_check.score import live_figures
         picks, eager = read_live(raw_path)
-        live = live_figures(plan, raw, picks, eager)
+        autotune = None
+        if with_pass and auto_path.exists():
+            auto_raw, _, _, auto_seconds = read_raw(auto_path)
+            autotune, seconds = (auto_raw, read_autotune_calls(auto_path)), seconds + auto_seconds
+        live = live_figures(plan, raw, picks, eager, autotune=autotune)
     return VerificationRecord(
         schema_version=VERIFICATION_SCHEMA_VERSION if live is not None else 1, kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),
         split=plan["split"], part=plan["part"], predictions=PredictionsRef(**plan["predictions"]),
@@ -188,8 +209,9 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
         device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
         problems_without_reference=plan.get("no_reference", []),
         device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table, live=live,
-        inputs={name: input_sha256(path) for name, path in ((PLAN_NAME, plan_path), (RAW_NAME, raw_path))
-                if path.exists()} or None)
+        inputs={name: input_sha256(path) for name, path in
+                ((PLAN_NAME, plan_path), (RAW_NAME, raw_path), (RAW_AUTOTUNE, auto_path))
+                if path.exists() and (name != RAW_AUTOTUNE or with_pass)} or None)
 
 
 def add_arguments(p) -> None:
@@ -205,7 +227,9 @@ def add_arguments(p) -> None:
     p.add_argument("--method", default=None, help="method name for the record")
     p.add_argument("--live-references", action="store_true",
                    help="also time what cuDNN mode A and mode B pick on the GPU with the dataset variant's "
-                        "note filter, and PyTorch's own convolution; every unit timed eagerly too (record schema 2)")
+                        "note filter, and PyTorch's own convolution; every unit timed eagerly too (record schema 2); "
+                        "then PyTorch's convolution with benchmark=True (real autotune) beside the choice and the "
+                        "oracle, in a second pass in a process of its own (raw_autotune.jsonl)")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds of timing")
     g = p.add_mutually_exclusive_group()
@@ -255,7 +279,8 @@ def run(args) -> int:
     # link) is refused, never written through, and a killed run leaves the old record whole
     from kbench.core.output_files import atomic_write_text, check_output
     target = check_output(out / RECORD_NAME, [out / PLAN_NAME, out / f"{PLAN_NAME}.gz", out / "raw.jsonl",
-                                              out / "raw.jsonl.gz"], "the record")
+                                              out / "raw.jsonl.gz", out / "raw_autotune.jsonl",
+                                              out / "raw_autotune.jsonl.gz"], "the record")
     atomic_write_text(target, record.model_dump_json(indent=1) + "\n")
     m, t = record.measured.overall, record.table.overall
     print(f"verify-on-gpu: {record.problems_measured} problems; speed-up over mode A measured "
@@ -266,6 +291,10 @@ def run(args) -> int:
             print(f"  over {ref}: {f.speedup_geomean:.3f}x [{f.speedup_ci95[0]:.3f}, {f.speedup_ci95[1]:.3f}]; "
                   f"oracle over it {f.oracle_speedup_geomean:.3f}x")
         print(f"  strongest reference: {record.live.strongest_reference}")
+        auto = record.live.references.get("pytorch_autotune")
+        if auto is not None and auto.first_call_cost_ms is not None:
+            print(f"  pytorch_autotune over {auto.problems} problems: its tuning took {auto.first_call_cost_ms:,.0f} ms "
+                  f"(median {auto.first_call_cost_median_ms:.1f} ms per problem)")
     return 0
 
 

@@ -20,10 +20,12 @@ machine that times them (:func:`live_units`):
   as PyTorch (``benchmark = False``) runs the first plan of its filtered list that builds and runs.
   It runs from the graph it was picked on: a filtered list can hold knob settings that no
   unfiltered list of the same problem holds (``eng49_k0=33`` on an H100).
-* ``pytorch_op``: ``F.conv2d`` (forward) or ``aten.convolution_backward`` (dgrad, wgrad) on the same
-  tensors (PyTorch's strides), with ``torch.backends.cudnn.allow_tf32`` as the variant says and
+* ``pytorch_op``: ``F.conv2d`` / ``F.conv3d`` (forward) or ``aten.convolution_backward`` (dgrad, wgrad) on
+  the same tensors (PyTorch's strides), with ``torch.backends.cudnn.allow_tf32`` as the variant says and
   ``benchmark`` and ``deterministic`` off. Its capture draws on a private memory pool of PyTorch's
   allocator, which :func:`release` hands back after the problem.
+* ``pytorch_autotune``: the same op with ``benchmark = True``, in a pass of its own
+  (:mod:`kbench.gpu_check.autotune_pass`), where the plan asks for it.
 """
 
 from __future__ import annotations
@@ -138,10 +140,9 @@ def live_pick(col, p: dict, x, w, y, mode: str, deselect: list[str]) -> tuple[Un
 
 
 def pytorch_op_unit(col, p: dict, x, w, y) -> Unit:
-    """PyTorch's own convolution of the problem as a unit (its flags are set by :func:`live_units`)."""
-    args = dict(stride=(p["stride_h"], p["stride_w"]), padding=(p["pad_h"], p["pad_w"]),
-                dilation=(p["dil_h"], p["dil_w"]), groups=p["groups"])
-    return Unit(PYTORCH_OP_UNIT, partial(col._torch_conv, p, x, w, y, args))
+    """PyTorch's own convolution of the problem as a unit (its flags are set by :func:`live_units`); a 3D
+    problem's stride, padding and dilation have their depth first (:func:`~kbench.collect.measure.cudnn.conv_args`)."""
+    return Unit(PYTORCH_OP_UNIT, partial(col._torch_conv, p, x, w, y, cudnn_collector.conv_args(p)))
 
 
 def live_units(col, p: dict, x, w, y, live: dict, units: dict[str, Unit]) -> dict[str, str]:

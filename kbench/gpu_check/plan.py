@@ -13,7 +13,9 @@ Roles that name the same plan share one timing (``plans`` is deduplicated).
 With live references (:func:`live_block`) the GPU also decides, per problem, what cuDNN's mode A
 and mode B pick with the dataset variant's numerical-note filter (:func:`live_filter`) and times
 PyTorch's own convolution: :mod:`kbench.gpu_check.live`. Those units join the problem's
-interleaved rounds on the GPU (the same :func:`interleave` and :func:`problem_rng`).
+interleaved rounds on the GPU (the same :func:`interleave` and :func:`problem_rng`). A plan whose live
+block has ``autotune`` also times PyTorch's convolution with ``torch.backends.cudnn.benchmark = True``
+(:data:`LIVE_AUTOTUNE`), in a second pass in a process of its own (:mod:`kbench.gpu_check.autotune_pass`).
 The order is interleaved: ``rounds`` rounds, every plan of the problem exactly
 once per round, each round in its own seeded random order, so slow drift of the
 GPU (clock, temperature) falls on every plan alike. Problems themselves are
@@ -40,6 +42,12 @@ ROLES = ("choice", "mode_a", "oracle")
 LIVE_REFERENCES = ("live_mode_a", "live_mode_b", "pytorch_op")
 #: the timing unit of PyTorch's own convolution in raw rows (no cuDNN plan name can look like it)
 PYTORCH_OP_UNIT = "pytorch:conv"
+#: PyTorch's real autotune as a live reference: its op with ``benchmark = True``, timed in a pass of its own
+#: (PyTorch's plan cache is keyed without the benchmark flag, so a process that ran the op without
+#: autotune never tunes that problem again), with the choice and the oracle beside it
+LIVE_AUTOTUNE, PYTORCH_AUTOTUNE_UNIT = "pytorch_autotune", "pytorch:conv:benchmark"
+#: the autotune pass's raw timings, beside ``raw.jsonl`` in the run folder
+RAW_AUTOTUNE = "raw_autotune.jsonl"
 #: problem fields the collector needs to rebuild the convolution (kbench.collect.measure.cudnn.problems.GEOMETRY + more)
 PROBLEM_FIELDS = ("direction", "dtype", "n", "c", "k", "groups", "x_h", "x_w", "y_h", "y_w",
                   "fil_h", "fil_w", "pad_h", "pad_w", "stride_h", "stride_w", "dil_h", "dil_w")
@@ -109,10 +117,14 @@ def live_filter(variant: str, dtype: str) -> dict:
                            "known: default, pytorch (docs/variants.md)")
 
 
-def live_block(variant: str, dtypes) -> dict:
-    """The plan's ``live`` entry: the variant, the references, and each data type's filter."""
-    return {"variant": variant, "references": list(LIVE_REFERENCES),
-            "filters": {str(d): live_filter(variant, str(d)) for d in sorted(set(dtypes))}}
+def live_block(variant: str, dtypes, autotune: bool = False) -> dict:
+    """The plan's ``live`` entry: the variant, the references, and each data type's filter; with
+    ``autotune``, the autotune pass (:data:`LIVE_AUTOTUNE`: its unit and raw file)."""
+    block = {"variant": variant, "references": list(LIVE_REFERENCES),
+             "filters": {str(d): live_filter(variant, str(d)) for d in sorted(set(dtypes))}}
+    if autotune:
+        block["autotune"] = {"reference": LIVE_AUTOTUNE, "unit": PYTORCH_AUTOTUNE_UNIT, "raw": RAW_AUTOTUNE}
+    return block
 
 
 def problem_rng(seed: int, problem_id: str) -> np.random.Generator:

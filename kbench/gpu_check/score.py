@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.core.errors import KbenchInputError
-from kbench.gpu_check.plan import LIVE_REFERENCES
+from kbench.gpu_check.plan import LIVE_AUTOTUNE, LIVE_REFERENCES, PYTORCH_AUTOTUNE_UNIT
 from kbench.leaderboard.stats import paired_bootstrap_ci
 from kbench.scoring.records import LiveFigures, LiveReference, SpeedupFigures, TimingAgreement, VerificationFigures
 from kbench.scoring.selection_metrics import CHANGE
@@ -137,20 +137,62 @@ def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = A
                            over_1_5x=int(np.sum(dev > np.log(1.5))))
 
 
+def autotune_times(plan: dict, raw: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem the autotune pass timed whole: direction, the measured time of the choice, the
+    oracle and PyTorch's op with ``benchmark = True`` (``m_pytorch_autotune``), all from that pass."""
+    t = measured_times(raw).set_index(["problem_id", "plan"])["ms"]
+    rows = []
+    for item in plan["problems"]:
+        pid, roles = item["problem_id"], item["roles"]
+        row = {"problem_id": pid, "direction": item["problem"]["direction"],
+               "m_choice": t.get((pid, roles["choice"]), np.nan), "m_oracle": t.get((pid, roles["oracle"]), np.nan),
+               f"m_{LIVE_AUTOTUNE}": t.get((pid, PYTORCH_AUTOTUNE_UNIT), np.nan)}
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=["problem_id", "direction", "m_choice", "m_oracle", f"m_{LIVE_AUTOTUNE}"])
+    return df[df[["m_choice", "m_oracle", f"m_{LIVE_AUTOTUNE}"]].notna().all(axis=1)].reset_index(drop=True)
+
+
+def autotune_reference(plan: dict, raw: pd.DataFrame, calls: pd.DataFrame, resamples: int = BOOTSTRAP_RESAMPLES):
+    """(``pytorch_autotune``'s :class:`~kbench.scoring.records.LiveReference`, its per-problem frame) from the
+    autotune pass's time rows ``raw`` and its host-clock calls ``calls`` (problem_id, first_call_ms,
+    second_call_ms); None where the pass timed no problem whole."""
+    df = autotune_times(plan, raw)
+    if not len(df):
+        return None, df
+    ref = reference_figures(df, LIVE_AUTOTUNE, resamples)
+    cost = calls.set_index("problem_id").reindex(df["problem_id"])
+    cost = (cost["first_call_ms"] - cost["second_call_ms"]).clip(lower=0.0).to_numpy(dtype=np.float64)
+    if np.isfinite(cost).all():
+        ref.first_call_cost_ms, ref.first_call_cost_median_ms = float(cost.sum()), float(np.median(cost))
+    return ref, df
+
+
 def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.DataFrame,
-                 resamples: int = BOOTSTRAP_RESAMPLES):
+                 resamples: int = BOOTSTRAP_RESAMPLES, autotune: tuple[pd.DataFrame, pd.DataFrame] | None = None):
     """:class:`kbench.scoring.records.LiveFigures` of a run with live references: the choice against the table's
     mode-A plan and every live reference (all timed in the run), and the agreement of the run's graph
-    and eager times with the table."""
+    and eager times with the table. ``autotune``: the autotune pass's (time rows, host-clock calls), which
+    add ``pytorch_autotune``; it is the strongest reference only where its pass timed every problem the
+    others were timed on."""
     times = measured_times(raw)
     df = live_times(plan, times, picks)
     if not len(df):
         raise KbenchInputError("no problem has a GPU time for every live reference yet; run the timing first")
     refs = ["table_mode_a", *LIVE_REFERENCES]
     references = {ref: reference_figures(df, ref, resamples) for ref in refs}
-    strongest = min(refs, key=lambda ref: (references[ref].speedup_geomean, refs.index(ref)))
     by_direction = {str(d): {ref: _gm(g[f"m_{ref}"].to_numpy() / g["m_choice"].to_numpy()) for ref in refs}
                     for d, g in df.groupby("direction")}
+    candidates = list(refs)
+    if autotune is not None:
+        ref, auto = autotune_reference(plan, *autotune, resamples=resamples)
+        if ref is not None:
+            references[LIVE_AUTOTUNE] = ref
+            for d, g in auto.groupby("direction"):
+                by_direction.setdefault(str(d), {})[LIVE_AUTOTUNE] = _gm(
+                    g[f"m_{LIVE_AUTOTUNE}"].to_numpy() / g["m_choice"].to_numpy())
+            if set(df["problem_id"]) <= set(auto["problem_id"]):
+                candidates.append(LIVE_AUTOTUNE)
+    strongest = min(candidates, key=lambda ref: (references[ref].speedup_geomean, candidates.index(ref)))
     return LiveFigures(variant=plan["live"]["variant"], resamples=resamples, problems=int(len(df)),
                        references=references, strongest_reference=strongest, by_direction=by_direction,
                        agreement=[agreement(plan, times, "graph"), agreement(plan, eager, "eager")])

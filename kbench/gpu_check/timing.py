@@ -16,12 +16,16 @@ ms, k, method}``, with live references also ``{"kind": "eager", problem_id, plan
 ms, k}`` per unit, and, when a problem is finished, ``{"kind": "problem",
 problem_id, status, error, seconds}`` (with live references ``live``: {reference:
 unit}). A re-run skips every problem that has a ``problem`` line (resumable); a
-``{"kind": "run", ...}`` line records the environment and the run's wall time.
+``{"kind": "run", ...}`` line records the environment and the run's wall time. A plan whose live block
+has ``autotune`` then runs the autotune pass in a new process (:mod:`kbench.gpu_check.autotune_pass`,
+into ``raw_autotune.jsonl``), once the main pass has finished every problem.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -92,9 +96,9 @@ def _time_problem(col, item: dict, replays: int, seed: int = 0, live: dict | Non
 
 
 def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, work, time_budget_s: float | None = None,
-                  progress_every: int = 50, label: str = "verify") -> dict:
+                  progress_every: int = 50, label: str = "verify", raw_name: str = RAW_NAME) -> dict:
     """Run ``work(col, item) -> (rows, fields)`` on every problem of ``problems`` that has no
-    ``problem`` line in ``OUT/raw.jsonl`` yet, appending as it goes (resumable).
+    ``problem`` line in ``OUT/<raw_name>`` (``raw.jsonl``) yet, appending as it goes (resumable).
 
     ``rows`` are written before the problem's line, ``fields`` join that line. A problem whose
     ``work`` raises is recorded as failed and the run goes on, unless the CUDA context is gone
@@ -103,7 +107,7 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw_path = out_dir / RAW_NAME
+    raw_path = out_dir / raw_name
     done = done_problems(raw_path)
     todo = [item for item in problems if item["problem_id"] not in done]
     col = make_collector()
@@ -139,10 +143,50 @@ def run_resumable(problems: list[dict], out_dir: str | Path, make_collector, wor
 
 
 def run_timing(plan: dict, out_dir: str | Path, time_budget_s: float | None = None,
-               progress_every: int = 50) -> dict:
-    """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``."""
-    return run_resumable(
+               progress_every: int = 50, make_collector=None, launch=None) -> dict:
+    """Time every unfinished problem of ``plan`` on this machine's GPU; append to ``raw.jsonl``. With the
+    autotune pass in the plan, then run it in a process of its own (``launch``:
+    :func:`launch_autotune_pass`) with what is left of the budget; its summary is
+    ``autotune`` (``skipped`` where the main pass has problems left: a later run resumes both)."""
+    t0 = time.perf_counter()
+    summary = run_resumable(
         plan["problems"], out_dir,
-        lambda: cudnn_collector.CudnnCollector(cudnn_collector.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"])),
+        make_collector or (lambda: cudnn_collector.CudnnCollector(
+            cudnn_collector.Options(notes=False, torch_choice=False, precise=False, seed=plan["seed"]))),
         lambda col, item: _time_problem(col, item, plan["replays"], plan["seed"], plan.get("live")),
         time_budget_s, progress_every)
+    if (plan.get("live") or {}).get("autotune"):
+        left = None if time_budget_s is None else time_budget_s - (time.perf_counter() - t0)
+        if summary["left"] or (left is not None and left <= 0):
+            summary["autotune"] = {"skipped": "the main pass has problems left or no time is left: run again"}
+        else:
+            _release_gpu_memory()
+            summary["autotune"] = (launch or launch_autotune_pass)(Path(out_dir), left)
+    return summary
+
+
+def launch_autotune_pass(out_dir, time_budget_s: float | None = None) -> dict:
+    """Run the autotune pass in a new process (``python -m kbench.gpu_check.autotune_pass``) and return its
+    summary; a fatal CUDA error there (exit 3) is raised here, so that the caller restarts and resumes."""
+    cmd = [sys.executable, "-m", "kbench.gpu_check.autotune_pass", "--out", str(out_dir)]
+    if time_budget_s is not None:
+        cmd += ["--time-budget", f"{max(time_budget_s, 0.0):.0f}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(done.stderr[-4000:])
+    if done.returncode == 3:
+        raise cudnn_collector.FatalCudaError("the autotune pass lost its CUDA context (exit 3): run again to resume")
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    summary = json.loads(lines[-1]) if lines else {}
+    return summary if done.returncode == 0 else {**summary, "rc": done.returncode,
+                                                 "error": (done.stderr.strip().splitlines() or [""])[-1][:300]}
+
+
+def _release_gpu_memory() -> None:
+    """Give this process's cached GPU memory back before the autotune pass starts: PyTorch's autotune drops
+    every candidate whose workspace exceeds the device's free memory (docs/autotune.md), and memory this
+    process keeps cached is not free to the other."""
+    import gc
+    torch = sys.modules.get("torch")
+    gc.collect()
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()

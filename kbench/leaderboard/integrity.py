@@ -5,7 +5,8 @@ the raw inputs it was made from, and compared (docs/leaderboard.md, "Integrity")
 
 * a **GPU re-timing** (an entry's ``verification.json``) is scored again from its run plan and raw
   GPU timings, kept in ``raw/<dataset>/verify/[<split>/]<method>/`` (``plan.json.gz``,
-  ``raw.jsonl.gz``). The record carries their sha256 (``inputs``), which must be those files'; the
+  ``raw.jsonl.gz``, and ``raw_autotune.jsonl.gz`` where the plan had the autotune pass). The record
+  carries their sha256 (``inputs``), which must be those files'; the
   plan must be the one the entry's first-seed predictions and the dataset give (the roles, table
   times and seeded order); the problems timed must be the seeded prefix of the plan's order (no
   cherry-picked subset); and every figure of the record must be what scoring them gives. A
@@ -88,6 +89,9 @@ def verification_rescore_problems(folder: Path, dataset: str, split: str, method
     out = []
     try:
         digests = {"plan.json": input_sha256(plan_path), "raw.jsonl": input_sha256(raw_path)}
+        autotune_path = _stored_input(raw_dir, "raw_autotune.jsonl")  # the autotune pass, where the plan had one
+        if autotune_path is not None:
+            digests["raw_autotune.jsonl"] = input_sha256(autotune_path)
         if record.inputs is None:
             return ["verification.json records no sha256 of its raw inputs (inputs): score it again with "
                     "kbench verify-on-gpu --score-only"]
@@ -99,7 +103,8 @@ def verification_rescore_problems(folder: Path, dataset: str, split: str, method
         if first_seed_preds is not None:
             expected = make_plan(first_seed_preds[0], load_dataset(dataset), plan.get("split"), plan.get("part", "test"),
                                  plan.get("rounds", 5), plan.get("replays", 3), plan.get("seed", 0),
-                                 plan.get("method"), bool(plan.get("live")))
+                                 plan.get("method"), bool(plan.get("live")),
+                                 live_autotune=bool((plan.get("live") or {}).get("autotune")))
             expected = json.loads(json.dumps(expected))
             # where the predictions were read from is the planner's own path: their sha256 is what counts
             expected["predictions"].pop("path", None)

@@ -5,6 +5,11 @@ kept), against the board's reference heuristic the share of headroom closed, the
 improved, unchanged and regressed by more than 5% and the tails, the ranking quality, and on the
 ``networks`` split the network end-to-end time. The reference heuristics' own best-of-K curves come
 from the same records (``overall.references``); the plot draws them beside the best-ranked entry's.
+
+Every cell and line that quotes an autotune reference names which one
+(:data:`kbench.scoring.selection_metrics.REFERENCE_TEXT`): ``autotune_top10``, the idealised one, or
+``pytorch_autotune``, what PyTorch's ``benchmark = True`` really settled on. A reference recorded for part
+of the test problems only (``pytorch_autotune``) says on how many, and its figures are over those.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from kbench.leaderboard import plots
 from kbench.leaderboard.board import Board, Row, _value, fmt_pct, fmt_x, md_text
 from kbench.leaderboard.noise import NOISE_METHOD
 from kbench.scoring.metrics import BEST_OF
+from kbench.scoring.selection_metrics import AUTOTUNE, PYTORCH_AUTOTUNE, REFERENCE_TEXT
 
 HEURISTIC_COLORS = ["#6a3d9a", "#b15928", "#1b9e77", "#e7298a"]
 NET = [("net_oracle_sum", "network ÷ oracle (sum)", "vs_oracle_sum",
@@ -32,7 +38,9 @@ TEXT = ("best-of-K: the first K candidates of the ranking are timed and the fast
         "heuristic r = t_choice / t_ref: headroom closed = sum log(t_ref / t_choice) / sum log(t_ref / t_best) "
         "(1: the oracle, 0: the reference); improved / regressed: r below 1/1.05 / above 1.05; p95, worst: of r; "
         "regressed ×: geomean of r over the regressed. τ: Kendall tau-b, NDCG@10: gain t_best / t, of the "
-        "ranking over the listed kernels (on censored find-db lists, the listed ones only).")
+        "ranking over the listed kernels (on censored find-db lists, the listed ones only). Two references are "
+        f"autotune: {AUTOTUNE} ({REFERENCE_TEXT[AUTOTUNE]}) and, where the dataset records it, {PYTORCH_AUTOTUNE} "
+        f"({REFERENCE_TEXT[PYTORCH_AUTOTUNE]}; its figures over the test problems it was recorded for).")
 
 
 def _rows(board: Board) -> list[Row]:
@@ -65,41 +73,65 @@ def speedup_refs(board: Board) -> list[str]:
     return [n for n in heuristics(board) if n not in NO_SPEEDUP_COLUMN]
 
 
-def _speedup_cell(figures: dict) -> tuple[str, str, str]:
+def coverage(figures: dict, n_part) -> str:
+    """"on N of M test problems" where a reference has a choice on part of the board's problems only
+    (``pytorch_autotune``: those it was recorded for), else ""."""
+    n = figures.get("n")
+    if not n or not n_part or n >= n_part:
+        return ""
+    return f"on {n:,.0f} of {n_part:,.0f} test problems"
+
+
+def reference_label(name: str, figures: dict, n_part) -> str:
+    """A reference's name with what it is, where it is an autotune one, and its coverage where partial:
+    ``autotune_top10 (idealised autotune: the best of mode A's first 10 plans, each timed exactly)``."""
+    what = [x for x in (REFERENCE_TEXT.get(name, ""), coverage(figures, n_part)) if x]
+    return name + (f" ({'; '.join(what)})" if what else "")
+
+
+def _speedup_cell(figures: dict, n_part=None) -> tuple[str, str, str]:
     """Speed-up over a reference, marked ≈ where its 95% interval holds 1 (in most seeds)."""
     v = figures.get("speedup_geomean")
     if v is None:
         return "—", "", ""
     tied = (figures.get("tied") or 0) >= 0.5
+    part = coverage(figures, n_part)
     title = (f"95% interval {fmt_x(figures.get('speedup_ci_low'))} to {fmt_x(figures.get('speedup_ci_high'))}"
-             + ("; tied with the reference" if tied else "") + f"; {figures.get('n', 0):.0f} problems")
+             + ("; tied with the reference" if tied else "")
+             + (f"; {part}, the speed-up over them only" if part else f"; {figures.get('n', 0):.0f} problems"))
     return fmt_x(v) + (" ≈" if tied else ""), _value(v), title
 
 
-def break_even(figures: dict, latency_ms: float | None) -> str | None:
-    """After how many calls per shape a selector and a reference that chooses by timing (autotune) break
-    even, once the selector's latency (``latency_ms`` per shape) and the autotuner's first call
-    (``first_call_ms``, its K timings) are counted; from the sums over the problems in ``figures``."""
+def break_even(figures: dict, latency_ms: float | None, name: str = "autotune") -> str | None:
+    """After how many calls per shape a selector and a reference ``name`` that chooses by timing (an
+    autotuner) break even, once the selector's latency (``latency_ms`` per shape) and the autotuner's
+    first call (``first_call_ms``) are counted; from the sums over the problems in ``figures``."""
     if latency_ms is None or figures.get("first_call_ms") is None or not figures.get("n"):
         return None
     sel0, auto0 = figures["n"] * latency_ms, figures["first_call_ms"]
     per_sel, per_auto = figures["sum_choice_ms"], figures["sum_ref_ms"]
     if per_sel > per_auto:
         if sel0 >= auto0:
-            return "autotune is ahead from the first call on"
+            return f"{name} is ahead from the first call on"
         return (f"the selector is ahead for the first {(auto0 - sel0) / (per_sel - per_auto):,.0f} calls per shape, "
-                "autotune after")
+                f"{name} after")
     if sel0 <= auto0:
         return "the selector is ahead at every number of calls"
     return f"the selector is ahead after {(sel0 - auto0) / (per_auto - per_sel):,.0f} calls per shape"
+
+
+#: what an autotune reference's first call holds, as the break-even line says it
+FIRST_CALL_TEXT = {AUTOTUNE: "ms of timings, the 10 plans' table times",
+                   PYTORCH_AUTOTUNE: "ms of PyTorch's own tuning, measured"}
 
 
 def columns(board: Board) -> list[tuple[str, str, str]]:
     """(id, header, tooltip) of the table's columns."""
     ref = board.reference or "the reference"
     cols = [("method", "method", "method, or a reference heuristic's own order")]
-    cols += [(f"sp_{n}", f"× {n}", f"speed-up over {n}: geomean of t_{n} / t_choice; ≈: its 95% interval holds 1 "
-              "(tied with it)") for n in speedup_refs(board)]
+    refs = heuristics(board)
+    cols += [(f"sp_{n}", f"× {n}", f"speed-up over {reference_label(n, refs[n], board.n_problems)}: geomean of "
+              f"t_{n} / t_choice; ≈: its 95% interval holds 1 (tied with it)") for n in speedup_refs(board)]
     cols += [(f"b{k}", f"best-of-{k}", f"geomean slowdown of the best of the first {k} candidates") for k in BEST_OF]
     cols += [("headroom", "headroom closed", f"share of the headroom over {ref} closed"),
              ("improved", "improved", f"share of problems more than 5% faster than {ref}"),
@@ -137,7 +169,7 @@ def entry_cells(row: Row, board: Board) -> dict:
                       row.entry.name.lower(), row.entry.meta.description or "")}
     out.update(_best_cells(o))
     for name in speedup_refs(board):
-        out[f"sp_{name}"] = _speedup_cell((o.get("references") or {}).get(name, {}))
+        out[f"sp_{name}"] = _speedup_cell((o.get("references") or {}).get(name, {}), board.n_problems)
     out["headroom"] = _cell(fmt_pct(ref.get("headroom_closed"), 1), ref.get("headroom_closed"))
     for key in ("improved", "unchanged", "regressed"):
         out[key] = _cell(fmt_pct(ref.get(key), 1), ref.get(key))
@@ -152,16 +184,28 @@ def entry_cells(row: Row, board: Board) -> dict:
     return out
 
 
+def reference_kind(name: str, figures: dict, n_part) -> str:
+    """What a reference row is (an autotune reference: which one), and its coverage where partial."""
+    measured = figures.get("best_of_1") is None and figures.get("oracle_speedup") is not None
+    kind = REFERENCE_TEXT.get(name) or ("measured reference" if measured else "reference heuristic")
+    part = coverage(figures, n_part)
+    return f"{kind}; {part}" if part else kind
+
+
 def heuristic_cells(name: str, figures: dict, board: Board) -> dict:
+    what = reference_kind(name, figures, board.n_problems)
+    part = coverage(figures, board.n_problems)
     if figures.get("best_of_1") is None and figures.get("oracle_speedup") is not None:
         # a measured reference (one time per problem, no order of its own): the same at every K
         v = figures["oracle_speedup"]
-        out = {"method": (f"{html.escape(name)} (measured reference)", name.lower(),
-                          "one measured time per problem, no order of its own: the same at every K")}
+        out = {"method": (f"{html.escape(name)} ({html.escape(what)})", name.lower(),
+                          "one measured time per problem, no order of its own: the same at every K"
+                          + (f"; {part}, its figures over those problems" if part else ""))}
         out.update({f"b{k}": (fmt_x(v), _value(v), "a measured time: the same at every K") for k in BEST_OF})
     else:
-        out = {"method": (f"{html.escape(name)} (reference heuristic)", name.lower(),
-                          "the heuristic's own order: its first K candidates timed")}
+        out = {"method": (f"{html.escape(name)} ({html.escape(what)})", name.lower(),
+                          "the heuristic's own order: its first K candidates timed"
+                          + (f"; {part}, its figures over those problems" if part else ""))}
         out.update(_best_cells(figures))
     net = networks(board) or {}
     own = name == board.reference
@@ -264,8 +308,8 @@ def markdown(board: Board) -> str:
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     for name, figures in refs.items():
         c = heuristic_cells(name, figures, board)
-        kind = "measured reference" if figures.get("best_of_1") is None else "reference heuristic"
-        cells = [f"{md_text(name)} ({kind})"] + [c[f"b{k}"][0] for k in BEST_OF] + ["—", "—", "—"]
+        what = reference_kind(name, figures, board.n_problems)
+        cells = [f"{md_text(name)} ({md_text(what)})"] + [c[f"b{k}"][0] for k in BEST_OF] + ["—", "—", "—"]
         if net:
             cells += [f"{c['net_oracle_sum'][0]}; {c['net_oracle_geo'][0]}", "—"]
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
@@ -274,11 +318,13 @@ def markdown(board: Board) -> str:
         figs = best.overall.get("references") or {}
         out += "\n\n" + md_text(f"{best.entry.name} (best entry), speed-up over each reference (≈: tied, its 95% "
                                   "interval holds 1): " + "; ".join(
-                                      f"{n} {_speedup_cell(figs.get(n, {}))[0]}" for n in speedup_refs(board)) + ".")
+                                      f"{reference_label(n, figs.get(n, {}), board.n_problems)} "
+                                      f"{_speedup_cell(figs.get(n, {}))[0]}" for n in speedup_refs(board)) + ".")
         for name, figures in figs.items():
-            when = break_even(figures, best.entry.meta.inference_latency_ms)
+            when = break_even(figures, best.entry.meta.inference_latency_ms, name)
             if when:
-                out += " " + md_text(f"Against {name} (first call {figures['first_call_ms']:,.0f} ms of timings over "
+                out += " " + md_text(f"Against {name} (first call {figures['first_call_ms']:,.0f} "
+                                     f"{FIRST_CALL_TEXT.get(name, 'ms of timings')} over "
                                      f"{figures['n']:,.0f} shapes; the selector's latency "
                                      f"{best.entry.meta.inference_latency_ms:.3g} ms per shape): {when}.")
     if net:

@@ -10,8 +10,10 @@ halved. Nearest shapes get no times: a different shape has different times.
 **Times** (exact matches only) come from the dataset's scoring table as :class:`kbench.Evaluator`
 builds it, on a part made of the matched problems: the oracle (the fastest measured plan) and every
 reference it reads (the ``heuristics`` table: PyTorch's choice ``pytorch``, cuDNN's modes A and B and
-its fallback list; autotune top-10, the fastest of mode A's first 10 plans; or a tile set's measured
-``references``), and a selector's first applicable choice where one is exported for the dataset.
+its fallback list, and where recorded ``pytorch_autotune``, the plan PyTorch's ``benchmark = True`` settled
+on; ``autotune_top10``, the idealised autotune: the best of mode A's first 10 plans, each timed exactly;
+or a tile set's measured ``references``), and a selector's first applicable choice where one is exported
+for the dataset.
 Per call, per layer (the calls of ``DIR/calls.csv`` made by one module, each problem-direction it
 issues counted once per call) and per step (every timed call: the problems weighted by their
 multiplicity). The step sums run over the calls that every shown choice has a time for, so their
@@ -52,7 +54,8 @@ DISTANCE_DOC = ("Euclidean distance over log2 of n, c, k, groups, x_d/h/w, fil_d
                 "dimensionality")
 ORACLE, SELECTOR, PYTORCH = "oracle", "selector", "pytorch"
 #: the order of the time columns (a dataset's other references follow)
-PREFERRED = (ORACLE, PYTORCH, "cudnn_mode_a", "cudnn_mode_b", "autotune_top10", "cudnn_fallback", SELECTOR)
+PREFERRED = (ORACLE, PYTORCH, "cudnn_mode_a", "cudnn_mode_b", "pytorch_autotune", "autotune_top10", "cudnn_fallback",
+             SELECTOR)
 
 
 class Coverage(BaseModel):

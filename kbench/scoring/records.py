@@ -195,6 +195,21 @@ class LiveReference(BaseModel):
     choice_slower_share: float = Field(description="share of problems where the choice is > 5% slower")
     same_plan_as_table_mode_a: float | None = Field(
         None, description="live cuDNN modes: share of problems whose pick is the table's mode-A plan")
+    first_call_cost_ms: float | None = Field(
+        None, description="pytorch_autotune: PyTorch's tuning time over its problems, the sum of each problem's "
+                          "first call less its second (host clock)")
+    first_call_cost_median_ms: float | None = Field(
+        None, description="pytorch_autotune: the median over its problems of the first call less the second")
+
+    @model_serializer(mode="wrap")
+    def _omit_unrecorded_first_call(self, handler):
+        # only pytorch_autotune has a first call: the other references' records stay as they were written
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("first_call_cost_ms", "first_call_cost_median_ms"):
+                if data.get(key, 0) is None:
+                    data.pop(key)
+        return data
 
 
 class TimingAgreement(BaseModel):
@@ -216,8 +231,11 @@ class LiveFigures(BaseModel):
     resamples: int = Field(description="bootstrap resamples over problems (seed 0)")
     problems: int = Field(description="problems with every unit timed")
     references: dict[str, LiveReference] = Field(
-        description="table_mode_a (the table's mode-A plan, timed here), live_mode_a, live_mode_b, pytorch_op")
-    strongest_reference: str = Field(description="the reference the choice gains least over")
+        description="table_mode_a (the table's mode-A plan, timed here), live_mode_a, live_mode_b, pytorch_op; "
+                    "pytorch_autotune (PyTorch's op with benchmark = True, timed with the choice and the oracle "
+                    "in a pass of its own) where the plan asked for it")
+    strongest_reference: str = Field(description="the reference the choice gains least over (pytorch_autotune "
+                                                 "only where its pass timed every problem of the others)")
     by_direction: dict[str, dict[str, float]] = Field(
         description="direction -> reference -> speed-up geomean")
     agreement: list[TimingAgreement]

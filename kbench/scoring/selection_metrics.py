@@ -28,13 +28,19 @@ a listed kernel ranked deeper, or not ranked, counts as unranked: tied last):
   mean of log(t_ref / t_choice) over the problems (``speedup_ci_low`` .. ``speedup_ci_high``);
   ``tied`` is 1 when it holds 0 (no difference shown), else 0;
 * the **sums** of the choice's and the reference's times (ms), and for a reference that times
-  candidates on its first call (autotune, :data:`AUTOTUNE`) that first call's cost: the sum of the
-  timings of the K candidates it runs (``first_call_ms``), from which a board computes after how many
-  calls per shape a selector and the autotuner break even.
+  candidates on its first call (an autotuner) that first call's cost (``first_call_ms``), from which a
+  board computes after how many calls per shape a selector and the autotuner break even.
 
-**Autotune.** PyTorch's ``torch.backends.cudnn.benchmark = True`` times the first ``benchmark_limit``
-(10) plans of cuDNN's heuristic (mode A) and keeps the fastest: the reference :data:`AUTOTUNE`, made
-from the dataset's mode-A order where it records one.
+**Autotune**, two references (:data:`REFERENCE_TEXT` says what each is, in the words the boards use):
+
+* :data:`AUTOTUNE` (``autotune_top10``), the *idealised* autotune: the fastest of mode A's first
+  :data:`AUTOTUNE_K` (10, PyTorch's default ``benchmark_limit``) plans of the candidate set, each timed
+  exactly as the table times it, made from the dataset's mode-A order where it records one; its first
+  call is the sum of those 10 table times (a lower bound of an autotuner's).
+* :data:`PYTORCH_AUTOTUNE` (``pytorch_autotune``), the *real* one: the plan PyTorch's
+  ``torch.backends.cudnn.benchmark = True`` settled on, recorded on the GPU by ``kbench collect autotune``
+  (a heuristic of the dataset's ``heuristics`` table, on the problems it was recorded for only), with its
+  measured first call's cost (the ``autotune`` table; docs/autotune.md says how PyTorch picks).
 """
 
 from __future__ import annotations
@@ -50,8 +56,15 @@ NDCG_AT = 10
 CHANGE = 0.05
 #: the two-sided 95% normal quantile of the speed-up's tie test
 Z95 = 1.959963984540054
-#: PyTorch's autotune (benchmark = True): the fastest of mode A's first AUTOTUNE_K plans
+#: the idealised autotune: the fastest of mode A's first AUTOTUNE_K plans, each timed exactly
 AUTOTUNE, AUTOTUNE_FROM, AUTOTUNE_K = "autotune_top10", "cudnn_mode_a", 10
+#: PyTorch's real autotune (benchmark = True), recorded on the GPU: a heuristic of the dataset
+PYTORCH_AUTOTUNE = "pytorch_autotune"
+#: what each autotune reference is: every board and headline that quotes one names it with this
+REFERENCE_TEXT = {
+    AUTOTUNE: "idealised autotune: the best of mode A's first 10 plans, each timed exactly",
+    PYTORCH_AUTOTUNE: "real autotune: the plan PyTorch's benchmark = True settled on, recorded on the dataset's machine",
+}
 #: padded (problem, kernel, kernel) cells per block of the pairwise Kendall count
 PAIR_BLOCK = 1 << 21
 _UNRANKED = np.float64(1e12)
@@ -66,7 +79,8 @@ class ReferenceRun:
     t: np.ndarray
     best_at: dict[int, np.ndarray] | None = None
     bound_at: dict[int, np.ndarray] | None = None
-    #: per problem, the time a reference spends on its first call choosing (autotune: its K timings)
+    #: per problem, the time a reference spends on its first call choosing (autotune_top10: its K table
+    #: times; pytorch_autotune: its measured first call's cost)
     first_call: np.ndarray | None = None
 
 

@@ -28,7 +28,7 @@ PACKAGE_DATA = Path(__file__).parents[1] / "datasets"
 #: The checkout holding the package (raw/, data_cards/, ../shared/ beside it); in an installed wheel
 #: only PACKAGE_DATA exists, and the builders that read raw data need a checkout.
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TABLE_ORDER = ("problems", "runtimes", "kernels", "splits", "heuristics", "references", "targets")
+TABLE_ORDER = ("problems", "runtimes", "kernels", "splits", "heuristics", "autotune", "references", "targets")
 
 
 def sha256_file(path: Path) -> str:

@@ -161,10 +161,12 @@ class SimulatedCollector:
     """The parts of :class:`kbench.collect.measure.cudnn.collector.CudnnCollector` that ``kbench verify-on-gpu``
     uses, on a :class:`SimulatedGpu`.
 
-    ``ms``: plan name (or ``"torch"`` for PyTorch's own convolution) -> milliseconds per run.
-    ``table_plans``: the unfiltered list of every mode. ``live_lists``: mode ("a", "b") -> list of
-    (plan name, numerical notes, builds) that cuDNN proposes for the mode followed by the fallback list;
-    a plan with a deselected note fails its build as the frontend's filter makes it fail.
+    ``ms``: plan name (or ``"torch"`` for PyTorch's own convolution) -> milliseconds per run; with
+    ``"torch_autotune"``, PyTorch's op under ``benchmark = True`` runs that long, after ``"tuning"`` ms more
+    on its first call for a problem (PyTorch timing its candidates). ``table_plans``: the unfiltered list of
+    every mode. ``live_lists``: mode ("a", "b") -> list of (plan name, numerical notes, builds) that cuDNN
+    proposes for the mode followed by the fallback list; a plan with a deselected note fails its build as
+    the frontend's filter makes it fail.
     """
 
     def __init__(self, ms: dict, table_plans: list[str], live_lists: dict | None = None):
@@ -180,6 +182,8 @@ class SimulatedCollector:
         self.notes = {n: n for n in NOTE_NAMES}
         self.ms, self.table_plans, self.live_lists = ms, table_plans, live_lists or {}
         self.tf32_at_torch_runs: list[bool] = []  # PyTorch's TF32 flag at each (captured or eager) call
+        self.benchmark_at_torch_runs: list[bool] = []  # and its benchmark flag
+        self.tuned: set = set()  # the problems PyTorch's autotune has tuned (its plan cache)
         self.capture_s = 0.0
         # the collector's own timing methods, on the simulated GPU
         for name in ("_replays", "_single_fn_ms", "_capture_fn"):
@@ -196,7 +200,30 @@ class SimulatedCollector:
 
     def _torch_conv(self, p, x, w, y, args):
         self.tf32_at_torch_runs.append(self.torch.backends.cudnn.allow_tf32)
-        self.gpu.launch(self.ms["torch"])
+        benchmark = self.torch.backends.cudnn.benchmark
+        self.benchmark_at_torch_runs.append(benchmark)
+        if benchmark and "torch_autotune" in self.ms:
+            if p.get("key") not in self.tuned:  # the first call tunes; its plan is cached for the next
+                self.tuned.add(p.get("key"))
+                self.gpu.launch(self.ms.get("tuning", 0.0))
+            self.gpu.launch(self.ms["torch_autotune"])
+        else:
+            self.gpu.launch(self.ms["torch"])
+
+    def _host_ms(self, call) -> float:
+        """One call timed on the host clock (here: the simulated clock, which the host waits for)."""
+        t0 = self.gpu.now
+        call()
+        return self.gpu.now - t0
+
+    def warm_up(self):
+        pass
+
+    def env(self) -> dict:
+        return {"gpu": "SIMULATED"}
+
+    def _check_cuda(self):
+        pass
 
     def _plan_list(self, p, x, w, y, modes):
         return _SimulatedGraph(self, [(n, (), True) for n in self.table_plans]), {}, list(self.table_plans), ""

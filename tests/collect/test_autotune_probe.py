@@ -73,6 +73,53 @@ def test_the_time_budget_starts_no_problem_after_it(problems, tmp_path):
     assert summary["measured"] == 0 and summary["pending"] == 6
 
 
+def test_shards_split_the_keys_by_crc32_and_resume_from_every_records_file(problems, tmp_path):
+    import gzip
+    import zlib
+
+    from kbench.collect.raw_store.shard import Shard
+    out = tmp_path / "out"
+    probes = [FakeProbe(), FakeProbe()]
+    for k in (0, 1):
+        summary = autotune.probe_autotune(problems, out, shard=Shard(k, 2), make_probe=lambda k=k: probes[k])
+        assert summary["measured"] == summary["total"]
+    # each key in the shard of its CRC-32 modulo 2, whichever shard started first: the two cover the 6 keys once
+    for k in (0, 1):
+        assert all(zlib.crc32(key.encode()) % 2 == k for key in probes[k].seen)
+    assert sorted(probes[0].seen + probes[1].seen) == sorted(autotune.done_keys(out)) and len(probes[0].seen + probes[1].seen) == 6
+    assert [f.name for f in autotune.record_files(out)] == ["autotune-0-of-2.jsonl", "autotune-1-of-2.jsonl"]
+    starts = [json.loads(x) for x in (out / "env.jsonl").read_text().splitlines()]
+    assert [s["shard"] for s in starts] == ["0/2", "1/2"]
+    # a gzipped copy (as a raw folder keeps them) counts as done: nothing is probed again
+    for f in autotune.record_files(out):
+        f.with_name(f.name + ".gz").write_bytes(gzip.compress(f.read_bytes()))
+        f.unlink()
+    assert autotune.probe_autotune(problems, out, make_probe=lambda: pytest.fail("all done")) == \
+        {"total": 6, "pending": 0, "measured": 0}
+
+
+def test_the_benchmark_limit_goes_to_the_probe_and_is_checked(problems, tmp_path, capsys):
+    made = []
+
+    def make(**kw):
+        made.append(kw)
+        return FakeProbe()
+
+    autotune.probe_autotune(problems, tmp_path / "a", limit=1, make_probe=make, benchmark_limit=0)
+    autotune.probe_autotune(problems, tmp_path / "b", limit=1, make_probe=make)
+    assert made == [{"benchmark_limit": 0}, {}]  # PyTorch's own default where none is given
+    from kbench.collect.command import main
+
+    assert main(["autotune", "--problems", str(problems), "--out", str(tmp_path / "o"), "--benchmark-limit", "-1"]) == 2
+    assert "--benchmark-limit -1" in capsys.readouterr().err
+
+
+def test_the_shard_option_is_checked(problems, tmp_path, capsys):
+    from kbench.collect.command import main
+    assert main(["autotune", "--problems", str(problems), "--out", str(tmp_path / "o"), "--shard", "2/2"]) == 2
+    assert "shard 2 of 2 does not exist" in capsys.readouterr().err
+
+
 @pytest.mark.gpu
 def test_on_the_gpu_autotune_settles_on_a_mode_a_plan(problems, tmp_path):
     summary = autotune.probe_autotune(problems, tmp_path / "out")

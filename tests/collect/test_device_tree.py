@@ -18,6 +18,7 @@ FILES = {  # path -> content; sizes differ so that 'size' sums can be checked by
     "kbench/datasets/h200/runtimes.parquet": b"h" * 300,
     "kbench/datasets/mi100/runtimes.parquet": b"m" * 4000,
     "raw/h100/corpus.csv.gz": b"c" * 7,
+    "raw/h200/autotune/problems.csv.gz": b"a" * 20,
     "raw/h100/plans-0000.parquet": b"p" * 5000,
     "raw/h200/verify/xgboost-plans/plan.json.gz": b"v" * 600,
     "leaderboard/h200/random/oracle/preds.csv.gz": b"l" * 7000,
@@ -25,7 +26,7 @@ FILES = {  # path -> content; sizes differ so that 'size' sums can be checked by
     "experiments/results/old.md": b"r" * 40,
 }
 KEPT = ["README.md", "tools/device/run_on_device.sh", "kbench/datasets/h200/runtimes.parquet",
-        "raw/h100/corpus.csv.gz"]
+        "raw/h100/corpus.csv.gz", "raw/h200/autotune/problems.csv.gz"]
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -62,10 +63,10 @@ def test_out_keeps_what_the_collector_needs_and_back_restores_every_byte(tmp_pat
     carried.mkdir()
     (carried / "shard.parquet").write_bytes(b"s" * 123)
     (repo / ".git" / "info" / "exclude").write_text("/.gpu/\n")
-    # kept files 10 + 100 + 300 + 7 = 417 bytes and the manifest, then the carried file (123)
+    # kept files 10 + 100 + 300 + 7 + 20 = 437 bytes and the manifest, then the carried file (123)
     manifest = (repo / ".kbench-source").stat().st_size
-    assert _run(repo, "size").stdout.startswith(f"{417 + manifest} bytes travel")
-    assert _run(repo, "size", ".gpu").stdout.startswith(f"{417 + manifest + 123} bytes travel")
+    assert _run(repo, "size").stdout.startswith(f"{437 + manifest} bytes travel")
+    assert _run(repo, "size", ".gpu").stdout.startswith(f"{437 + manifest + 123} bytes travel")
     (carried / "shard.parquet").unlink()
     carried.rmdir()
 

@@ -179,3 +179,54 @@ def test_ladder_without_agreement_keeps_no_time_for_it(tmp_path):
     (55 - 30) / 2 = 12 s each both run, where keeping half of the default AGREE_S of 90 would skip them."""
     calls = _ladder_calls(tmp_path, 'export AGREE_ROUNDS=0 CORES_LADDER="8 1" LADDER_GPUS=1 BUDGET=55')
     assert [c.split(" gpus")[0] for c in calls] == ["cores=0-7", "cores=0-0"]
+
+
+def _autotune_mode() -> str:
+    """The script's autotune_one function and its autotune mode block."""
+    lines = SCRIPT.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("autotune_one() {"))
+    block = next(i for i, line in enumerate(lines) if line.strip() == 'if [ "$MODE" = autotune ]; then')
+    end = next(i for i in range(block, len(lines)) if lines[i] == "fi")
+    return "\n".join(lines[start:end + 1])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
+def test_autotune_runs_a_shard_per_gpu_seeded_with_the_carried_records(tmp_path):
+    """A two-GPU host, one dataset's autotune folder carried with a record file and env.jsonl of an earlier
+    call. A stand-in python3 notes the shard and GPU of each call and whether the carried records were in
+    its output folder, and writes a record and a start line as the probe does; what comes back is each
+    shard's records gzipped under the call's stamp (never the carried file's name) and env.jsonl, old and
+    new lines."""
+    import gzip
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
+    out.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/bin/bash\n"
+        'while [ $# -gt 0 ]; do case "$1" in --out) dir=$2; shift;; --shard) shard=$2; shift;; esac; shift; done\n'
+        'k=${shard%/*}; n=${shard#*/}\n'
+        '[ -f "$dir/autotune-20261202T000000-0-of-2.jsonl.gz" ] && seen=carried || seen=none\n'
+        'echo "shard=$shard gpu=$CUDA_VISIBLE_DEVICES $seen" >> "$CALLS"\n'
+        'echo "{\\"key\\": \\"k$k\\"}" >> "$dir/autotune-$k-of-$n.jsonl"\n'
+        'echo "{\\"phase\\": \\"start\\", \\"shard\\": \\"$shard\\"}" >> "$dir/env.jsonl"\n'
+        "exit 0\n")
+    (bin_dir / "python3").chmod(0o755)
+    folder = tmp_path / "raw" / "h200" / "autotune"
+    folder.mkdir(parents=True)
+    (folder / "problems.csv.gz").write_bytes(b"")
+    (folder / "autotune-20261202T000000-0-of-2.jsonl.gz").write_bytes(gzip.compress(b'{"key": "old"}\n'))
+    (folder / "env.jsonl").write_text('{"phase": "start", "shard": "0/2"}\n')
+    script = (f"export PATH={bin_dir}:$PATH CALLS={tmp_path / 'calls'} AT_WORK={tmp_path / 'work'} SNAPSHOT_S=3600\n"
+              f"OUT={out}\nNGPU=2\nBUDGET=300\nMARGIN=20\nT0=$(date +%s)\nMODE=autotune\n"
+              f"PROBLEMS={folder / 'problems.csv.gz'}\n"
+              "left() { echo $(( BUDGET - ($(date +%s) - T0) )); }\n" + _autotune_mode() + "\n")
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path, capture_output=True)
+    assert sorted((tmp_path / "calls").read_text().splitlines()) == ["shard=0/2 gpu=0 carried", "shard=1/2 gpu=1 carried"]
+    back = out / "autotune" / "h200"
+    names = sorted(p.name for p in back.iterdir())
+    assert names[-1] == "env.jsonl" and len(names) == 3
+    assert [n.split("-", 2)[2] for n in names[:2]] == ["0-of-2.jsonl.gz", "1-of-2.jsonl.gz"]
+    assert "20261202T000000" not in " ".join(names)  # the carried file stays where it is, not sent back
+    assert gzip.decompress((back / names[1]).read_bytes()) == b'{"key": "k1"}\n'
+    env = (back / "env.jsonl").read_text().splitlines()
+    assert env[0] == '{"phase": "start", "shard": "0/2"}' and len(env) == 3

@@ -9,8 +9,9 @@
 #
 # 'out' moves the leaderboard, the scripts' results (bench/, experiments/, tools/), every packaged dataset but the DATASETs named
 # (the ones a 'verify' call scores against) and every file under raw/ but the corpora
-# (raw/*/corpus.csv.gz): a collecting call resumes from the raw folder it carries (for example
-# .gpu/h200_raw), not from raw/. Files move one by one with their paths kept, so 'back' restores the
+# (raw/*/corpus.csv.gz) and the autotune folders (raw/*/autotune/: the problems an 'autotune' call
+# probes and the records it resumes from): a collecting call resumes from the raw folder it carries
+# (for example .gpu/h200_raw), not from raw/. Files move one by one with their paths kept, so 'back' restores the
 # same tree; neither overwrites a file that exists at its destination. 'out' also writes .kbench-source
 # (the commit and its tracked files' blob ids), so that records made from the copy name the commit
 # and whether the code that travelled differs from it (kbench.scoring.environment.copy_state); 'back' removes it.
@@ -48,7 +49,7 @@ if [ "$MODE" = out ]; then
     for d in kbench/datasets/*/; do
       name=$(basename "$d"); case "$KEEP" in *" $name "*) ;; *) find "$d" -type f ;; esac
     done
-  } | grep -v '^raw/[^/]*/corpus\.csv\.gz$' | sed 's|//|/|g' | while IFS= read -r f; do move_file "$f" "$STASH/$f"; done
+  } | grep -v -e '^raw/[^/]*/corpus\.csv\.gz$' -e '^raw/[^/]*/autotune/' | sed 's|//|/|g' | while IFS= read -r f; do move_file "$f" "$STASH/$f"; done
   { echo "commit $(git rev-parse HEAD)"; git -c core.quotepath=off ls-files -s; } > .kbench-source
   echo "device_tree.sh: moved $(find "$STASH" -type f | wc -l) files to $STASH"
 else

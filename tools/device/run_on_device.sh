@@ -11,11 +11,22 @@
 #   bash tools/device/run_on_device.sh labels   RUN_DIR  BUDGET_S [MARGIN_S]  # verification pass on shipped labels
 #   bash tools/device/run_on_device.sh shards2  PROBLEMS BUDGET_S [MARGIN_S]  # two-shard test fixture, GPU 0
 #   bash tools/device/run_on_device.sh kcache   PROBLEMS BUDGET_S [MARGIN_S]  # kernel cache off vs on, GPU 0
+#   bash tools/device/run_on_device.sh autotune PROBLEMS[,PROBLEMS..] BUDGET_S [MARGIN_S]  # PyTorch's autotune, a shard per GPU
 #
 # verify: RUN_DIR holds plan.json from 'kbench verify-on-gpu PREDS --out RUN_DIR --plan-only' (and
-# raw.jsonl or raw.jsonl.gz of an earlier, cut-short run, which is resumed). Brings back
-# $OUT/RUN_NAME/{raw.jsonl.gz,verification.json}; score again on the CPU with
+# raw.jsonl or raw.jsonl.gz of an earlier, cut-short run, which is resumed; raw_autotune.jsonl[.gz] too,
+# the autotune pass of a plan with live references). Brings back
+# $OUT/RUN_NAME/{raw.jsonl.gz,raw_autotune.jsonl.gz,verification.json}; score again on the CPU with
 # 'kbench verify-on-gpu --out DIR --score-only'.
+#
+# autotune: 'kbench collect autotune' over each PROBLEMS file (a dataset's raw/<dataset>/autotune/problems.csv.gz,
+# from 'kbench collect autotune-problems'), one process per GPU (--shard g/NGPU), into /tmp/autotune/<dataset>/,
+# seeded with the records and env.jsonl of the folder holding PROBLEMS (they count as done: a call resumes
+# where the last stopped). Every SNAPSHOT_S seconds (default 60), and at the end, each shard's records
+# are copied gzipped into $OUT/autotune/<dataset>/autotune-STAMP-K-of-N.jsonl.gz (STAMP: the call's start,
+# so that no call's file replaces another's) with the folder's env.jsonl: a call stopped at the machine's
+# limit brings back all but its last minute. Copy them into raw/<dataset>/autotune/ (the env.jsonl
+# replaces the one carried: it holds it and the new runs' starts).
 #
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
@@ -98,6 +109,9 @@ verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visi
   cp "$RUN_DIR"/plan.json "$VOUT"/
   [ -f "$RUN_DIR/raw.jsonl" ] && cp "$RUN_DIR"/raw.jsonl "$VOUT"/
   [ -f "$RUN_DIR/raw.jsonl.gz" ] && [ ! -f "$VOUT/raw.jsonl" ] && gunzip -c "$RUN_DIR/raw.jsonl.gz" > "$VOUT/raw.jsonl"
+  [ -f "$RUN_DIR/raw_autotune.jsonl" ] && cp "$RUN_DIR"/raw_autotune.jsonl "$VOUT"/
+  [ -f "$RUN_DIR/raw_autotune.jsonl.gz" ] && [ ! -f "$VOUT/raw_autotune.jsonl" ] && \
+      gunzip -c "$RUN_DIR/raw_autotune.jsonl.gz" > "$VOUT/raw_autotune.jsonl"
   while :; do
     LEFT=$(left)
     [ $LEFT -lt 30 ] && break
@@ -111,6 +125,7 @@ verify_one() {  # verify_one RUN_DIR: time RUN_DIR/plan.json's plans on the visi
   done
   # gzipped: a run with live references writes ~30 rows a problem, and a file over 16 MiB would not come back
   gzip -f -9 "$VOUT/raw.jsonl"
+  [ -f "$VOUT/raw_autotune.jsonl" ] && gzip -f -9 "$VOUT/raw_autotune.jsonl"
   python3 -m kbench.gpu_check.command --out "$VOUT" --score-only 2>&1 | tail -3
   rm -f "$VOUT.log" "$VOUT/plan.json"  # the plan came with the call; the timings and the record go back
 }
@@ -130,6 +145,61 @@ if [ "$MODE" = verify ]; then
   done
   wait
   ls -la $OUT $OUT/*/
+  exit 0
+fi
+
+autotune_one() {  # autotune_one PROBLEMS: every GPU probes its shard of PROBLEMS' pending problem-directions
+  local P=$1 BASE_AT NAME WORK DEST STAMP g pids=""
+  BASE_AT=$(dirname "$P"); NAME=$(basename "$(dirname "$BASE_AT")")
+  WORK=${AT_WORK:-/tmp/autotune}/$NAME; DEST=$OUT/autotune/$NAME; STAMP=$(date -u +%Y%m%dT%H%M%S)
+  mkdir -p "$WORK" "$DEST"
+  for f in "$BASE_AT"/autotune*.jsonl "$BASE_AT"/autotune*.jsonl.gz "$BASE_AT"/env.jsonl; do
+    [ -f "$f" ] && cp "$f" "$WORK"/
+  done
+  snapshot_autotune() {  # the shards' records, gzipped under the call's stamp, and the environment records
+    for g in $(seq 0 $((NGPU - 1))); do
+      f=$WORK/autotune-$g-of-$NGPU.jsonl
+      [ -f "$f" ] || continue
+      gzip -c "$f" > "$DEST/autotune-$STAMP-$g-of-$NGPU.jsonl.gz.part" && \
+          mv "$DEST/autotune-$STAMP-$g-of-$NGPU.jsonl.gz.part" "$DEST/autotune-$STAMP-$g-of-$NGPU.jsonl.gz"
+    done
+    [ -f "$WORK/env.jsonl" ] && cp "$WORK/env.jsonl" "$DEST/env.jsonl.part" && mv "$DEST/env.jsonl.part" "$DEST/env.jsonl"
+    return 0
+  }
+  # the loop's sleep goes with it when it is stopped (the trap), and it holds none of the call's output
+  ( trap 'kill $(jobs -p) 2>/dev/null; exit 0' TERM
+    while :; do sleep ${SNAPSHOT_S:-60} & wait $!; snapshot_autotune; done ) > /dev/null 2>&1 &
+  local SNAP=$!
+  for g in $(seq 0 $((NGPU - 1))); do
+    (
+      while :; do
+        L=$(left); [ $L -lt 30 ] && break
+        CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g timeout -k 15 $((L - 10)) python3 -m kbench.collect autotune \
+            --problems "$P" --out "$WORK" --shard $g/$NGPU --time-budget $((L - MARGIN)) >> "$OUT/autotune_$NAME.log" 2>&1
+        rc=$?
+        echo "autotune $NAME shard $g/$NGPU rc=$rc" | tee -a "$OUT/autotune_$NAME.log"
+        [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
+      done
+    ) &
+    pids="$pids $!"
+  done
+  wait $pids
+  kill $SNAP 2>/dev/null; wait $SNAP 2>/dev/null
+  snapshot_autotune
+  rm -f "$DEST"/*.part
+  tail -4 "$OUT/autotune_$NAME.log"
+}
+
+if [ "$MODE" = autotune ]; then
+  # each problems file in turn (a dataset's autotune folder each), every GPU of the host on one at a time
+  export CUDA_DEVICE_ORDER=PCI_BUS_ID
+  IFS=, read -ra AT_PROBLEMS <<< "$PROBLEMS"
+  for P in "${AT_PROBLEMS[@]}"; do
+    [ -f "$P" ] || { echo "autotune: $P not found"; continue; }
+    [ $(left) -lt 60 ] && { echo "autotune: no time left for $P"; break; }
+    autotune_one "$P"
+  done
+  ls -la $OUT/autotune/*/
   exit 0
 fi
 

@@ -18,7 +18,9 @@
   notes (fft, winograd, tensor_core, cuda_core).
 * ``heuristics``: cuDNN's mode A, mode B and fallback orders and PyTorch's
   choice, each restricted to the kernels in ``runtimes`` for that problem and
-  re-ranked from 0 (what that heuristic would run from the candidate set).
+  re-ranked from 0 (what that heuristic would run from the candidate set); with an
+  autotune folder also ``pytorch_autotune``, and the ``autotune`` table of its first
+  calls (:mod:`kbench.collect.packaging.autotune`).
 * ``splits``: ``random`` and ``networks`` (:mod:`kbench.splits`).
 """
 
@@ -33,6 +35,7 @@ from kbench.collect.label_retiming.apply import apply_labels, read_labels
 from kbench.collect.label_retiming.front_runners import AGREE, DISAGREE_RESOLVED, label_checks
 from kbench.collect.measure.cudnn import default_set, pytorch_default_mask
 from kbench.collect.measure.strides import UNRECORDED_CONVENTION, run_conventions, strides_differ
+from kbench.collect.packaging.autotune import autotune_tables, card_section
 from kbench.collect.packaging.card import render
 from kbench.collect.raw_store.shard import shard_folders
 from kbench.collect.raw_store.writer import dedupe, graph_modes, load_env, load_records
@@ -401,7 +404,7 @@ def require_one_stride_form(problems: pd.DataFrame, env: pd.DataFrame) -> None:
 def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = None,
             variant: str = "default", card: str | Path | None = None, repeats=None, labels=None,
             version: str | None = None, align: tuple[str, pd.DataFrame] | None = None,
-            through_run: str | None = None, retimed=None) -> dict:
+            through_run: str | None = None, retimed=None, autotune: str | Path | None = None) -> dict:
     """Write the dataset folder (parquet + manifest) and, if asked, the data card.
 
     ``repeats``: raw folder(s) re-measuring a sample of the problems in other
@@ -413,7 +416,9 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     the runs up to this run id only (:func:`load_raw`). ``retimed``: raw folder(s) that measured some
     of the problem-directions again (all runs, ``through_run`` does not apply): their measurements
     replace the base's (:func:`overlay_retimed`), after ``labels`` are applied to the base, and the
-    replaced problems leave the ``repeats`` table, whose runs measured the old form.
+    replaced problems leave the ``repeats`` table, whose runs measured the old form. ``autotune``: a folder
+    of ``kbench collect autotune`` records of the same GPU and software: adds the ``pytorch_autotune``
+    heuristic and the ``autotune`` table (:func:`kbench.collect.packaging.autotune.autotune_tables`).
     """
     check_identifier(name, "--name")  # the dataset's name becomes its folder and result paths
     problems, plans, env = load_raw(raws, through_run)
@@ -438,6 +443,12 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
     if repeats:
         tables["repeats"], repeats_info = repeats_table(tables["runtimes"], repeats, variant,
                                                         None if gpu == "unknown" else gpu, exclude=replaced)
+    autotune_info = None
+    if autotune is not None:
+        rows, tables["autotune"], autotune_info = autotune_tables(autotune, env, tables["problems"]["problem_id"],
+                                                                  tables["runtimes"])
+        tables["heuristics"] = pd.concat([tables["heuristics"], rows], ignore_index=True)
+        autotune_info["folder"] = repo_relative(autotune)
     start = env[env.get("phase") == "start"].iloc[0].to_dict() if "phase" in env else {}
     spec = SPEC.get(name.removesuffix(f"-{variant}"), {})
     info = {
@@ -461,11 +472,16 @@ def package(raws, name: str, out_dir: str | Path, mituna: str | Path | None = No
         info["label_verification"] = label_info
     if retimed_info:
         info["retimed"] = retimed_info
+    if autotune_info:
+        info["autotune"] = autotune_info
     manifest = write_dataset(out_dir, tables, info)
     if card:
         all_raws = ([raws] if isinstance(raws, (str, Path)) else list(raws)) + (
             [retimed] if isinstance(retimed, (str, Path)) else list(retimed or []))
         coverage = torch_choice_coverage(problems, plans_in_set(tables["runtimes"]))
-        Path(card).write_text(render(name, problems, plans, env, tables, all_raws, align=align,
-                                     retimed=retimed_info, measured=measured, variant=variant, coverage=coverage))
+        text = render(name, problems, plans, env, tables, all_raws, align=align, retimed=retimed_info,
+                      measured=measured, variant=variant, coverage=coverage)
+        if autotune_info:
+            text = "\n".join([text, card_section(tables["autotune"], autotune_info, tables["problems"])])
+        Path(card).write_text(text)
     return manifest

@@ -63,15 +63,25 @@ def stratified_sample(problems: pd.DataFrame, n: int, seed: int = 0, strata=STRA
     return df.loc[rng.permutation(idx)].reset_index(drop=True)
 
 
-def corpus_rows(problems: pd.DataFrame) -> pd.DataFrame:
-    """Canonical problem rows (2D) -> the collector's problems-file columns, one row per direction."""
-    if (problems.get("spatial_dims", pd.Series(2, index=problems.index)) != 2).any():
-        raise KbenchInputError("the cuDNN collector measures 2D convolutions; the sample has 3D problems.")
-    out = pd.DataFrame({c: problems[c] for c in ("n", "c", "k", "groups", "x_h", "x_w", "fil_h", "fil_w", "pad_h",
-                                                 "pad_w", "stride_h", "stride_w", "dil_h", "dil_w", "dtype",
-                                                 "direction")})
+#: the depth fields a 3D problem's row adds (kbench.collect.measure.cudnn.problems.DEPTH)
+DEPTH_COLUMNS = ["x_d", "fil_d", "pad_d", "stride_d", "dil_d"]
+
+
+def corpus_rows(problems: pd.DataFrame, three_d: bool = False) -> pd.DataFrame:
+    """Canonical problem rows -> the collector's problems-file columns, one row per direction: 2D, or with
+    ``three_d`` 3D rows (the depth fields added; the layout NCDHW or NDHWC). A file holds one kind."""
+    is3d = problems.get("spatial_dims", pd.Series(2, index=problems.index)) == 3
+    if is3d.any() and not is3d.all():
+        raise KbenchInputError("the problems mix 2D and 3D convolutions; a problems file holds one kind: write "
+                               "the 2D and the 3D ones apart (e.g. the 2D datasets' and the 3D datasets').")
+    if bool(is3d.all() and len(is3d)) != three_d:
+        raise KbenchInputError(f"the problems are {'2D' if three_d else '3D'} convolutions: write them as a "
+                               f"{'2D' if three_d else '3D'} problems file.")
+    cols = CORPUS_COLUMNS[:-3] + (DEPTH_COLUMNS if three_d else [])
+    out = pd.DataFrame({c: problems[c] for c in cols})
+    out["dtype"], out["direction"] = problems["dtype"].astype(str), problems["direction"].astype(str)
     out["layout"] = problems["layout_x"].astype(str)
-    out = out[CORPUS_COLUMNS]
+    out = out[cols + ["dtype", "layout", "direction"]]
     out["kind"] = problems["kind"].astype(str) if "kind" in problems else ""
     out["sources"] = problems["sources"].astype(str) if "sources" in problems else ""
     out["order"] = np.arange(len(out))

@@ -14,21 +14,32 @@ autotune on from the start, each problem's first call being its tuning call, as 
 3. mode A's first :data:`AUTOTUNE_PROFILE_TOP` plans built and profiled beside PyTorch's call, the
    plan whose kernels equal PyTorch's being its autotune choice (:func:`.pytorch_choice.match_torch`).
 
-One JSON line per problem-direction, written as it goes; a re-run skips the keys already written::
+One JSON line per problem-direction, written as it goes (with ``probe_s``, the probe's wall time); a
+re-run skips the keys already written in any records file of the folder (:func:`record_files`: the
+folder's ``autotune*.jsonl`` and their ``.gz`` copies). With ``--shard K/N`` a process probes the keys
+whose CRC-32 is K modulo N (a split that does not depend on what is done, so processes started at
+different moments never overlap) into ``autotune-K-of-N.jsonl``, one GPU each::
 
     kbench collect autotune --problems raw/h200-3d/corpus.csv.gz --out DIR --limit 400 --time-budget 500
+    kbench collect autotune --problems P --out DIR --shard 3/8        # one GPU of eight
+
+The records of a dataset's problems go in its raw folder, ``raw/<dataset>/autotune/``, where
+``kbench build-data`` reads them (:mod:`kbench.collect.packaging.autotune`).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
+import zlib
 from pathlib import Path
 
 from kbench.collect.measure.cudnn.collector import CudnnCollector, Options
 from kbench.collect.measure.cudnn.problems import DIRECTIONS, conv_args, load_problems
 from kbench.collect.measure.cudnn.protocol import FatalCudaError, _err
+from kbench.collect.raw_store.shard import Shard
 
 #: mode A's plans profiled beside PyTorch's call: its candidates are cuDNN's first
 #: ``benchmark_limit`` (10 by default) heuristic plans, and a plan that does not build is skipped
@@ -39,9 +50,11 @@ RECORDS = "autotune.jsonl"
 class AutotuneProbe(CudnnCollector):
     """The collector's tensors and graphs, used to see what ``benchmark = True`` settles on."""
 
-    def __init__(self, options: Options | None = None):
+    def __init__(self, options: Options | None = None, benchmark_limit: int | None = None):
         super().__init__(options or Options(notes=False, precise=False, verify=False))
         self.torch.backends.cudnn.benchmark = True  # from the first call on, as a user's script sets it
+        if benchmark_limit is not None:  # PyTorch's default is 10; 0 times every candidate
+            self.torch.backends.cudnn.benchmark_limit = int(benchmark_limit)
 
     def env(self) -> dict:
         t = self.torch
@@ -51,6 +64,7 @@ class AutotuneProbe(CudnnCollector):
     def probe(self, p: dict) -> dict:
         """One problem-direction: PyTorch's autotune choice, its kernels and its first call's cost."""
         t = self.torch
+        t0 = time.perf_counter()
         rec = {k: p[k] for k in ("key", "direction", "dtype", "layout")}
         rec.update(status="ok", error="")
         try:
@@ -77,6 +91,7 @@ class AutotuneProbe(CudnnCollector):
             rec.update(status="failed", error=_err(exc))
         finally:
             t.cuda.empty_cache()
+        rec["probe_s"] = round(time.perf_counter() - t0, 4)
         return rec
 
     def _host_ms(self, call) -> float:
@@ -90,36 +105,67 @@ class AutotuneProbe(CudnnCollector):
         return 1e3 * (time.perf_counter() - t0)
 
 
-def done_keys(path: Path) -> set[str]:
-    """Keys already written to a records file (a torn last line, from a stopped run, is not one)."""
-    if not path.exists():
-        return set()
-    keys = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
+def record_files(folder) -> list[Path]:
+    """A folder's records files: ``autotune*.jsonl`` (one per process: :data:`RECORDS`, or one per shard)
+    and their gzipped copies (``.jsonl.gz``, as a raw folder keeps them), sorted by name."""
+    folder = Path(folder)
+    return sorted([*folder.glob("autotune*.jsonl"), *folder.glob("autotune*.jsonl.gz")])
+
+
+def read_lines(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of a records file, plain or gzipped; a torn line (a stopped run's last one)
+    or any line that is no JSON object is left out."""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    out = []
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         try:
-            keys.add(json.loads(line)["key"])
-        except (json.JSONDecodeError, KeyError, TypeError):
+            rec = json.loads(line)
+        except json.JSONDecodeError:
             continue
-    return keys
+        if isinstance(rec, dict):
+            out.append((number, rec))
+    return out
+
+
+def done_keys(path: Path) -> set[str]:
+    """Keys already written to a records file, or to any records file of a folder (:func:`record_files`)."""
+    path = Path(path)
+    files = record_files(path) if path.is_dir() else [path] if path.exists() else []
+    return {rec["key"] for f in files for _, rec in read_lines(f) if isinstance(rec.get("key"), str)}
+
+
+def in_shard(keys, shard: Shard | None):
+    """Whether each key is in ``shard``: its CRC-32 modulo the shard count is the shard's index."""
+    if shard is None:
+        return [True] * len(keys)
+    return [zlib.crc32(str(k).encode()) % shard.count == shard.index for k in keys]
 
 
 def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layouts=None, limit: int | None = None,
-                   time_budget_s: float | None = None, make_probe=AutotuneProbe) -> dict:
-    """Probe the pending problem-directions of ``problems`` into ``out_dir/autotune.jsonl``."""
+                   time_budget_s: float | None = None, make_probe=AutotuneProbe, shard: Shard | None = None,
+                   benchmark_limit: int | None = None) -> dict:
+    """Probe the pending problem-directions of ``problems`` (those of ``shard``) into ``out_dir``'s
+    records file: :data:`RECORDS`, or ``autotune-K-of-N.jsonl`` for shard K of N. ``benchmark_limit``:
+    PyTorch's ``torch.backends.cudnn.benchmark_limit`` for the run (default: PyTorch's own, 10; 0: every
+    candidate), recorded in ``env.jsonl``; one folder holds one setting."""
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     todo = load_problems(problems, directions, dtypes, layouts)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / RECORDS
-    pending = todo[~todo["key"].isin(done_keys(path))]
+    path = out / (RECORDS if shard is None else f"autotune-{shard.index}-of-{shard.count}.jsonl")
+    todo = todo[in_shard(todo["key"], shard)]
+    pending = todo[~todo["key"].isin(done_keys(out))]
     if limit is not None:
         pending = pending.head(limit)
     summary = {"total": int(len(todo)), "pending": int(len(pending)), "measured": 0}
     if not len(pending):
         return summary
-    probe = make_probe()
+    probe = make_probe() if benchmark_limit is None else make_probe(benchmark_limit=benchmark_limit)
     with (out / "env.jsonl").open("a", encoding="utf-8") as env:
-        env.write(json.dumps({"phase": "start", **probe.env()}) + "\n")
+        env.write(json.dumps({"phase": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                              "shard": None if shard is None else str(shard), **probe.env()}) + "\n")
     with path.open("a", encoding="utf-8") as fh:
         for row in pending.to_dict("records"):
             if deadline is not None and time.monotonic() > deadline:
