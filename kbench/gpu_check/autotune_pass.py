@@ -52,16 +52,8 @@ def time_problem(col, item: dict, replays: int, seed: int, live: dict) -> tuple[
     """(time rows, fields of the problem's line) of one problem: PyTorch's op with ``benchmark = True``, its
     first two calls on the host clock, then it, the choice and the oracle in interleaved rounds."""
     p = item["problem"]
-    x, w, y, _ = col._tensors(p)
-    col._fill_inputs(p, x, w, y)
-    g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
-    if g is None:
-        raise RuntimeError(f"graph: {err}")
-    index = {n: i for i, n in enumerate(names)}
     plans = list(dict.fromkeys([item["roles"]["choice"], item["roles"]["oracle"]]))
-    missing = [n for n in plans if n not in index]
-    if missing:
-        raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
+    x, w, y, g, pack, index = live_timing.problem_plans(col, p, plans)
     t = col.torch
     t.backends.cudnn.benchmark = True
     t.backends.cudnn.deterministic = False

@@ -51,6 +51,21 @@ class Unit:
     method: str = "graph"  # or "single" (slow units)
 
 
+def problem_plans(col, p: dict, plans: list[str]):
+    """(x, w, y, graph, variant pack, plan index by name) of problem ``p`` on this GPU: its tensors
+    filled and cuDNN's plan list; raises where the graph fails or a plan of ``plans`` is not proposed."""
+    x, w, y, _ = col._tensors(p)
+    col._fill_inputs(p, x, w, y)
+    g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
+    if g is None:
+        raise RuntimeError(f"graph: {err}")
+    index = {n: i for i, n in enumerate(names)}
+    missing = [n for n in plans if n not in index]
+    if missing:
+        raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
+    return x, w, y, g, pack, index
+
+
 def plan_unit(col, g, pack, index: int, name: str) -> Unit:
     """The unit of a built plan of graph ``g``."""
     return Unit(name, partial(col._run, g, pack, index), int(g.get_workspace_size_plan_at_index(index)))

@@ -56,15 +56,7 @@ def _time_problem(col, item: dict, replays: int, seed: int = 0, live: dict | Non
     failure). With ``live`` (the plan's live block) the live references join the rounds, every unit
     is also timed eagerly, and the fields name each live reference's unit."""
     p = item["problem"]
-    x, w, y, _ = col._tensors(p)
-    col._fill_inputs(p, x, w, y)
-    g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
-    if g is None:
-        raise RuntimeError(f"graph: {err}")
-    index = {n: i for i, n in enumerate(names)}
-    missing = [n for n in item["plans"] if n not in index]
-    if missing:
-        raise RuntimeError(f"cuDNN did not propose {', '.join(missing)} on this machine")
+    x, w, y, g, pack, index = live_timing.problem_plans(col, p, item["plans"])
     units: dict[str, live_timing.Unit] = {}
     try:
         for name in item["plans"]:
