@@ -134,21 +134,27 @@ def _kendall_tau_b(rank: np.ndarray, t: np.ndarray, size: np.ndarray) -> np.ndar
     ranked = rank >= 0
     pr, rr = p[ranked], rank[ranked]
     n_ranked = np.bincount(pr, minlength=n)
-    s = np.bincount(pr, weights=(hi - lo)[ranked], minlength=n)
+    s = np.rint(np.bincount(pr, weights=(hi - lo)[ranked], minlength=n)).astype(np.int64)
     if len(rr):
         width = int(rr.max()) + 1
-        dense = np.full((n, width), np.nan)
-        dense[pr, rr] = t[ranked]
-        if int((~np.isnan(dense)).sum()) != len(rr):
+        # position x problem: each ranked cell's time as the number of its run within the problem (equal
+        # times, equal numbers) at its ranking position. A position no cell holds is +BIG in `high` and
+        # -BIG in `low`, so that no comparison below counts a pair it is in
+        big = np.iinfo(np.int32).max
+        high = np.full((width, n), big, dtype=np.int32)
+        high[rr, pr] = (run_of - run_of[start[p]])[ranked]
+        if int((high < big).sum()) != len(rr):
             raise ValueError("_kendall_tau_b: a ranking position repeats within a problem")
-        for d in range(1, width):  # every ranked pair (c, c + d): sign(t[c + d] - t[c]), NaN (no cell) as 0
-            s += np.nan_to_num(np.sign(dense[:, d:] - dense[:, :-d])).sum(axis=1)
+        low = np.where(high < big, high, -big)
+        for d in range(1, width):  # every ranked pair (c, c + d): +1 where t[c + d] > t[c], -1 where it is less
+            s += (low[d:] > high[:-d]).sum(axis=0, dtype=np.int64)
+            s -= (high[d:] < low[:-d]).sum(axis=0, dtype=np.int64)
     unranked = size - n_ranked
     n0 = size * (size - 1) // 2
     den = np.sqrt((n0 - unranked * (unranked - 1) // 2).astype(np.float64) * (n0 - tied_t.astype(np.int64)))
     ok = (size >= 2) & (den > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tau[ok] = np.rint(s[ok]).astype(np.int64) / den[ok]
+        tau[ok] = s[ok] / den[ok]
     return tau
 
 
