@@ -317,12 +317,19 @@ def check_dataset(root: Path, boards: list, transfer_paths: list[Path]) -> dict:
     return out
 
 
+#: what one record weighs beside the bytes of its stored predictions in :func:`_unit_cost` (its evaluators,
+#: the figures computed per group: about as long as reading and scoring a megabyte of predictions)
+RECORD_COST = 1_000_000
+
+
 def _unit_cost(unit: tuple[list, list]) -> int:
-    """Bytes of stored predictions a dataset's checks read: the larger ones are started first."""
+    """A rough weight of a dataset's checks (bytes of stored predictions, and :data:`RECORD_COST` per record):
+    the heavier ones are started first, so that the processes finish close together."""
     boards, transfer_paths = unit
-    sizes = [e.preds_path.stat().st_size for _, board in boards for e in board if e.preds_path is not None]
-    return sum(sizes) + sum(p.with_name(f"{p.stem}.preds.csv.gz").stat().st_size for p in transfer_paths
-                            if p.with_name(f"{p.stem}.preds.csv.gz").is_file())
+    entries = [e for _, board in boards for e in board]
+    stored = [e.preds_path for e in entries if e.preds_path is not None]
+    stored += [p.with_name(f"{p.stem}.preds.csv.gz") for p in transfer_paths]
+    return sum(p.stat().st_size for p in stored if p.is_file()) + RECORD_COST * (len(entries) + len(transfer_paths))
 
 
 def _one_thread_each() -> None:
