@@ -146,7 +146,7 @@ def cmd_rescore(args) -> int:
 
 def cmd_validate(args) -> int:
     from kbench.leaderboard.integrity import validate_all
-    summary = validate_all(Path(args.leaderboard), check_data=not args.no_data)
+    summary = validate_all(Path(args.leaderboard), check_data=not args.no_data, jobs=args.jobs)
     print(f"{args.leaderboard}: {summary['entries']} entries, {summary['files']} files: valid")
     if not args.no_data:
         print(f"re-scored {summary['rescored']} entries from their stored predictions: every stored figure matches")
@@ -263,6 +263,8 @@ def register_cli(sub) -> None:
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
     p.add_argument("--no-data", action="store_true", help="skip the checks against the installed datasets (and "
                    "the re-scoring)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="re-score the datasets in N processes (default: the CPU count; 1: in this process)")
     p.set_defaults(func=cmd_validate)
 
     p = lsub.add_parser("rescore", help="re-score entries from their predictions with the current scoring",

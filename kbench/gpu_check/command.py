@@ -80,16 +80,32 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
     return plan
 
 
+#: the contents of the last two raw files read (a run's plan and timings), by (path, inode, size, mtime):
+#: scoring a record reads each several times (its sha256, the seeded-prefix check, the timings, the live picks)
+_LAST_READ: dict = {}
+
+
+def _file_key(path: Path) -> tuple:
+    st = path.stat()
+    return str(Path(path).resolve()), st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def raw_bytes(path: Path) -> bytes:
     """A raw file's content, uncompressed when ``path`` is gzipped (``.gz``, as the committed re-timings
     are): what a record's ``inputs`` sha256 is taken of, whichever form the file is kept in."""
+    key = ("bytes", *_file_key(path))
+    if key in _LAST_READ:
+        return _LAST_READ[key]
     data = path.read_bytes()
-    if path.suffix != ".gz":
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError) as exc:
-        raise KbenchInputError(f"{path}: not a readable gzip file ({exc}); copy it again from the run.") from None
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise KbenchInputError(f"{path}: not a readable gzip file ({exc}); copy it again from the run.") from None
+    while len(_LAST_READ) > 1:
+        del _LAST_READ[next(iter(_LAST_READ))]
+    _LAST_READ[key] = data
+    return data
 
 
 def input_sha256(path: Path) -> str:
@@ -98,18 +114,33 @@ def input_sha256(path: Path) -> str:
 
 
 def raw_rows(path: Path):
-    """The JSON objects of a raw timing file, in order; a line cut by a kill is skipped (as is any line
-    that is no JSON object). ``path`` may be gzipped (``.gz``), as the committed re-timings are."""
+    """The JSON objects of a raw timing file, in order (shared by every reader of the file: read them, never
+    change them); a line cut by a kill is skipped (as is any line that is no JSON object). ``path`` may be
+    gzipped (``.gz``), as the committed re-timings are."""
     if not path.exists():
         return
-    text = raw_bytes(path).decode("utf-8", errors="replace")
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            yield row
+    yield from _parsed_rows(path)
+
+
+def _parsed_rows(path: Path) -> list[dict]:
+    """:func:`raw_rows` parsed once per file content (the rows are shared between readers: read, never change)."""
+    key = ("rows", *_file_key(path))
+    if key not in _ROWS:
+        rows = []
+        for line in raw_bytes(path).decode("utf-8", errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+        _ROWS.clear()
+        _ROWS[key] = rows
+    return _ROWS[key]
+
+
+#: the last raw file's parsed rows (:func:`_parsed_rows`)
+_ROWS: dict = {}
 
 
 def read_raw(path: Path) -> tuple[pd.DataFrame, dict, dict, float]:

@@ -169,7 +169,9 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     rt = runtimes[runtimes["problem_id"].isin(ids)][["problem_id", "kernel", "time_ms"]].astype(
         {"problem_id": str, "kernel": str})
     times = rt.groupby(["problem_id", "kernel"])["time_ms"].min()
-    listed = rt.groupby("problem_id")["kernel"].agg(set).to_dict()
+    listed: dict[str, set] = {}
+    for pid, kernel in zip(rt["problem_id"].tolist(), rt["kernel"].tolist()):
+        listed.setdefault(pid, set()).add(kernel)
     if {"kernel", "score"} <= set(predictions.columns) and "ranking" not in predictions.columns:
         # long form: ranked by score with kbench evaluate's one tie rule, not by the first row per problem
         predictions = long_form_rankings(predictions)
@@ -231,9 +233,9 @@ def build_plan(roles: pd.DataFrame, problems: pd.DataFrame, rounds: int = 5, rep
         raise KbenchInputError(f"replays must be >= 1 (got {replays})")
     geometry = collector_problems(problems)
     order = np.random.default_rng(int(seed)).permutation(len(roles))
-    items = []
+    items, rows = [], roles.to_dict("records")
     for i in order:
-        r = roles.iloc[int(i)]
+        r = rows[int(i)]
         pid = str(r["problem_id"])
         plans = list(dict.fromkeys(r[role] for role in ROLES))  # distinct, role order
         items.append({"problem_id": pid, "problem": geometry[pid],

@@ -29,7 +29,7 @@ def measured_times(raw: pd.DataFrame) -> pd.DataFrame:
 def role_times(plan: dict, times: pd.DataFrame) -> pd.DataFrame:
     """One row per problem with every role's plan measured: direction, dtype, choice plan,
     and measured (``m_<role>``) and table (``t_<role>``) times."""
-    t = times.set_index(["problem_id", "plan"])["ms"]
+    t = dict(zip(zip(times["problem_id"], times["plan"]), times["ms"].to_numpy(dtype=np.float64)))
     rows = []
     for item in plan["problems"]:
         pid, roles = item["problem_id"], item["roles"]

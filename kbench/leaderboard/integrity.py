@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbench.core.errors import KbenchError, KbenchInputError
+from kbench.core.errors import KbenchEnvironmentError, KbenchError, KbenchInputError
 from kbench.core.identifiers import identifier_problem, path_under
-from kbench.leaderboard.rescorer import Rescorer, tree_mismatches, validate_board
-from kbench.leaderboard.schema import parse_verification, seed_inconsistencies
-from kbench.leaderboard.store import VERIFICATION_FILE, first_seed, load_dataset, read_entries
+from kbench.leaderboard.rescorer import Rescorer, board_error, entry_problems, tree_mismatches
+from kbench.leaderboard.schema import parse_verification, seed_inconsistencies, validate_tree
+from kbench.leaderboard.store import VERIFICATION_FILE, load_dataset, read_entries
 from kbench.leaderboard.transfer_track import TRANSFER_FOLDER, k_label, stale_reason
 from kbench.scoring.prediction_files import read_predictions, sha256_bytes
 from kbench.scoring.records import EvaluationResult
@@ -140,24 +140,34 @@ def _read_text(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- the transfer track
-def transfer_problems(root: Path, rescorer: Rescorer) -> tuple[int, list[str]]:
-    """(records checked, problems) of every record of the transfer track under ``root``."""
+def transfer_layout(root: Path) -> list[tuple[Path, str | None]]:
+    """Every file of the transfer track under ``root``, in path order: (path, None) for a record to
+    re-score, (path, problem) for a file out of place."""
     base = Path(root) / TRANSFER_FOLDER
-    problems, checked = [], 0
     if not base.is_dir():
-        return 0, []
+        return []
+    out = []
     for path in sorted(p for p in base.rglob("*") if p.is_file()):
         rel = path.relative_to(root)
         if len(rel.parts) != 4 or not (path.name.endswith(".json") or path.name.endswith(".preds.csv.gz")):
-            problems.append(f"{rel}: unexpected file (layout: transfer/<source>-to-<target>/<method>/k<k>.json "
-                            "and k<k>.preds.csv.gz)")
-            continue
-        if not path.name.endswith(".json"):
-            if not path.with_name(path.name.removesuffix(".preds.csv.gz") + ".json").exists():
-                problems.append(f"{rel}: predictions without their record")
+            out.append((path, f"{rel}: unexpected file (layout: transfer/<source>-to-<target>/<method>/k<k>.json "
+                              "and k<k>.preds.csv.gz)"))
+        elif path.name.endswith(".json"):
+            out.append((path, None))
+        elif not path.with_name(path.name.removesuffix(".preds.csv.gz") + ".json").exists():
+            out.append((path, f"{rel}: predictions without their record"))
+    return out
+
+
+def transfer_problems(root: Path, rescorer: Rescorer) -> tuple[int, list[str]]:
+    """(records checked, problems) of every record of the transfer track under ``root``."""
+    problems, checked = [], 0
+    for path, problem in transfer_layout(root):
+        if problem is not None:
+            problems.append(problem)
             continue
         checked += 1
-        problems += [f"{rel}: {p}" for p in transfer_record_problems(path, rescorer)]
+        problems += [f"{path.relative_to(root)}: {p}" for p in transfer_record_problems(path, rescorer)]
     return checked, problems
 
 
@@ -227,35 +237,134 @@ STALE_MARK = "stale: "
 
 
 # ----------------------------------------------------------------------------- validate
-def validate_all(root: Path, check_data: bool = True) -> dict:
-    """``kbench leaderboard validate``: :func:`validate_board` (the layout, every result record re-scored),
-    then every GPU re-timing scored again from its raw inputs and every transfer record re-scored.
-    Returns the summary with ``verified`` and ``transfer`` counts; raises one KbenchInputError listing
-    every problem."""
+def validate_all(root: Path, check_data: bool = True, jobs: int | None = None) -> dict:
+    """``kbench leaderboard validate``: every file under ``root`` checked (:func:`validate_tree`), every
+    result record re-scored from its stored predictions (:func:`entry_problems`), every GPU re-timing
+    scored again from its raw inputs and every transfer record re-scored.
+
+    The re-scoring runs dataset by dataset (a transfer record with its target's), each dataset's parts
+    loaded and their evaluators built once, in ``jobs`` processes (default: the CPU count; 1: in this
+    process). Returns the summary with ``rescored``, ``partial``, ``verified``, ``transfer`` and
+    ``stale``; raises one KbenchInputError listing every problem (those of result records first, as
+    :func:`validate_board` lists them).
+    """
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise KbenchInputError(f"--jobs {jobs}: give a number of processes of 1 or more (1: in this process)")
     root = Path(root)
-    summary = validate_board(root, check_data=check_data)
-    summary.update(verified=0, transfer=0)
+    summary = validate_tree(root, check_data=check_data)
+    summary.update(rescored=0, partial=[], verified=0, transfer=0)
     if not check_data:
         return summary
-    repo_root, problems, rescorer = root.resolve().parent, [], Rescorer()
-    for (dataset, split), entries in read_entries(root).items():
-        for entry in entries:
-            if not (entry.folder / VERIFICATION_FILE).exists():
-                continue
+    entries = read_entries(root)
+    layout = transfer_layout(root)
+    units: dict[str, tuple[list, list]] = {}
+    for (dataset, split), board in entries.items():
+        units.setdefault(dataset, ([], []))[0].append(((dataset, split), board))
+    for path, problem in layout:
+        if problem is None:  # scored with its target dataset's evaluators: the pair folder is <source>-to-<target>
+            units.setdefault(path.parent.parent.name.rsplit("-to-", 1)[-1], ([], []))[1].append(path)
+    found = _run_units(root, units, jobs)
+    board_problems, problems, transfer_found = [], [], {}
+    for (dataset, split), board in entries.items():
+        for entry in board:
             rel = f"{dataset}/{split}/{entry.folder.name}"
-            seeds = entry.seed_preds()
-            found = verification_rescore_problems(entry.folder, dataset, split, entry.folder.name, repo_root,
-                                                  first_seed(seeds) if seeds else None)
-            problems += [f"{rel}: {p}" for p in found]
-            summary["verified"] += 1
-    summary["transfer"], found = transfer_problems(root, rescorer)
-    summary["stale"] = [p.replace(STALE_MARK, "") for p in found if STALE_MARK in p]
+            unit = found[dataset]
+            board_problems += unit["board"][rel]
+            if rel in unit["rescored"]:
+                summary["rescored"] += 1
+            if rel in unit["partial"]:
+                summary["partial"].append(rel)
+            if rel in unit["gpu"]:
+                summary["verified"] += 1
+                problems += [f"{rel}: {p}" for p in unit["gpu"][rel]]
+    if board_problems:
+        raise board_error(root, board_problems)
+    for unit in found.values():
+        transfer_found.update(unit["transfer"])
+    transfer = []
+    for path, problem in layout:
+        if problem is not None:
+            transfer.append(problem)
+        else:
+            summary["transfer"] += 1
+            transfer += [f"{path.relative_to(root)}: {p}" for p in transfer_found[str(path)]]
+    summary["stale"] = [p.replace(STALE_MARK, "") for p in transfer if STALE_MARK in p]
     summary["transfer"] -= len(summary["stale"])  # listed, not re-scored
-    problems += [p for p in found if STALE_MARK not in p]
+    problems += [p for p in transfer if STALE_MARK not in p]
     if problems:
         raise KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} problem(s) in its GPU re-timings "
                                "and transfer records):\n  - " + "\n  - ".join(problems))
     return summary
 
 
-__all__ = ["timings_folder", "transfer_problems", "validate_all", "verification_rescore_problems"]
+def check_dataset(root: Path, boards: list, transfer_paths: list[Path]) -> dict:
+    """Everything :func:`validate_all` re-derives for one dataset: its entries (``boards``: ((dataset,
+    split), entries) of :func:`read_entries`) re-scored, their GPU re-timings scored again, and the
+    transfer records ``transfer_paths`` that target it re-scored, with one :class:`Rescorer` (each
+    dataset part's evaluator built once). Returns, by entry (``dataset/split/method``): ``board`` (its
+    result record's problems), ``rescored``, ``partial``, ``gpu`` (its re-timing's problems); by record
+    path: ``transfer``."""
+    repo_root, rescorer = Path(root).resolve().parent, Rescorer()
+    out = {"board": {}, "rescored": set(), "partial": set(), "gpu": {}, "transfer": {}}
+    for (dataset, split), board in boards:
+        for entry in board:
+            rel = f"{dataset}/{split}/{entry.folder.name}"
+            out["board"][rel], done, first = entry_problems(entry, dataset, split, rescorer)
+            if done is not None:
+                out["rescored"].add(rel)
+                if not done.complete:
+                    out["partial"].add(rel)
+            if done is not None and (entry.folder / VERIFICATION_FILE).exists():  # (else the board is refused)
+                out["gpu"][rel] = verification_rescore_problems(entry.folder, dataset, split, entry.folder.name,
+                                                                repo_root, first)
+    for path in transfer_paths:
+        out["transfer"][str(path)] = transfer_record_problems(path, rescorer)
+    return out
+
+
+#: what one record weighs beside the bytes of its stored predictions in :func:`_unit_cost` (its evaluators,
+#: the figures computed per group: about as long as reading and scoring a megabyte of predictions)
+RECORD_COST = 1_000_000
+
+
+def _unit_cost(unit: tuple[list, list]) -> int:
+    """A rough weight of a dataset's checks (bytes of stored predictions, and :data:`RECORD_COST` per record):
+    the heavier ones are started first, so that the processes finish close together."""
+    boards, transfer_paths = unit
+    entries = [e for _, board in boards for e in board]
+    stored = [e.preds_path for e in entries if e.preds_path is not None]
+    stored += [p.with_name(f"{p.stem}.preds.csv.gz") for p in transfer_paths]
+    return sum(p.stat().st_size for p in stored if p.is_file()) + RECORD_COST * (len(entries) + len(transfer_paths))
+
+
+def _one_thread_each() -> None:
+    """In a process of the pool: pyarrow reads and splits with one thread (the processes share the cores)."""
+    import pyarrow as pa
+    pa.set_cpu_count(1)
+
+
+def _run_units(root: Path, units: dict[str, tuple[list, list]], jobs: int | None) -> dict[str, dict]:
+    """:func:`check_dataset` of every dataset, in ``jobs`` forked processes (in this one where ``jobs`` is
+    1, there is one dataset, or the platform cannot fork)."""
+    import multiprocessing
+    import os
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    jobs = (os.cpu_count() or 1) if jobs is None else jobs
+    fork = "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
+    if jobs == 1 or len(units) < 2 or not fork:
+        return {name: check_dataset(root, *unit) for name, unit in units.items()}
+    order = sorted(units, key=lambda name: _unit_cost(units[name]), reverse=True)
+    try:
+        with ProcessPoolExecutor(min(jobs, len(units)), mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_one_thread_each) as pool:
+            futures = {name: pool.submit(check_dataset, root, *units[name]) for name in order}
+            return {name: futures[name].result() for name in units}
+    except BrokenProcessPool:
+        raise KbenchEnvironmentError(f"a process of `kbench leaderboard validate --jobs {jobs}` died (out of "
+                                     "memory?): run it again with fewer --jobs (1: one process)") from None
+
+
+__all__ = ["check_dataset", "timings_folder", "transfer_layout", "transfer_problems", "validate_all",
+           "verification_rescore_problems"]

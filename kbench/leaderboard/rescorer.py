@@ -18,7 +18,7 @@ import pandas as pd
 from kbench.core.errors import KbenchInputError
 from kbench.leaderboard.datasets import load_dataset
 from kbench.leaderboard.schema import validate_tree, verification_problems
-from kbench.leaderboard.store import PREDS_FILE, VERIFICATION_FILE, first_seed, frame_digest, read_entries
+from kbench.leaderboard.store import PREDS_FILE, VERIFICATION_FILE, first_seed, read_entries
 from kbench.scoring.evaluate import Evaluator, evaluate_tuning
 from kbench.scoring.records import TuningResult, aggregate_seeds
 
@@ -104,14 +104,18 @@ class Rescorer:
         seeds = list(record.seeds.seeds) if record.seeds else [min(seed_frames)]
         extra = sorted(set(seed_frames) - set(seeds))
         problems = [f"predictions of seed(s) {extra} are stored, but the record lists seeds {seeds}"] if extra else []
-        scored, by_digest = {}, {}
+        scored, done = {}, []  # done: (frame, its score) of each distinct set of predictions
         for seed in seeds:
             if seed not in seed_frames:
                 continue
-            digest = frame_digest(seed_frames[seed])
-            if digest not in by_digest:  # a deterministic method's seeds share one set of predictions
-                by_digest[digest] = self.score(record, seed_frames[seed], f"{source} (seed {seed})")
-            scored[seed] = by_digest[digest]
+            # a deterministic method's seeds share one set of predictions (read_seed_predictions hands back one
+            # frame for them all): it is scored once
+            frame = seed_frames[seed]
+            same = next((s for f, s in done if f is frame or (f.shape == frame.shape and f.equals(frame))), None)
+            if same is None:
+                same = self.score(record, frame, f"{source} (seed {seed})")
+                done.append((frame, same))
+            scored[seed] = same
         result = Verified(seeds_rescored=sorted(scored), seeds_unstored=[s for s in seeds if s not in scored])
         if record.seeds is None:
             new = scored[seeds[0]]
@@ -143,6 +147,32 @@ def _numbers(overall: dict) -> dict:
     return {k: v for k, v in overall.items() if isinstance(v, (int, float)) or v is None}
 
 
+def entry_problems(entry, dataset: str, split: str, rescorer: Rescorer) -> tuple[list[str], Verified | None, tuple]:
+    """(problems, what re-scoring established, the first seed's predictions and their sha256 where the entry
+    has a ``verification.json``) of one entry: every stored seed re-scored (:meth:`Rescorer.verify`) and
+    its ``verification.json`` checked against the record. The problems of a record that does not re-score
+    are one message; the rest are named by entry."""
+    rel = f"{dataset}/{split}/{entry.folder.name}"
+    try:
+        seed_preds = entry.seed_preds()
+        done = rescorer.verify(entry.record, seed_preds, f"{rel}/{PREDS_FILE}")
+    except KbenchInputError as exc:
+        return [str(exc)], None, None
+    problems, first = [], None
+    if (entry.folder / VERIFICATION_FILE).exists():
+        first = first_seed(seed_preds)
+        problems = [f"{rel}: {p}" for p in verification_problems(
+            entry.folder / VERIFICATION_FILE, entry.record, dataset, split, entry.folder.name,
+            first_seed_sha256=first[1])]
+    return problems, done, first
+
+
+def board_error(root: Path, problems: list[str]) -> KbenchInputError:
+    """The one error of a board whose result records do not re-score as recorded."""
+    return KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} entr(ies) not re-scored as "
+                            "recorded):\n" + "\n".join(problems))
+
+
 def validate_board(root: Path, check_data: bool = True) -> dict:
     """Validate every file under a leaderboard folder, then re-score every entry from its stored predictions.
 
@@ -158,24 +188,15 @@ def validate_board(root: Path, check_data: bool = True) -> dict:
     problems, rescorer = [], Rescorer()
     for (dataset, split), entries in read_entries(root).items():
         for entry in entries:
-            rel = f"{dataset}/{split}/{entry.folder.name}"
-            try:
-                seed_preds = entry.seed_preds()
-                done = rescorer.verify(entry.record, seed_preds, f"{rel}/{PREDS_FILE}")
-            except KbenchInputError as exc:
-                problems.append(str(exc))
-                continue
-            if (entry.folder / VERIFICATION_FILE).exists():
-                problems += [f"{rel}: {p}" for p in verification_problems(
-                    entry.folder / VERIFICATION_FILE, entry.record, dataset, split, entry.folder.name,
-                    first_seed_sha256=first_seed(seed_preds)[1])]
-            summary["rescored"] += 1
-            if not done.complete:
-                summary["partial"].append(rel)
+            found, done, _ = entry_problems(entry, dataset, split, rescorer)
+            problems += found
+            if done is not None:
+                summary["rescored"] += 1
+                if not done.complete:
+                    summary["partial"].append(f"{dataset}/{split}/{entry.folder.name}")
     if problems:
-        raise KbenchInputError(f"leaderboard {root} is invalid ({len(problems)} entr(ies) not re-scored as "
-                               "recorded):\n" + "\n".join(problems))
+        raise board_error(root, problems)
     return summary
 
 
-__all__ = ["Rescorer", "Verified", "tree_mismatches", "validate_board"]
+__all__ = ["Rescorer", "Verified", "board_error", "entry_problems", "tree_mismatches", "validate_board"]

@@ -232,6 +232,7 @@ def _distributions() -> dict[str, list[str]]:
     return md.packages_distributions()
 
 
+@functools.cache  # read once per process: every record a process scores names the same
 def _version(dist: str) -> str | None:
     if dist == "kbench":
         return __version__

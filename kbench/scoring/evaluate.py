@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -151,7 +150,7 @@ def _explode(values, vocabulary: np.ndarray, split: bool):
     n = len(values)
     bounds = list(range(0, n, EXPLODE_CHUNK_ROWS)) + [n]
     spans = list(zip(bounds[:-1], bounds[1:])) or [(0, 0)]
-    workers = min(len(spans), os.cpu_count() or 1)
+    workers = min(len(spans), pa.cpu_count())  # pyarrow's own thread count (1 in a process of a pool)
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
             parts = list(pool.map(lambda span: one(*span), spans))
@@ -399,7 +398,7 @@ def evaluate_tuning(dataset, preds, solver: str = "ConvAsm1x1U", split: str = "r
     if "problem_id" not in preds.columns:
         raise KbenchInputError(f"predictions: missing required column 'problem_id' (columns: {list(preds.columns)}).")
     ids = ds.split(split)[part]
-    problems = ds.problems[ds.problems["problem_id"].isin(ids)]
+    problems = ds.problems[index_in(ds.problems["problem_id"], pd.Series(ids)) >= 0]
     metrics = score_tuning(preds, ds.targets, solver, problems)
     if metrics.get("n_missing") and not allow_partial:
         raise KbenchInputError(

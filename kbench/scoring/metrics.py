@@ -86,6 +86,15 @@ class ScoringTable:
         order = np.lexsort((k, t, p))
         return p[order], k[order], t[order]
 
+    @cached_property
+    def listed_cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted flat cells p * n_kernels + k of :attr:`listed`, their rows in it): where each listed
+        (problem, kernel) cell lies in :attr:`listed`, found with one ``searchsorted``."""
+        p, k, _ = self.listed
+        cells = p * self.times.shape[1] + k
+        rows = np.argsort(cells, kind="stable")
+        return cells[rows], rows
+
 
 def index_in(values, vocabulary) -> np.ndarray:
     """Position of each value in ``vocabulary`` (-1 if absent), matched in C++ by pyarrow.
@@ -223,7 +232,8 @@ def score_rankings(table: ScoringTable, prob_idx: np.ndarray, kern_idx: np.ndarr
     else:  # already grouped by problem (the usual case): skip the sort
         p, k = prob_idx, kern_idx
     cell = p * m + k  # flat (problem, kernel) index: 1-D gathers are several times faster than 2-D
-    if len(cell) and np.bincount(cell, minlength=n * m).max() > 1:
+    sorted_cell = np.sort(cell)  # a kernel named twice for a problem: adjacent once sorted
+    if len(cell) > 1 and (sorted_cell[1:] == sorted_cell[:-1]).any():
         _, first = np.unique(cell, return_index=True)  # the first mention of a kernel counts
         keep = np.zeros(len(p), dtype=bool)
         keep[first] = True

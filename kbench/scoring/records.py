@@ -113,6 +113,11 @@ class EvaluationResult(_ScoredRecord):
         return self.metrics["overall"]
 
 
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return statistics.fmean(vals) if vals else None
+
+
 def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if not vals:
@@ -137,8 +142,8 @@ def aggregate_seeds(results: list, seeds: list[int]):
     def avg_tree(trees):
         if isinstance(trees[0], dict):
             return {k: avg_tree([t.get(k) for t in trees]) for k in trees[0]}
-        m, _ = _mean_std(trees) if isinstance(trees[0], (int, float)) or trees[0] is None else (trees[0], None)
-        return m
+        # the metrics tree keeps means only (the standard deviations are the overall figures', above)
+        return _mean(trees) if isinstance(trees[0], (int, float)) or trees[0] is None else trees[0]
 
     base.metrics = avg_tree([r.metrics for r in results])
     base.seeds = SeedSummary(seeds=list(seeds), per_seed=per_seed, mean=mean, std=std)

@@ -65,9 +65,6 @@ REFERENCE_TEXT = {
     AUTOTUNE: "idealised autotune: the best of mode A's first 10 plans, each timed exactly",
     PYTORCH_AUTOTUNE: "real autotune: the plan PyTorch's benchmark = True settled on, recorded on the dataset's machine",
 }
-#: padded (problem, kernel, kernel) cells per block of the pairwise Kendall count
-PAIR_BLOCK = 1 << 21
-_UNRANKED = np.float64(1e12)
 
 
 @dataclass
@@ -97,10 +94,9 @@ def ranking_quality(table: ScoringTable, rows: ScoredRows) -> tuple[np.ndarray, 
     if len(rp):
         rstart = np.flatnonzero(np.r_[True, rp[1:] != rp[:-1]])
         rank = np.arange(len(rp)) - np.repeat(rstart, np.diff(np.r_[rstart, len(rp)]))
-    cells = lp * m + lk
-    by_cell = np.argsort(cells, kind="stable")
-    idx = by_cell[np.searchsorted(cells[by_cell], rp * m + rk)]
-    x = np.full(len(lp), _UNRANKED)
+    sorted_cells, by_cell = table.listed_cells
+    idx = by_cell[np.searchsorted(sorted_cells, rp * m + rk)]
+    x = np.full(len(lp), -1, dtype=np.int64)  # -1: not ranked (tied last)
     x[idx] = rank
     # NDCG@10
     t_best = table.t_best
@@ -112,41 +108,67 @@ def ranking_quality(table: ScoringTable, rows: ScoredRows) -> tuple[np.ndarray, 
     dcg = np.bincount(rp[top], weights=gain[idx[top]] * disc[rank[top]], minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
         ndcg = np.where(ideal > 0, dcg / ideal, np.nan)
-    return _kendall_tau_b(x, lt, size, start), ndcg
+    return _kendall_tau_b(x, lt, size), ndcg
 
 
-def _kendall_tau_b(x: np.ndarray, t: np.ndarray, size: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """tau-b per problem of the (x, t) pairs of its listed cells (rows ``start[p]`` .. + ``size[p]``).
+def _kendall_tau_b(rank: np.ndarray, t: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """tau-b per problem between ranking position and time over its listed cells.
 
-    Pairwise in padded blocks: problems are grouped by size (powers of two) so that padding at most
-    doubles the width, and each block holds about PAIR_BLOCK cells.
+    The cells of problem p are the ``size[p]`` rows after those of problems 0 .. p-1. ``rank[i]`` is
+    the cell's position in the ranking (distinct within a problem) or -1 where the ranking does not
+    rank it (every unranked cell ties with the others, after every ranked one).
+
+    With R ranked and U unranked cells, S = sum over pairs of sign(d rank) * sign(d t) splits into
+    the pairs of two ranked cells (at most DEEPEST per problem: compared pairwise in a dense
+    problem x position table) and the pairs of a ranked cell i with an unranked one, which add
+    (cells slower than i) - (cells faster than i) once summed over i (the ranked cells among those
+    cancel: a ranked pair adds +1 to one side and -1 to the other). Ties: U(U-1)/2 in rank, and
+    g(g-1)/2 per run of g equal times. The cost is linear in the cells, plus problems x DEEPEST^2 for
+    the ranked pairs (not the square of each problem's listed cells).
     """
-    tau = np.full(len(size), np.nan)
-    ps = np.flatnonzero(size >= 2)
-    if not len(ps):
+    n = len(size)
+    size = np.asarray(size, dtype=np.int64)
+    rank = np.asarray(rank, dtype=np.int64)
+    t = np.asarray(t, dtype=np.float64)
+    tau = np.full(n, np.nan)
+    if not len(t):
         return tau
-    size_class = np.ceil(np.log2(size[ps])).astype(np.int64)
-    for c in np.unique(size_class):
-        group = ps[size_class == c]
-        width = int(size[group].max())
-        per_block = max(1, PAIR_BLOCK // (width * width))
-        cols = np.arange(width)
-        upper = np.triu(np.ones((width, width), dtype=bool), 1)
-        for b in range(0, len(group), per_block):
-            block = group[b:b + per_block]
-            valid = cols[None, :] < size[block][:, None]
-            at = np.where(valid, start[block][:, None] + cols[None, :], 0)
-            xs, ts = x[at], t[at]
-            pair = valid[:, :, None] & valid[:, None, :] & upper[None]
-            dx = np.sign(xs[:, :, None] - xs[:, None, :]).astype(np.int8)
-            dt = np.sign(ts[:, :, None] - ts[:, None, :]).astype(np.int8)
-            s = np.where(pair, dx * dt, 0).sum(axis=(1, 2), dtype=np.int64)
-            tied_x = (pair & (dx == 0)).sum(axis=(1, 2), dtype=np.int64)
-            tied_t = (pair & (dt == 0)).sum(axis=(1, 2), dtype=np.int64)
-            n0 = size[block] * (size[block] - 1) // 2
-            den = np.sqrt((n0 - tied_x).astype(np.float64) * (n0 - tied_t))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                tau[block] = np.where(den > 0, s / den, np.nan)
+    p = np.repeat(np.arange(n), size)
+    if ((t[1:] < t[:-1]) & (p[1:] == p[:-1])).any():  # the runs of equal times below need t ascending
+        order = np.lexsort((t, p))
+        t, rank = t[order], rank[order]
+    start = np.cumsum(size) - size
+    # runs of equal times within a problem: the cells faster (lo) and slower (hi) than each cell
+    run_start = np.flatnonzero(np.r_[True, (t[1:] != t[:-1]) | (p[1:] != p[:-1])])
+    run_len = np.diff(np.r_[run_start, len(t)])
+    run_of = np.repeat(np.arange(len(run_start)), run_len)
+    lo = run_start[run_of] - start[p]
+    hi = (start + size)[p] - (run_start + run_len)[run_of]
+    tied_t = np.bincount(p[run_start], weights=run_len * (run_len - 1) // 2, minlength=n)
+    ranked = rank >= 0
+    pr, rr = p[ranked], rank[ranked]
+    n_ranked = np.bincount(pr, minlength=n)
+    s = np.rint(np.bincount(pr, weights=(hi - lo)[ranked], minlength=n)).astype(np.int64)
+    if len(rr):
+        width = int(rr.max()) + 1
+        # position x problem: each ranked cell's time as the number of its run within the problem (equal
+        # times, equal numbers) at its ranking position. A position no cell holds is +BIG in `high` and
+        # -BIG in `low`, so that no comparison below counts a pair it is in
+        big = np.iinfo(np.int32).max
+        high = np.full((width, n), big, dtype=np.int32)
+        high[rr, pr] = (run_of - run_of[start[p]])[ranked]
+        if int((high < big).sum()) != len(rr):
+            raise ValueError("_kendall_tau_b: a ranking position repeats within a problem")
+        low = np.where(high < big, high, -big)
+        for d in range(1, width):  # every ranked pair (c, c + d): +1 where t[c + d] > t[c], -1 where it is less
+            s += (low[d:] > high[:-d]).sum(axis=0, dtype=np.int64)
+            s -= (high[d:] < low[:-d]).sum(axis=0, dtype=np.int64)
+    unranked = size - n_ranked
+    n0 = size * (size - 1) // 2
+    den = np.sqrt((n0 - unranked * (unranked - 1) // 2).astype(np.float64) * (n0 - tied_t.astype(np.int64)))
+    ok = (size >= 2) & (den > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau[ok] = s[ok] / den[ok]
     return tau
 
 

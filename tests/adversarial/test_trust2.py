@@ -89,6 +89,79 @@ def test_a_manifest_name_that_disagrees_with_the_registered_name(dataset_copy):
         read_dataset_folder(dataset_copy, "mi300x-tuning")
 
 
+HUB_TOKEN = "hf_test_token"
+
+
+@pytest.fixture
+def local_hub(tmp_path, monkeypatch):
+    """The loopback stand-in for the Hub (tests/hub/hubserver.py) as HF_ENDPOINT, with no real token or cache."""
+    pytest.importorskip("huggingface_hub")
+    import importlib
+
+    import huggingface_hub.constants as hf_constants
+    from hubserver import HubServer
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_OIDC_ID_TOKEN", "HF_HUB_OFFLINE",
+                "TRANSFORMERS_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "kbench-cache"))
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    # huggingface_hub's own download bars write to stderr, which the messages checked here share
+    monkeypatch.setattr(importlib.import_module("huggingface_hub.utils.tqdm"), "are_progress_bars_disabled",
+                        lambda name=None: True)
+    with HubServer(tokens=[HUB_TOKEN]) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        yield server
+
+
+def publish_renamed(hub, folder: Path, repo_id: str, data_name: str, hub_name: str | None) -> None:
+    """mi300x-tuning published to ``repo_id`` as an attacker would publish a repo of their own: its
+    data/manifest.json names the dataset ``data_name`` and kbench_manifest.json ``hub_name`` (no name where
+    None), with the sha256 and size kbench_manifest.json lists for data/manifest.json made to agree."""
+    import hashlib
+
+    import huggingface_hub
+
+    from kbench.hub import build_hub_folder
+    build_hub_folder(PACKAGE_DATA / "mi300x-tuning", folder)
+    edit_json(folder / "data" / "manifest.json", lambda d: d.update(name=data_name))
+    data = (folder / "data" / "manifest.json").read_bytes()
+
+    def agree(doc):
+        doc["files"]["data/manifest.json"].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+        doc.pop("name")
+        if hub_name is not None:
+            doc["name"] = hub_name
+    edit_json(folder / "kbench_manifest.json", agree)
+    api = huggingface_hub.HfApi(endpoint=hub.endpoint, token=HUB_TOKEN)
+    api.create_repo(repo_id, repo_type="dataset")
+    api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="dataset")
+
+
+@pytest.mark.parametrize("names", [
+    case(("../escaped", "mi300x-tuning"), "hf-manifest-name-dotdot", "data", "error", fixed=FIXED),
+    case(("/tmp/escaped", "mi300x-tuning"), "hf-manifest-name-absolute", "data", "error", fixed=FIXED),
+    case(("../escaped", None), "hf-manifest-name-dotdot-unnamed-repo", "data", "error", fixed=FIXED),
+    case(("../escaped", "../escaped"), "hf-manifest-name-dotdot-both", "data", "error", fixed=FIXED)])
+def test_a_manifest_name_that_is_no_identifier_through_the_hub(capsys, local_hub, tmp_path, names):
+    """The hf:// form of the attack above: a dataset repo whose data/manifest.json (and kbench_manifest.json)
+    names the dataset ``../escaped`` or an absolute path, consistent with the sha256 the repo lists, is
+    refused when it is downloaded, before `kbench run` writes anything."""
+    import kbench
+    data_name, hub_name = names
+    publish_renamed(local_hub, tmp_path / "hub-folder", "org/renamed", data_name, hub_name)
+    with pytest.raises(DataIntegrityError, match="not an identifier") as err:
+        kbench.load("hf://org/renamed")
+    assert "manifest" in str(err.value)
+    work = tmp_path / "work"
+    work.mkdir()
+    refused(capsys, ["run", "--dataset", "hf://org/renamed", "--baselines", "random", "--seeds", "0",
+                     "--out", str(work / "results")], ["manifest", "not an identifier"], [work])
+    assert not (tmp_path / "escaped").exists() and not Path("/tmp/escaped").exists()
+    assert any("/resolve/" in path for _, path in local_hub.requests)  # it was downloaded from the Hub
+
+
 @pytest.mark.parametrize("entry", [case("../../outside.parquet", "manifest-file-dotdot", "data", "error", fixed=FIXED),
                                    case("/etc/passwd", "manifest-file-absolute", "data", "error", fixed=FIXED),
                                    case("sub/problems.parquet", "manifest-file-subfolder", "data", "error",
@@ -593,9 +666,9 @@ def test_a_transfer_method_name_is_escaped_in_the_readme(tmp_path):
     assert "<b>" not in text and row.replace("\\|", "").count("|") == 4
 
 
-STALE_LIMIT = ("a transfer record scored on a dataset version that is no longer installed (h100-to-h200, on h200 "
-               "1.4.0) cannot be re-scored: validate lists it as stale and the README marks its table, until "
-               "`kbench transfer run` makes it again")
+STALE_LIMIT = ("a transfer record scored on a dataset version that is no longer installed cannot be re-scored: "
+               "validate lists it as stale and the README marks its table, until `kbench transfer run` makes it "
+               "again")
 
 
 @adversarial("submissions", "error", fixed=FIXED, limit=STALE_LIMIT)
