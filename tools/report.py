@@ -201,7 +201,10 @@ def model_records(root: Path = ROOT) -> list[tuple[str, dict]]:
 def models_markdown(root: Path = ROOT) -> str:
     """The table of the model step times: per record, step and mode, the median step time (IQR), its
     speed-up over PyTorch's default of the same step, the first step and the convolutions' share of the
-    step's GPU time. Schema-1 records summed each kernel twice in their profile: no share from them."""
+    step's GPU time. Schema-1 records summed each kernel twice in their profile: no share from them. In
+    schema-2 records PyTorch's own modes (``default``, ``autotune``) read a share of 0: the kernels cuDNN
+    launches there are linked to no ``aten::convolution`` op in the profile, so only the cache modes,
+    whose calls lie in kbench's own ranges, have a share."""
     lines = ["| model | GPU | input | step | mode | step time (IQR) | vs default | first step | conv share |",
              "|---|---|---|---|---|---|---|---|---|"]
     notes = []
@@ -215,9 +218,13 @@ def models_markdown(root: Path = ROOT) -> str:
         if schema < 2:
             notes.append(f"[`{path}`]({path}) is a schema-1 record: its profile summed each kernel twice, so "
                          "its conv share is left out.")
+        elif schema == 2 and any(not r["mode"].startswith("cache:") for r in ok):
+            notes.append(f"[`{path}`]({path}): no conv share for PyTorch's own modes; in a schema-2 record the "
+                         "kernels cuDNN launches there are linked to no convolution op.")
         for r in sorted(ok, key=lambda r: (r["step"] != "train", r["step"])):
             vs = f"{default[r['step']] / r['step_ms_median']:.3f}x" if r["step"] in default else "–"
-            share = f"{r['conv_share']:.2f}" if schema >= 2 and r.get("conv_share") is not None else "–"
+            measured = schema >= 3 or (schema == 2 and r["mode"].startswith("cache:"))
+            share = f"{r['conv_share']:.2f}" if measured and r.get("conv_share") is not None else "–"
             lines.append(f"| [`{record['model']}`]({path}) | {record['gpu']['gpu']} | {where} | {r['step']} "
                          f"| {r['mode']} | {r['step_ms_median']:.2f} ms ({r['step_ms_iqr']:.2f}) | {vs} "
                          f"| {r['first_step_ms']:,.0f} ms | {share} |")

@@ -249,7 +249,7 @@ def test_readme_gpu_figures_and_leaderboard_rules_are_generated():
 
 def test_the_model_table_is_the_records(tmp_path):
     """Hand-made bench records: one row per (step, mode), the speed-up over the same step's default, no conv
-    share from a schema-1 record, a failed mode named."""
+    share from a schema-1 record nor from a schema-2 record's PyTorch modes, a failed mode named."""
     import json
 
     report = _report_module()
@@ -273,13 +273,14 @@ def test_the_model_table_is_the_records(tmp_path):
     assert lines[2:6] == [
         f"| [`torchvision:old`](raw/models/old.json) | {place} | train | default | 5.00 ms (0.25) | 1.000x | 50 ms | – |",
         f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | train | default | 10.00 ms (0.25) | 1.000x "
-        "| 1,500 ms | 0.60 |",
+        "| 1,500 ms | – |",
         f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | train | cache:oracle | 8.00 ms (0.25) | 1.250x "
         "| 2,500 ms | 0.55 |",
         f"| [`torchvision:tiny`](raw/models/tiny.json) | {place} | inference | default | 4.00 ms (0.25) | 1.000x "
-        "| 100 ms | 0.50 |"]
+        "| 100 ms | – |"]
     assert lines[7].startswith("[`raw/models/old.json`](raw/models/old.json) is a schema-1 record")
-    assert lines[8] == "[`raw/models/tiny.json`](raw/models/tiny.json): failed: train autotune (the record has the errors)."
+    assert lines[8].startswith("[`raw/models/tiny.json`](raw/models/tiny.json): no conv share for PyTorch's own modes")
+    assert lines[9] == "[`raw/models/tiny.json`](raw/models/tiny.json): failed: train autotune (the record has the errors)."
 
 
 def test_readme_has_no_speedup_figure_outside_a_generated_block():

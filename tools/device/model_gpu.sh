@@ -18,10 +18,11 @@
 # only with at least NEED seconds of the budget left (default 200), and each step's timeout is a share
 # of what is left, so the call ends inside BUDGET with every finished record written.
 #
-# Everything lands in $OUT: gpu_tests.txt, use_plans_overhead.json, model_gpu.log and models/ with, per
+# Everything lands in $OUT: gpu_tests.txt, use_plans_overhead.json, model_gpu.log and models.tgz with, per
 # model, NAME.problems.csv, NAME.oracle.json, NAME.selector.json and NAME.json (the bench record):
-# copy models/* to raw/models/ and use_plans_overhead.json to bench/results/. Carry .whl (the wheels
-# for Python 3.12 of the cuDNN frontend, pydantic and its parts, and safetensors, which reads a selector).
+# unpack models.tgz into raw/models/ (`tar xzf models.tgz -C raw/models`) and copy
+# use_plans_overhead.json to bench/results/. Carry .whl (the wheels for Python 3.12 of the cuDNN
+# frontend, pydantic and its parts, and safetensors, which reads a selector).
 set -u
 OUT=${OUT:-/tmp/out}
 BUDGET=${BUDGET:-560}
@@ -71,4 +72,7 @@ for M in $MODELS; do
       --memory-format $FMT $CACHES --out $OUT/models/$M.json 2>&1 | tail -12 | tee -a $LOG
 done
 echo "done at $(( $(date +%s) - T0 )) s" | tee -a $LOG
-ls -la $OUT $OUT/models
+# The device tool returns at most 8 files: four per model would lose the second model's caches, so
+# models/ comes back as one archive (unpack it into raw/models/).
+tar czf $OUT/models.tgz -C $OUT/models . && rm -r $OUT/models
+ls -la $OUT
