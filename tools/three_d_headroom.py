@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 from kbench import load  # noqa: E402
 from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench.scoring.evaluate import Evaluator  # noqa: E402
-from kbench.scoring.metrics import score_rankings  # noqa: E402
 
 REFERENCES = {"pt": "pytorch", "at": "autotune_top10"}
 
@@ -43,8 +42,7 @@ def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame]) -> np.ndarray:
     """t_choice per problem of the part (rows of ``ev.table``), one row per seed of ``preds``."""
     out = []
     for _, one in sorted(preds.items()):
-        prob, kern, _ = ev._to_long(one, allow_partial=False)
-        out.append(score_rankings(ev.table, prob, kern).t_choice)
+        out.append(ev.choices(one).t_choice)
     return np.vstack(out)
 
 

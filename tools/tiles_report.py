@@ -60,10 +60,8 @@ CROSS_SCHEMA_JSON = ROOT / "bench" / "results" / "tiles_cross_schema.json"
 def layer_scores(dataset, preds: pd.DataFrame, split: str = SPLIT) -> pd.DataFrame:
     """Per test problem: network, layer, LoP@n, chosen configuration and times, speed-up over cuDNN."""
     from kbench.scoring.evaluate import Evaluator
-    from kbench.scoring.metrics import score_rankings
     ev = Evaluator(dataset, split, "test", reference=None)
-    prob, kern, predicted = ev._to_long(preds, allow_partial=False)
-    ch = score_rankings(ev.table, prob, kern)
+    ch = ev.choices(preds)
     tb = ev.table.t_best
     p = dataset.problems.set_index("problem_id").loc[ev.table.problem_ids]
     out = pd.DataFrame({"problem_id": ev.table.problem_ids,
@@ -94,7 +92,7 @@ def schema_scores(dataset, preds: pd.DataFrame, split: str = SPLIT) -> pd.DataFr
     """
     from kbench.scoring.evaluate import Evaluator
     ev = Evaluator(dataset, split, "test", reference=None)
-    prob, kern, _ = ev._to_long(preds, allow_partial=False)
+    prob, kern, _ = ev.ranked_rows(preds)
     t = ev.table.times[prob, kern]
     ok = ~np.isnan(t)  # listed configurations only (the others are skipped by the scorer too)
     prob, kern, t = prob[ok], kern[ok], t[ok]

@@ -36,7 +36,7 @@ class ProblemScores:
 
 def problem_scores(evaluator, preds) -> ProblemScores:
     """Score a predictions frame problem by problem (the same rules as the Evaluator)."""
-    prob, kern, predicted = evaluator._to_long(preds, allow_partial=True)
+    prob, kern, predicted = evaluator.ranked_rows(preds, allow_partial=True)
     choices = score_rankings(evaluator.table, prob, kern)
     t_best = evaluator.table.t_best
     tc = np.where(predicted, choices.t_choice, np.nan)

@@ -352,6 +352,19 @@ class Evaluator:
         return {"rows": int(len(frame)), "problems_in_part": int(len(predicted)),
                 "covered": int(predicted.sum()), "coverage": float(predicted.mean())}
 
+    def ranked_rows(self, preds: pd.DataFrame, allow_partial: bool = False):
+        """(problem index, kernel index, predicted) of a predictions frame on this part: its rows in
+        preference order as indices into ``self.table``, and per problem of the part whether it has a
+        ranking. Raises KbenchInputError listing every invalid row, as scoring does."""
+        return self._to_long(preds, allow_partial)
+
+    def choices(self, preds: pd.DataFrame, allow_partial: bool = False):
+        """Problem-by-problem outcome of a predictions frame on this part (:class:`Choices`, arrays over
+        ``self.table``'s problems: the chosen kernel, its time, the best of the first n, ...), by the
+        same rules as :meth:`__call__`; ``predicted`` marks the problems that have a ranking."""
+        prob, kern, _ = self._to_long(preds, allow_partial)
+        return score_rankings(self.table, prob, kern)
+
     # -- scoring ----------------------------------------------------------------
     def __call__(self, preds, *, allow_partial: bool = False, method: str | None = None,
                  predictions_path: str | None = None, predictions_sha256: str | None = None) -> EvaluationResult:

@@ -40,6 +40,20 @@ PREDS = pd.DataFrame({"problem_id": ["p1", "p2", "p3", "p4"], "ranking": ["C;B;A
 REFERENCE = pd.DataFrame({"problem_id": ["p1", "p2", "p3", "p4"], "kernel": ["A", "D", "G", "E"]})
 
 
+def test_choices_are_the_hand_computed_outcome_per_problem():
+    # the same cases as test_hand_computed_metrics, problem by problem: B on p1 (2.0), G on p2 (censored
+    # at 4.0), A on p3 (2.0), and p4 a failure timed at its slowest listed plan (5.0)
+    ev = Evaluator(tiny_dataset())
+    ch = ev.choices(PREDS)
+    assert list(ev.table.problem_ids) == ["p1", "p2", "p3", "p4"]
+    assert ch.t_choice.tolist() == [2.0, 4.0, 2.0, 5.0]
+    assert ch.exact.tolist() == [True, False, True, False]
+    assert ch.failed.tolist() == [False, False, False, True]
+    prob, kern, predicted = ev.ranked_rows(PREDS)
+    assert predicted.tolist() == [True, True, True, True]
+    assert [ev.table.kernels[k] for k in kern[prob == 0]] == ["C", "B", "A"]
+
+
 def test_hand_computed_metrics():
     # p1 complete: C not listed -> skipped; B chosen (2.0 vs best 1.0): LoP 1; A is 2nd -> top-3, LoP@5 = 0
     # p2 censored: G unlisted but runs forward -> chosen, time censored at the 4th (4.0): LoP 3 (a bound)
