@@ -423,3 +423,21 @@ def test_the_handle_is_made_once_and_its_stream_set_only_when_it_changes(monkeyp
     handles = {id(frontend.handle(torch.device("cuda", 0))) for _ in range(5)}
     assert len(handles) == 1
     assert fake_cudnn.counts == {"handles": 1, "set_stream": 3}  # stream 7, then 9, then 7 again
+
+
+def test_a_weight_not_among_the_parameters_is_read_from_the_module(fake_frontend):
+    # the cached path reads weight and bias from the module's parameter dictionary; pruning moves the
+    # weight out of it (a plain attribute that the pre-hook recomputes), which the path reads instead
+    from torch.nn.utils import prune
+    torch.manual_seed(5)
+    plain, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    planned = copy.deepcopy(plain)
+    handle = ktorch.use_plans(planned, cache_of({key: "eng0" for key in KEYS.values()}), check=False)
+    for model in (plain, planned):
+        prune.l1_unstructured(model.conv1, "weight", amount=0.5)
+    assert "weight" not in planned.conv1._parameters
+    out_plain, grads_plain = run_step(plain, x)
+    out_planned, grads_planned = run_step(planned, x)
+    assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
+    assert all(torch.allclose(grads_planned[n], grads_plain[n], atol=1e-4, rtol=1e-4) for n in grads_plain)
+    assert handle.stats()["through_cache"] == {"F": 2, "B": 1, "W": 2}
