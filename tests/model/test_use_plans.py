@@ -441,3 +441,20 @@ def test_a_weight_not_among_the_parameters_is_read_from_the_module(fake_frontend
     assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
     assert all(torch.allclose(grads_planned[n], grads_plain[n], atol=1e-4, rtol=1e-4) for n in grads_plain)
     assert handle.stats()["through_cache"] == {"F": 2, "B": 1, "W": 2}
+
+
+def test_the_benchs_conv_ranges_in_a_cache_mode_wrap_only_the_fallbacks(fake_frontend):
+    # kbench model bench profiles a cache mode's step under conv_ranges too: the cached path's executions
+    # keep their own kbench::conv_<direction> ranges, only PyTorch's ops of the fallbacks get one
+    from kbench.model.bench import conv_ranges
+    model, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    ktorch.use_plans(model, cache_of({KEYS[("conv1", "F")]: "eng0", KEYS[("conv1", "W")]: "eng0"}), check=False)
+    run_step(model, x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with conv_ranges() as ranges:
+            run_step(model, x)
+    # conv2 is not in the cache: its forward is one aten.convolution, its B and W one aten.convolution_backward
+    assert ranges.calls == {"kbench::conv_aten": 1, "kbench::conv_aten_backward": 1}
+    names = Counter(e.name for e in prof.events() if e.name.startswith("kbench::conv_"))
+    assert names == {"kbench::conv_F": 1, "kbench::conv_W": 1, "kbench::conv_aten": 1,
+                     "kbench::conv_aten_backward": 1}
