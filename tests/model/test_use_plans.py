@@ -458,3 +458,15 @@ def test_the_benchs_conv_ranges_in_a_cache_mode_wrap_only_the_fallbacks(fake_fro
     names = Counter(e.name for e in prof.events() if e.name.startswith("kbench::conv_"))
     assert names == {"kbench::conv_F": 1, "kbench::conv_W": 1, "kbench::conv_aten": 1,
                      "kbench::conv_aten_backward": 1}
+
+
+def test_first_buildable_plans_gives_each_direction_the_first_plan_that_builds(fake_frontend, monkeypatch):
+    # what bench/bench_use_plans_overhead.py fills its cache with; the stand-in offers eng0, eng1, eng2
+    from kbench.model.use_plans import first_buildable_plans
+    conv, x = nn.Conv2d(3, 8, 3, padding=1), torch.randn(1, 3, 8, 8)  # TwoConvs' conv1
+    plans = first_buildable_plans(conv, x)
+    (key_b,) = set(plans) - {KEYS[("conv1", "F")], KEYS[("conv1", "W")]}  # the trace has no B for conv1
+    assert key_b.endswith("-NCHW-FP32-B")
+    assert set(plans.values()) == {"eng0"}
+    monkeypatch.setattr(fake_frontend, "UNBUILDABLE", {"eng0", "eng1"})
+    assert set(first_buildable_plans(conv, x).values()) == {"eng2"}
