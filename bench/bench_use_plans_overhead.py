@@ -7,7 +7,11 @@ For each case (a small 2D and a small 3D conv, BF16 channels-last) the same modu
 the first plan cuDNN offers for each direction (:func:`kbench.model.use_plans.first_buildable_plans`:
 any working plan; the host's work does not depend on which), and, alone, the frontend's
 ``execute_plan_at_index`` of the forward plan with its variant pack made once (the part of the
-cached path's host time that is the frontend's).
+cached path's host time that is the frontend's), in the dictionary form the cached path passes
+(``frontend_execute_forward``) and in the frontend's ordered form (``tensor_uids=``: the buffers as a
+tuple with their uids, where the frontend offers it; ``frontend_execute_forward_ordered``, with
+``matches_dict_form``: whether its output equals the dictionary form's bit for bit, or ``error``
+where the frontend refuses it): whether the ordered form would cut the frontend's share.
 
 **Protocol.** Each round first queues a spin kernel (``torch.cuda._sleep``) long enough to keep the
 GPU busy while the host issues ``--calls`` calls, so the host never waits for the GPU: the host clock
@@ -86,6 +90,28 @@ def _time(torch, fn, calls: int, rounds: int, cycles_per_ms: float) -> dict:
             "queue_drained_rounds": drained}
 
 
+def _ordered_form(torch, d, buffers, ws, h, calls: int, rounds: int, cycles: float) -> dict:
+    """The frontend's ordered execute of direction ``d``'s plan (``buffers`` in ``d.ports`` order), timed as
+    the dictionary form is, with whether its output equals that form's; ``error`` where the frontend
+    refuses it."""
+    try:
+        uids = tuple(int(port.get_uid()) for port in d.ports)
+        out = buffers[2]
+        d.graph.execute_plan_at_index({port: t for port, t in zip(d.ports, buffers)}, ws, index=d.index, handle=h)
+        expected = out.clone()
+        out.zero_()
+        d.graph.execute_plan_at_index(buffers, ws, index=d.index, handle=h, tensor_uids=uids)
+        torch.cuda.synchronize()
+        matches = bool(torch.equal(out, expected))
+
+        def execute(g=d.graph, buffers=buffers, ws=ws, index=d.index, h=h, uids=uids):
+            g.execute_plan_at_index(buffers, ws, index=index, handle=h, tensor_uids=uids)
+
+        return {**_time(torch, execute, calls, rounds, cycles), "matches_dict_form": matches}
+    except Exception as exc:  # noqa: BLE001 - a frontend without the ordered form: recorded, the bench goes on
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
 def measure(calls: int, rounds: int) -> dict:
     import torch
 
@@ -137,6 +163,8 @@ def measure(calls: int, rounds: int) -> dict:
             g.execute_plan_at_index(pack, ws, index=index, handle=h)
 
         case["frontend_execute_forward"] = _time(torch, execute, calls, rounds, cycles)
+        case["frontend_execute_forward_ordered"] = _ordered_form(torch, d, (x, module.weight.detach(), y), ws, h,
+                                                                 calls, rounds, cycles)
         stats = handle.stats()
         case["use_plans_stats"] = {k: stats[k] for k in ("through_cache", "fallback")}
         case["plans"] = plans

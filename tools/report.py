@@ -204,7 +204,8 @@ def models_markdown(root: Path = ROOT) -> str:
     step's GPU time. Schema-1 records summed each kernel twice in their profile: no share from them. In
     schema-2 records PyTorch's own modes (``default``, ``autotune``) read a share of 0: the kernels cuDNN
     launches there are linked to no ``aten::convolution`` op in the profile, so only the cache modes,
-    whose calls lie in kbench's own ranges, have a share."""
+    whose calls lie in kbench's own ranges, have a share. Schema 3 puts PyTorch's convolution ops in
+    kbench ranges too (``kbench.model.bench.conv_ranges``): every mode's share is shown."""
     lines = ["| model | GPU | input | step | mode | step time (IQR) | vs default | first step | conv share |",
              "|---|---|---|---|---|---|---|---|---|"]
     notes = []

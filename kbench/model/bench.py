@@ -14,9 +14,14 @@ between CUDA events: the step time's median and interquartile range, and the hos
 each step (a step whose issue time is its step time is bound by the host, not by the GPU); then one
 step under the torch profiler (:func:`kernel_times`): every GPU activity (kernels, copies, fills)
 counted once, as PyTorch's own profiler table sums them, the convolutions' among them (the
-activities launched under ``aten::convolution`` or ``aten::convolution_backward``, or running inside
-the cached path's ``kbench::conv_*`` ranges on the GPU), their share, and the heaviest kernels by
-name.
+activities running on the GPU inside a ``kbench::conv_*`` range, or launched under
+``aten::convolution`` or ``aten::convolution_backward``), their share, and the heaviest kernels by
+name. Every mode's convolutions are measured by the same range rule: the cached path's executions
+sit in its own ``kbench::conv_<direction>`` ranges, and during the profiled step
+:func:`conv_ranges` wraps each of PyTorch's ``aten.convolution`` and ``aten.convolution_backward``
+calls (those of PyTorch's modes, and a cache mode's fallbacks) in a ``kbench::conv_aten`` /
+``kbench::conv_aten_backward`` range. Without them PyTorch's cuDNN kernels count for nothing: cuDNN
+launches through the driver API, and such a launch links to no op in the profile.
 
 The record (:class:`ModelBench`) is rewritten after each process ends, so a run cut short keeps
 what finished.
@@ -41,11 +46,18 @@ from kbench.core.errors import KbenchInputError
 from kbench.core.output_files import atomic_write_text, check_output
 from kbench.core.version import __version__
 
-#: 2: the profile counts each GPU activity once (schema 1 summed every op's and every kernel's self time,
-#: each kernel twice and the cached path's ranges once more) and records the host's issue time per step
-BENCH_SCHEMA_VERSION = 2
+#: 3: PyTorch's own convolutions are measured like the cached path's, by the kernels inside the ranges
+#: :func:`conv_ranges` puts around them (schema 2 found none of cuDNN's there: a conv share of 0 for the
+#: ``default`` and ``autotune`` modes); 2: the profile counts each GPU activity once (schema 1 summed every
+#: op's and every kernel's self time, each kernel twice and the cached path's ranges once more) and
+#: records the host's issue time per step
+BENCH_SCHEMA_VERSION = 3
 STEPS = ("train", "inference")
-CONV_OPS = ("aten::convolution", "aten::convolution_backward", "kbench::conv_F", "kbench::conv_B", "kbench::conv_W")
+#: the ranges :func:`conv_ranges` puts around PyTorch's convolution ops, by op
+ATEN_CONV_RANGES = {"convolution.default": "kbench::conv_aten",
+                    "convolution_backward.default": "kbench::conv_aten_backward"}
+CONV_OPS = ("aten::convolution", "aten::convolution_backward", "kbench::conv_F", "kbench::conv_B", "kbench::conv_W",
+            *ATEN_CONV_RANGES.values())
 #: the kernels by name a record keeps from its profiled step (the heaviest first)
 TOP_KERNELS = 15
 STEP_TEXT = {"train": "train mode; forward, backward of the sum of the outputs; no optimizer (gradients set to None "
@@ -73,6 +85,9 @@ class ModeResult(BaseModel):
                                                                 "near step_ms_median: the step waits for the host")
     conv_share: float | None = Field(None, description="conv CUDA time over the step's CUDA time (one profiled step)")
     conv_cuda_ms: float | None = Field(None, description="the GPU time of the convolutions' kernels in the profiled step")
+    profiled_aten_convs: dict[str, int] | None = Field(None, description="PyTorch's convolution ops in the profiled "
+                                                       "step, each in its kbench::conv_aten* range: calls per "
+                                                       "range (schema 3)")
     step_cuda_ms: float | None = Field(None, description="the GPU time of every kernel, copy and fill of the profiled "
                                                          "step, each once (schema 1: each kernel counted twice)")
     kernels: list[dict] = Field(default_factory=list, description="the profiled step's heaviest kernels by name: "
@@ -172,9 +187,10 @@ def kernel_times(events) -> tuple[float, float, list[dict]]:
     Every GPU activity (a device event that is not a user annotation: kernels, copies, fills) is counted
     once, by its duration: the sum PyTorch's profiler table gives as its self CUDA time total. One is a
     convolution's where the op that launched it (its linked correlation id) is, or lies inside,
-    ``aten::convolution`` or ``aten::convolution_backward`` (PyTorch's path, whose cuDNN calls run inside
-    those ops), or where it runs on the GPU inside a ``kbench::conv_*`` range's span (the cached path:
-    its cuDNN launches sit in a user range, which links no op)."""
+    ``aten::convolution`` or ``aten::convolution_backward`` (the op's kernels that link to it), or where it
+    runs on the GPU inside a ``kbench::conv_*`` range's span: the cached path's ranges, and those
+    :func:`conv_ranges` puts around PyTorch's ops (cuDNN launches through the driver API, and such a
+    launch links to no op, but it runs inside the range of the call that made it)."""
     from torch.autograd import DeviceType
     cpu_ops, kernels, ranges = {}, [], []
     for e in events:
@@ -215,13 +231,46 @@ def kernel_times(events) -> tuple[float, float, list[dict]]:
     return conv / 1e3, whole / 1e3, heaviest
 
 
-def _profile_share(torch, run) -> tuple[float, float, list[dict]]:
-    """(conv CUDA ms, all activities' CUDA ms, heaviest kernels) of one step under the profiler."""
+def conv_ranges():
+    """A :func:`conv_ranges` mode (made here: it needs torch, imported on first use)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    labels = {aten.convolution.default: ATEN_CONV_RANGES["convolution.default"],
+              aten.convolution_backward.default: ATEN_CONV_RANGES["convolution_backward.default"]}
+    record_function = torch.profiler.record_function
+
+    class ConvRanges(TorchDispatchMode):
+        """Runs every op as it is, each ``aten.convolution`` and ``aten.convolution_backward`` inside a
+        ``kbench::conv_aten`` / ``kbench::conv_aten_backward`` profiler range; ``calls`` counts them per range.
+        A dispatch mode sees the ops below autograd, so both the forward's op and the one the backward
+        pass calls (the autograd engine carries the mode to its threads)."""
+
+        def __init__(self):
+            super().__init__()
+            self.calls: dict[str, int] = dict.fromkeys(labels.values(), 0)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            label = labels.get(func)
+            if label is None:
+                return func(*args, **(kwargs or {}))
+            self.calls[label] += 1
+            with record_function(label):
+                return func(*args, **(kwargs or {}))
+
+    return ConvRanges()
+
+
+def _profile_share(torch, run) -> tuple[float, float, list[dict], dict[str, int]]:
+    """(conv CUDA ms, all activities' CUDA ms, heaviest kernels, PyTorch's conv ops per range) of one step
+    under the profiler, PyTorch's convolution ops in :func:`conv_ranges`' ranges."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        run()
+        with conv_ranges() as ranges:
+            run()
         torch.cuda.synchronize()
-    return kernel_times(prof.events())
+    return (*kernel_times(prof.events()), dict(ranges.calls))
 
 
 def run_worker(spec: dict) -> dict:
@@ -259,9 +308,9 @@ def run_worker(spec: dict) -> dict:
         med, q1, q3 = _quartiles(times)
         out.update(step_ms=times, step_ms_median=med, step_ms_q1=q1, step_ms_q3=q3, step_ms_iqr=q3 - q1,
                    step_host_ms_median=statistics.median(host))
-        conv, whole, heaviest = _profile_share(torch, run)
+        conv, whole, heaviest, aten_convs = _profile_share(torch, run)
         out.update(conv_cuda_ms=conv, step_cuda_ms=whole, conv_share=conv / whole if whole > 0 else None,
-                   kernels=heaviest)
+                   kernels=heaviest, profiled_aten_convs=aten_convs)
         if handle is not None:
             stats = handle.stats()
             stats.pop("problems", None)
@@ -369,4 +418,5 @@ if __name__ == "__main__":
     raise SystemExit(_worker_main(sys.argv[1:]))
 
 
-__all__ = ["CONV_OPS", "ModeResult", "ModelBench", "bench", "kernel_times", "run_worker"]
+__all__ = ["ATEN_CONV_RANGES", "CONV_OPS", "ModeResult", "ModelBench", "bench", "conv_ranges", "kernel_times",
+           "run_worker"]

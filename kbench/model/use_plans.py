@@ -17,14 +17,16 @@ and strides): the problem keys, the cuDNN-form shapes, strides and convolution a
 format and the fallback's arguments (:class:`_Geometry`); per direction, on its first call, the graph,
 the plan list, the built plan, its workspace size and the graph's port tensors (:class:`_Direction`).
 
-**Per call** on the cached path, nothing else is built or derived: one dictionary lookup of the
-geometry; per direction one output ``torch.empty`` in the geometry's memory format, the inputs'
+**Per call** on the cached path, nothing else is built or derived: the weight and bias read from the
+module's parameter dictionary, one dictionary lookup of the geometry, the handle fetched once per
+module call, a built plan's call counted inline (an int); per direction one output ``torch.empty`` in the geometry's memory format, the inputs'
 ``.contiguous(memory_format)`` (a no-op for tensors already in it, as PyTorch's own cuDNN path makes
 them), a workspace ``torch.empty`` only for a plan that needs one, the handle's stream set only when
 PyTorch's current stream changed, and one ``execute_plan_at_index``; a ``kbench::conv_<direction>``
 profiler range only while the profiler runs. In training an ``autograd.Function`` saves the input and
 weight (what backward-data and backward-weights read); without gradients (``no_grad`` or no input
-requiring one) the forward runs without it. No synchronisation, no zero fill, no memory-format copy of
+requiring one) the forward runs without it. The Function is applied through the C++ apply that
+``Function.apply`` ends in (its Python wrapper runs only under a functorch transform). No synchronisation, no zero fill, no memory-format copy of
 a tensor PyTorch would not copy.
 
 **Fallback.** A direction runs PyTorch's own op (``aten.convolution`` / ``aten.convolution_backward``,
@@ -119,8 +121,9 @@ class _Frontend:
     def __init__(self):
         self._module = None
         self._tried = False
-        self.handles: dict[int, object] = {}
-        self.streams: dict[int, int] = {}       # the stream each handle is set to
+        self._torch = None
+        self._raw_stream = None                 # torch._C._cuda_getCurrentRawStream, bound on first use
+        self.handles: dict[int, list] = {}      # per device index: [its handle, the stream it is set to]
         self.no_workspace: dict[object, object] = {}  # per device: a 1-byte tensor for plans needing none
 
     @property
@@ -152,17 +155,23 @@ class _Frontend:
     def handle(self, device):
         """The device's handle, on PyTorch's current stream (a capture stream during capture); the handle's
         stream is set only when that stream changed since the last call."""
-        import torch
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        h = self.handles.get(index)
-        if h is None:
-            h = self.handles[index] = self.cudnn.create_handle()
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        torch = self._torch
+        if torch is None:
+            import torch
+            self._torch = torch
+            self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        index = device.index
+        if index is None:
+            index = torch.cuda.current_device()
+        entry = self.handles.get(index)
+        if entry is None:
+            entry = self.handles[index] = [self.cudnn.create_handle(), None]
+        raw = self._raw_stream
         stream = raw(index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
-        if self.streams.get(index) != stream:
-            self.cudnn.set_stream(handle=h, stream=stream)
-            self.streams[index] = stream
-        return h
+        if entry[1] != stream:
+            self.cudnn.set_stream(handle=entry[0], stream=stream)
+            entry[1] = stream
+        return entry[0]
 
     def empty_workspace(self, device):
         """A 1-byte tensor on ``device``, made once: the workspace argument of a plan that needs none (never
@@ -188,6 +197,7 @@ class _Direction:
     ports: tuple = ()          # the graph's (first input, second input, output) tensors
     index: int = -1
     workspace: int = 0
+    no_workspace: object = None  # the device's 1-byte tensor, handed to a plan that needs no workspace
     label: str = ""            # the profiler range
     through: int = 0
     fallback: Counter = field(default_factory=Counter)
@@ -218,6 +228,8 @@ class _Geometry:
     bias_dims: tuple = ()   # the output's dims the bias gradient sums over
     forward: _Direction | None = None    # the module's forward: F (a transposed conv's: B)
     grad_input: _Direction | None = None  # its grad_input: B (a transposed conv's: F)
+    wgrad: _Direction | None = None       # its grad_weight: W
+    runner: object = None                 # the _Runner that made it (the autograd.Function's one argument)
 
     def memory_format(self):
         return self.fmt
@@ -324,7 +336,7 @@ class _Runner:
                         fmt=fmt, module_args=module_args, bias_view=(1, -1, *([1] * (rank - 2))),
                         bias_dims=(0, *range(2, dims + 2)),
                         forward=directions["B" if transposed else "F"],
-                        grad_input=directions["F" if transposed else "B"])
+                        grad_input=directions["F" if transposed else "B"], wgrad=directions["W"], runner=self)
         self.all_geometries.append(geo)
         return geo
 
@@ -350,6 +362,7 @@ class _Runner:
         try:
             g.build_plan_at_index(index)
             d.workspace = int(g.get_workspace_size_plan_at_index(index))
+            d.no_workspace = self.frontend.empty_workspace(geo.device)
         except Exception:  # noqa: BLE001 - the plan does not build here: PyTorch's path runs it
             d.reason = "build_failed"
             return d.reason
@@ -358,8 +371,9 @@ class _Runner:
         return None
 
     def _usable(self, geo: _Geometry, d: _Direction) -> bool:
-        """Count one call of ``d``: through the cache (True) or a fallback (False, its reason counted)."""
-        reason = None if d.graph is not None else self.ready(geo, d)
+        """Count one call of ``d``: through the cache (True) or a fallback (False, its reason counted). The
+        callers count a built plan's call themselves (``d.through += 1``) and call this only otherwise."""
+        reason = self.ready(geo, d)
         if reason is None:
             d.through += 1
             return True
@@ -367,16 +381,15 @@ class _Runner:
         return False
 
     # -- running ---------------------------------------------------------------------------------
-    def execute(self, geo: _Geometry, d: _Direction, a, b):
-        """Run the built plan of ``d`` on its two inputs (cuDNN's form, in :data:`PORTS` order); the output."""
+    def execute(self, geo: _Geometry, d: _Direction, a, b, handle):
+        """Run the built plan of ``d`` on its two inputs (cuDNN's form, in :data:`PORTS` order) with ``handle``
+        (the frontend's, on PyTorch's current stream: fetched once per module call); the output."""
         torch = self.torch
         fmt, device = geo.fmt, geo.device
         out = torch.empty(d.out_shape, dtype=a.dtype, device=device, memory_format=fmt)
         pa, pb, po = d.ports
         pack = {pa: a.contiguous(memory_format=fmt), pb: b.contiguous(memory_format=fmt), po: out}
-        ws = (torch.empty(d.workspace, dtype=torch.uint8, device=device) if d.workspace
-              else self.frontend.empty_workspace(device))
-        handle = self.frontend.handle(device)
+        ws = torch.empty(d.workspace, dtype=torch.uint8, device=device) if d.workspace else d.no_workspace
         if self.profiling():
             with torch.profiler.record_function(d.label):
                 d.graph.execute_plan_at_index(pack, ws, index=d.index, handle=handle)
@@ -386,12 +399,16 @@ class _Runner:
 
     def forward(self, geo: _Geometry, x, w, b):
         """The module's output: its forward direction's plan, or PyTorch's ``aten.convolution``."""
-        if not self._usable(geo, geo.forward):
+        d = geo.forward
+        if d.graph is not None:
+            d.through += 1
+        elif not self._usable(geo, d):
             stride, padding, dilation = geo.module_args
             return self.torch.ops.aten.convolution(x, w, b, stride, padding, dilation, geo.transposed,
                                                    geo.output_padding, geo.groups)
         one_d = geo.dims == 1
-        out = self.execute(geo, geo.forward, x.unsqueeze(2) if one_d else x, w.unsqueeze(2) if one_d else w)
+        out = self.execute(geo, d, x.unsqueeze(2) if one_d else x, w.unsqueeze(2) if one_d else w,
+                           self.frontend.handle(geo.device))
         if b is not None:
             out.add_(b.view(geo.bias_view))
         return out.squeeze(2) if one_d else out
@@ -399,8 +416,20 @@ class _Runner:
     def backward(self, geo: _Geometry, grad, x, w, need_in: bool, need_w: bool, need_b: bool):
         """(grad_input, grad_weight, grad_bias): each wanted one by its plan, or PyTorch's op for those whose
         plan cannot run."""
-        run_in = need_in and self._usable(geo, geo.grad_input)
-        run_w = need_w and self._usable(geo, geo.directions["W"])
+        d_in, d_w = geo.grad_input, geo.wgrad
+        run_in = run_w = False
+        if need_in:
+            if d_in.graph is not None:
+                d_in.through += 1
+                run_in = True
+            else:
+                run_in = self._usable(geo, d_in)
+        if need_w:
+            if d_w.graph is not None:
+                d_w.through += 1
+                run_w = True
+            else:
+                run_w = self._usable(geo, d_w)
         fb_in, fb_w = need_in and not run_in, need_w and not run_w
         g_in = g_w = g_b = None
         if fb_in or fb_w:
@@ -413,12 +442,13 @@ class _Runner:
         if run_in or run_w:
             one_d = geo.dims == 1
             gc = grad.unsqueeze(2) if one_d else grad
+            handle = self.frontend.handle(geo.device)
             if run_in:  # (grad, w) in both cases: B's (DY, W), or a transposed conv's F (X, W)
-                g_in = self.execute(geo, geo.grad_input, gc, w.unsqueeze(2) if one_d else w)
+                g_in = self.execute(geo, d_in, gc, w.unsqueeze(2) if one_d else w, handle)
                 g_in = g_in.squeeze(2) if one_d else g_in
             if run_w:  # W's (X, DY): the transposed conv's input is the equivalent conv's output
                 xc = x.unsqueeze(2) if one_d else x
-                g_w = self.execute(geo, geo.directions["W"], *((gc, xc) if geo.transposed else (xc, gc)))
+                g_w = self.execute(geo, d_w, *((gc, xc) if geo.transposed else (xc, gc)), handle)
                 g_w = g_w.squeeze(2) if one_d else g_w
         return g_in, g_w, g_b
 
@@ -430,31 +460,48 @@ def _conv_function():
         """Forward, backward-data and backward-weights of one convolution, each by a cached plan or PyTorch's op."""
 
         @staticmethod
-        def forward(ctx, x, w, b, runner: _Runner, geo: _Geometry):
-            ctx.runner, ctx.geo, ctx.has_bias = runner, geo, b is not None
+        def forward(ctx, x, w, b, geo: _Geometry):
+            ctx.geo, ctx.has_bias = geo, b is not None
             ctx.save_for_backward(x, w)
-            return runner.forward(geo, x, w, b)
+            return geo.runner.forward(geo, x, w, b)
 
         @staticmethod
         def backward(ctx, grad):
             x, w = ctx.saved_tensors
             need = ctx.needs_input_grad
-            return (*ctx.runner.backward(ctx.geo, grad, x, w, need[0], need[1], ctx.has_bias and need[2]),
-                    None, None)
+            return (*ctx.geo.runner.backward(ctx.geo, grad, x, w, need[0], need[1], ctx.has_bias and need[2]),
+                    None)
 
-    return PlannedConvolution
+    functorch_active = torch._C._are_functorch_transforms_active
+    unwrap_if_dead = torch._C._functorch.unwrap_if_dead
+    c_apply = super(torch.autograd.Function, PlannedConvolution).apply  # the C++ apply Function.apply ends in
+
+    def apply(x, w, b, geo):
+        """``PlannedConvolution.apply(x, w, b, geo)`` without its generic Python wrapper: with no functorch
+        transform active, that wrapper only unwraps dead functorch wrappers of the tensor arguments and
+        calls the C++ apply (no ``setup_context`` is defined, so no default-argument binding); this does
+        the same for the three tensors. Under a transform, the wrapper itself runs."""
+        if functorch_active():
+            return PlannedConvolution.apply(x, w, b, geo)
+        return c_apply(unwrap_if_dead(x), unwrap_if_dead(w), None if b is None else unwrap_if_dead(b), geo)
+
+    return apply
 
 
-_FUNCTION = None
+_APPLY = None
 
 
 def _planned_forward(runner: _Runner, module):
     """The forward ``module`` gets: its geometries by input signature, then the cached path."""
     torch = runner.torch
-    global _FUNCTION
-    if _FUNCTION is None:
-        _FUNCTION = _conv_function()
-    apply = _FUNCTION.apply
+    global _APPLY
+    if _APPLY is None:
+        _APPLY = _conv_function()
+    apply, new_geometry, run_forward = _APPLY, runner.new_geometry, runner.forward
+    # the parameters are read from the module's own dictionary (an attribute read through nn.Module's
+    # __getattr__ is a Python call per tensor); a weight not there (pruned, parametrized) is read as before
+    parameters = module._parameters
+    transposed = bool(module.transposed)
     autocast_on, autocast_dtype, grad_on = torch.is_autocast_enabled, torch.get_autocast_dtype, torch.is_grad_enabled
     float64 = torch.float64
     no_output_padding = [0] * (module.weight.ndim - 2)
@@ -464,12 +511,16 @@ def _planned_forward(runner: _Runner, module):
         return t.to(dt) if t is not None and t.is_floating_point() and t.dtype != float64 else t
 
     def forward(module, input, output_size=None):
-        x, w, b = input, module.weight, module.bias
+        x = input
+        w = parameters.get("weight")
+        if w is None:
+            w = module.weight
+        b = parameters["bias"] if "bias" in parameters else module.bias
         device_type = x.device.type
         if autocast_on(device_type):
             dt = autocast_dtype(device_type)
             x, w, b = cast(x, dt), cast(w, dt), cast(b, dt)
-        if module.transposed:
+        if transposed:
             output_padding = module._output_padding(input, output_size, module.stride, module.padding,
                                                     module.kernel_size, w.ndim - 2, module.dilation)
             sig = (x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype, tuple(output_padding))
@@ -478,10 +529,10 @@ def _planned_forward(runner: _Runner, module):
             sig = (x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype)
         geo = geometries.get(sig)
         if geo is None:
-            geo = geometries[sig] = runner.new_geometry(module, x, w, output_padding)
+            geo = geometries[sig] = new_geometry(module, x, w, output_padding)
         if grad_on() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
-            return apply(x, w, b, runner, geo)
-        return runner.forward(geo, x, w, b)
+            return apply(x, w, b, geo)
+        return run_forward(geo, x, w, b)
 
     return torch.compiler.disable(forward)
 

@@ -283,6 +283,26 @@ def test_the_model_table_is_the_records(tmp_path):
     assert lines[9] == "[`raw/models/tiny.json`](raw/models/tiny.json): failed: train autotune (the record has the errors)."
 
 
+def test_a_schema_3_record_shows_the_share_of_pytorchs_own_modes(tmp_path):
+    """Schema 3 measures PyTorch's convolutions inside kbench::conv_aten* ranges: every mode's share is shown."""
+    import json
+
+    report = _report_module()
+    (tmp_path / "raw" / "models").mkdir(parents=True)
+    results = [{"mode": mode, "step": "train", "status": "ok", "step_ms_median": ms, "step_ms_iqr": 0.5,
+                "first_step_ms": 1000.0, "conv_share": share}
+               for mode, ms, share in (("default", 20.0, 0.625), ("autotune", 16.0, 0.5), ("cache:oracle", 25.0, 0.75))]
+    record = {"record": "kbench-model-bench", "schema_version": 3, "model": "torchvision:tiny",
+              "input_shape": [2, 3, 8, 8], "dtype": "fp32", "autocast": None, "memory_format": "contiguous",
+              "gpu": {"gpu": "NVIDIA H200"}, "results": results}
+    (tmp_path / "raw" / "models" / "tiny.json").write_text(json.dumps(record))
+    lines = report.models_markdown(tmp_path).splitlines()
+    # 0.625 -> "0.62" (round half to even), 20/16 = 1.250x, 20/25 = 0.800x
+    assert [line.rsplit("|", 4)[1:] for line in lines[2:]] == [
+        [" 1.000x ", " 1,000 ms ", " 0.62 ", ""], [" 1.250x ", " 1,000 ms ", " 0.50 ", ""],
+        [" 0.800x ", " 1,000 ms ", " 0.75 ", ""]]
+
+
 def test_readme_has_no_speedup_figure_outside_a_generated_block():
     import re
     from pathlib import Path

@@ -423,3 +423,50 @@ def test_the_handle_is_made_once_and_its_stream_set_only_when_it_changes(monkeyp
     handles = {id(frontend.handle(torch.device("cuda", 0))) for _ in range(5)}
     assert len(handles) == 1
     assert fake_cudnn.counts == {"handles": 1, "set_stream": 3}  # stream 7, then 9, then 7 again
+
+
+def test_a_weight_not_among_the_parameters_is_read_from_the_module(fake_frontend):
+    # the cached path reads weight and bias from the module's parameter dictionary; pruning moves the
+    # weight out of it (a plain attribute that the pre-hook recomputes), which the path reads instead
+    from torch.nn.utils import prune
+    torch.manual_seed(5)
+    plain, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    planned = copy.deepcopy(plain)
+    handle = ktorch.use_plans(planned, cache_of({key: "eng0" for key in KEYS.values()}), check=False)
+    for model in (plain, planned):
+        prune.l1_unstructured(model.conv1, "weight", amount=0.5)
+    assert "weight" not in planned.conv1._parameters
+    out_plain, grads_plain = run_step(plain, x)
+    out_planned, grads_planned = run_step(planned, x)
+    assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
+    assert all(torch.allclose(grads_planned[n], grads_plain[n], atol=1e-4, rtol=1e-4) for n in grads_plain)
+    assert handle.stats()["through_cache"] == {"F": 2, "B": 1, "W": 2}
+
+
+def test_the_benchs_conv_ranges_in_a_cache_mode_wrap_only_the_fallbacks(fake_frontend):
+    # kbench model bench profiles a cache mode's step under conv_ranges too: the cached path's executions
+    # keep their own kbench::conv_<direction> ranges, only PyTorch's ops of the fallbacks get one
+    from kbench.model.bench import conv_ranges
+    model, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    ktorch.use_plans(model, cache_of({KEYS[("conv1", "F")]: "eng0", KEYS[("conv1", "W")]: "eng0"}), check=False)
+    run_step(model, x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with conv_ranges() as ranges:
+            run_step(model, x)
+    # conv2 is not in the cache: its forward is one aten.convolution, its B and W one aten.convolution_backward
+    assert ranges.calls == {"kbench::conv_aten": 1, "kbench::conv_aten_backward": 1}
+    names = Counter(e.name for e in prof.events() if e.name.startswith("kbench::conv_"))
+    assert names == {"kbench::conv_F": 1, "kbench::conv_W": 1, "kbench::conv_aten": 1,
+                     "kbench::conv_aten_backward": 1}
+
+
+def test_first_buildable_plans_gives_each_direction_the_first_plan_that_builds(fake_frontend, monkeypatch):
+    # what bench/bench_use_plans_overhead.py fills its cache with; the stand-in offers eng0, eng1, eng2
+    from kbench.model.use_plans import first_buildable_plans
+    conv, x = nn.Conv2d(3, 8, 3, padding=1), torch.randn(1, 3, 8, 8)  # TwoConvs' conv1
+    plans = first_buildable_plans(conv, x)
+    (key_b,) = set(plans) - {KEYS[("conv1", "F")], KEYS[("conv1", "W")]}  # the trace has no B for conv1
+    assert key_b.endswith("-NCHW-FP32-B")
+    assert set(plans.values()) == {"eng0"}
+    monkeypatch.setattr(fake_frontend, "UNBUILDABLE", {"eng0", "eng1"})
+    assert set(first_buildable_plans(conv, x).values()) == {"eng2"}
