@@ -48,7 +48,7 @@ def cmd_run(args) -> int:
     report = run_benchmark(dataset=args.dataset, split=args.split, baselines=args.baselines, seeds=args.seeds,
                            out=args.out, update_leaderboard=args.update_leaderboard,
                            leaderboard_root=args.leaderboard, progress=not args.no_progress,
-                           log=lambda msg: tqdm.write(msg, file=out))
+                           log=lambda msg: tqdm.write(msg, file=out), jobs=args.jobs)
     if args.json:
         rows = results_frame(report_records(report)).to_dict(orient="records")
         emit_json(args.json, {"dataset": report.dataset, "split": report.split, "seeds": report.seeds,
@@ -192,6 +192,10 @@ def register_cli(sub) -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS),
                    help="seeds (default 0 1 2 3 4; the leaderboard needs at least 5)")
     p.add_argument("--out", default="results", help="results folder (default results/)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="fit N (baseline, seed) pairs at once in worker processes, each with its share of the "
+                   "cores' library threads (default: one per core; 1: one after the other in this process); "
+                   "the predictions are the same for any N")
     p.add_argument("--update-leaderboard", action="store_true",
                    help="write the records into the leaderboard folder and rebuild its README and site")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
