@@ -38,6 +38,19 @@ def _print_results(report) -> None:
             console.print(f"  {o.method}: seeds {o.resumed} resumed from {report.out}")
 
 
+def _print_board_comparison(report, leaderboard: str) -> None:
+    """The run's figures beside the board's entries of the same methods (not after --update-leaderboard,
+    which made them the board's)."""
+    from kbench.leaderboard.reproduction import board_comparison
+    if report.leaderboard:
+        return
+    lines = board_comparison([(rec.method, rec) for rec, _ in report_records(report)], Path(leaderboard),
+                             report.dataset, report.split)
+    if lines:
+        print(f"compared with the board ({Path(leaderboard) / report.dataset / report.split}/):")
+        print("\n".join(lines))
+
+
 def cmd_run(args) -> int:
     import time
 
@@ -55,6 +68,7 @@ def cmd_run(args) -> int:
                               "results": rows, "failed": {o.method: o.error for o in report.failed}})
     if not json_to_stdout(args):
         _print_results(report)
+        _print_board_comparison(report, args.leaderboard)
     minutes = (time.perf_counter() - t0) / 60
     say(args, f"records in {Path(args.out) / report.dataset / report.split}/; total time {minutes:.1f} min")
     if report.leaderboard:

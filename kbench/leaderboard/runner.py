@@ -408,6 +408,8 @@ def aggregate_method(folder: Path, name: str, cls: type, records: list[Evaluatio
                    "n_parameters": records[0].extra.get("n_parameters"),
                    "model_size_bytes": records[0].extra.get("model_size_bytes"),
                    "hardware": records[0].extra.get("hardware") or machine_description()}
+    if getattr(cls, "machine_dependent", None):  # shown in the board's note (kbench.leaderboard.reproduction)
+        extra["machine_dependent"] = str(cls.machine_dependent)
     if all(isinstance(v, dict) for v in valid):
         per_seed = [{k: x for k, x in v.items() if isinstance(x, (int, float)) or x is None} for v in valid]
         mean, std = {}, {}
