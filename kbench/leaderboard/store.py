@@ -83,9 +83,14 @@ def lean_predictions(evaluator: Evaluator, preds, keep: int = DEEPEST) -> pd.Dat
     # problems of other parts or unknown names are not this part's to cut: keep those rows whole
     whole = np.isin(row, row[~known])
     kept = np.union1d(kept, np.flatnonzero(whole))
-    lean = pd.Series(np.asarray(names, dtype=object)[kept]).groupby(row[kept], sort=True).agg(";".join)
+    # kept is sorted, so each problem's kept names are one run of it: join every run at once in Arrow
+    # (no Python call per problem); a problem with no name kept keeps its ranking as given
+    counts = np.bincount(row[kept], minlength=len(frame))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), type=pa.int64())
+    runs = pa.LargeListArray.from_arrays(offsets, pa.array(np.asarray(names, dtype=object)[kept], type=pa.string()))
+    joined = pc.binary_join(runs, ";").to_numpy(zero_copy_only=False)
     out = frame.copy()
-    out["ranking"] = lean.reindex(np.arange(len(frame))).fillna(frame["ranking"]).to_numpy()
+    out["ranking"] = np.where(counts > 0, joined, frame["ranking"].to_numpy(dtype=object))
     return out
 
 
