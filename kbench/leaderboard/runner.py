@@ -650,8 +650,11 @@ def results_frame(records: list[tuple[EvaluationResult, str]]) -> pd.DataFrame:
     for rec, role in records:
         o = rec.metrics["overall"]
         sd = rec.seeds.std if rec.seeds else {}
+        # a deterministic method's seeds are copies of one fit: one result, no spread to show
+        deterministic = (rec.extra or {}).get("stochastic") is False
         rows.append({"method": rec.method, "role": role, "n seeds": len(rec.seeds.seeds) if rec.seeds else 1,
-                     PRIMARY_METRIC: o.get(PRIMARY_METRIC), "± std": sd.get(PRIMARY_METRIC),
+                     "deterministic": deterministic, PRIMARY_METRIC: o.get(PRIMARY_METRIC),
+                     "± std": None if deterministic else sd.get(PRIMARY_METRIC),
                      "top-1": o.get("top1"), "within 5%": o.get("within5"), "mean LoP": o.get("lop_mean"),
                      "LoP@5": o.get("lop_at_5"), "speed-up": o.get("speedup_geomean"),
                      "fit s": rec.extra.get("fit_time_s"), "latency ms": rec.extra.get("latency_ms_cpu_batch1")})
