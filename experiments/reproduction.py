@@ -6,7 +6,7 @@
 
 ``--before`` and ``--after`` are record files, or ``REV:PATH`` for a record as committed at a git
 revision (an entry that was replaced). Writes, for the method, each record's torch version, CPU,
-seeds and overall metrics and their differences (after - before) into
+seeds, overall metrics and their std over seeds, and the differences (after - before) into
 ``experiments/results/reproduction_<dataset>_<split>.json`` (other methods' comparisons in that
 file are kept); the board's note and ``kbench run``'s comparison with the board read it
 (:mod:`kbench.leaderboard.reproduction`).
@@ -43,7 +43,8 @@ def summary(record: EvaluationResult, source: str) -> dict:
     return {"source": source, "torch": env.packages.get("torch") if env else None, "cpu": env.cpu if env else None,
             "kbench_code": env.git.describe() if env else None, "date": record.date,
             "seeds": record.seeds.seeds if record.seeds else None,
-            "metrics": {k: overall.get(k) for k in COMPARED}}
+            "metrics": {k: overall.get(k) for k in COMPARED},
+            "std_over_seeds": {k: record.seeds.std.get(k) for k in COMPARED} if record.seeds else {}}
 
 
 def main() -> None:

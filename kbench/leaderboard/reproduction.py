@@ -47,8 +47,15 @@ def tolerance_text(comparison: dict | None) -> str | None:
         return None
     diff = comparison["difference"]
     figures = ", ".join(f"{label} by {abs(diff[k]):.4f}" for k, label in COMPARED.items() if k in diff)
-    return (f"observed between {_run_text(comparison['before'])} and {_run_text(comparison['after'])}, "
+    text = (f"observed between {_run_text(comparison['before'])} and {_run_text(comparison['after'])}, "
             f"{comparison['seeds']} seeds each: {figures}")
+    # the seed-to-seed spread of each run says whether the move is larger than a change of seed
+    stds = [(comparison[side].get("std_over_seeds") or {}) for side in ("before", "after")]
+    spread = [(label, stds[0].get(k), stds[1].get(k)) for k, label in COMPARED.items()
+              if k in diff and isinstance(stds[0].get(k), float) and isinstance(stds[1].get(k), float)]
+    if spread:
+        text += " (std over seeds, each run: " + ", ".join(f"{label} {a:.4f} and {b:.4f}" for label, a, b in spread) + ")"
+    return text
 
 
 def machine_note(board, repo_root: Path) -> str | None:

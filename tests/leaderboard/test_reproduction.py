@@ -18,6 +18,10 @@ def test_tolerance_text_names_both_runs_and_each_difference():
         "observed between torch 2.11.0 on CPU: Xeon, 32 cores and torch 2.13.0 on CPU: EPYC, 2 cores, 5 seeds each: "
         "top-1 by 0.0008, mean LoP by 0.0087, geomean slowdown by 0.0031")
     assert tolerance_text(None) is None
+    with_spread = {**COMPARISON, "before": {**COMPARISON["before"], "std_over_seeds": {"top1": 0.0025, "lop_mean": 0.0074}},
+                   "after": {**COMPARISON["after"], "std_over_seeds": {"top1": 0.0019, "lop_mean": 0.0052}}}
+    assert tolerance_text(with_spread) == tolerance_text(COMPARISON) + (
+        " (std over seeds, each run: top-1 0.0025 and 0.0019, mean LoP 0.0074 and 0.0052)")
 
 
 def _machine_dependent_fakes():
