@@ -480,8 +480,24 @@ def _pool_seed(name: str, seed: int, latency: bool):
     return name, seed, rec, None, None
 
 
+def board_fit_seconds(root: Path, dataset: str, split: str, methods: list[str]) -> dict[str, float]:
+    """Each method's training time per seed as its board entry records it (``meta.json``), where there is one:
+    the order in which ``--jobs`` starts the fits, never a figure of this run."""
+    out = {}
+    for name in methods:
+        path = method_dir(root, dataset, split, name) / "meta.json"
+        try:
+            seconds = parse_meta(path).training_time_s if path.exists() else None
+        except KbenchInputError:  # a broken entry only loses its place in the order
+            seconds = None
+        if seconds is not None:
+            out[name] = float(seconds)
+    return out
+
+
 def run_methods_in_pool(chosen: list[str], reg: dict, dataset, split: str, ids: dict, evaluators: dict,
-                        seeds: list[int], out: Path, jobs: int, progress: bool, log) -> list[MethodOutcome]:
+                        seeds: list[int], out: Path, jobs: int, progress: bool, log,
+                        fit_seconds: dict[str, float] | None = None) -> list[MethodOutcome]:
     """Every (method, seed) of ``chosen`` in ``jobs`` forked worker processes; the same records as
     :func:`run_method` one method after the other, each seed written by its worker as soon as it is done."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -491,7 +507,7 @@ def run_methods_in_pool(chosen: list[str], reg: dict, dataset, split: str, ids: 
     folders = {name: method_dir(out, dataset.name, split, name) for name in chosen}
     records = {name: finished_records(folders[name], dataset, split, name, seeds, outcomes[name], None)
                for name in chosen}
-    tasks = pool_tasks({name: reg[name] for name in chosen}, records, seeds)
+    tasks = pool_tasks({name: reg[name] for name in chosen}, records, seeds, fit_seconds)
     workers = max(1, min(jobs, len(tasks)))
     threads = max(1, machine_cores() // workers)
     resumed = sum(len(r) for r in records.values())
@@ -613,7 +629,8 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
         jobs = 1
     if jobs > 1:
         report.outcomes = run_methods_in_pool(chosen, reg, ds, split, ids, evaluators, seeds, Path(out), jobs,
-                                              progress, log)
+                                              progress, log, board_fit_seconds(Path(leaderboard_root), ds.name,
+                                                                               split, chosen))
     else:
         with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
                   disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:

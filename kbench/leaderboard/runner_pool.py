@@ -59,17 +59,22 @@ def limit_worker_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def pool_tasks(classes: dict[str, type], records: dict[str, dict], seeds: list[int]) -> list[tuple[str, int, bool]]:
+def pool_tasks(classes: dict[str, type], records: dict[str, dict], seeds: list[int],
+               fit_seconds: dict[str, float] | None = None) -> list[tuple[str, int, bool]]:
     """The (method, seed, time latency) fits a run still needs, in the order they are started.
 
     A deterministic method is fitted once (its first unfinished seed, none when a seed is finished:
     the others are copies); batch-1 latency is timed on each method's first fit of the run, as with
-    ``--jobs 1``.
+    ``--jobs 1``. Methods with the longest known fit per seed (``fit_seconds``: what the board's
+    entries record) start first, those with none known before them, so that the short fits fill
+    the workers at the end instead of one long fit running alone (longest-first scheduling).
     """
+    fit_seconds = fit_seconds or {}
+    order = sorted(classes, key=lambda name: -fit_seconds.get(name, float("inf")))  # stable: ties keep their order
     tasks = []
-    for name, cls in classes.items():
+    for name in order:
         pending = [s for s in seeds if s not in records[name]]
-        if not getattr(cls, "stochastic", True):
+        if not getattr(classes[name], "stochastic", True):
             pending = pending[:1] if not records[name] else []
         tasks += [(name, seed, i == 0) for i, seed in enumerate(pending)]
     return tasks

@@ -14,7 +14,8 @@ SEEDS = [0, 1]
 
 
 def _run(out, **kw):
-    return run_benchmark("toy", "random", seeds=SEEDS, out=out, progress=False, log=lambda m: None, **kw)
+    kw.setdefault("seeds", SEEDS)
+    return run_benchmark("toy", "random", out=out, progress=False, log=lambda m: None, **kw)
 
 
 def _seed_files(root, methods):
@@ -89,3 +90,20 @@ def test_jobs_must_be_a_positive_whole_number(toy, fakes, tmp_path, capsys):
     assert main(["run", "--dataset", "toy", "--out", str(tmp_path / "r"), "--no-progress", "--jobs", "0"]) == 2
     assert "--jobs 0: give a whole number of worker processes >= 1" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_pool_tasks_start_the_longest_known_fits_first():
+    stochastic = type("S", (), {"stochastic": True})
+    classes = {"quick": stochastic, "slow": stochastic, "unknown": stochastic}
+    records = {name: {} for name in classes}
+    tasks = pool_tasks(classes, records, [0, 1], fit_seconds={"quick": 1.0, "slow": 76.0})
+    assert tasks == [("unknown", 0, True), ("unknown", 1, False), ("slow", 0, True), ("slow", 1, False),
+                     ("quick", 0, True), ("quick", 1, False)]
+
+
+def test_board_fit_seconds_reads_the_entries_training_time(toy, fakes, tmp_path):
+    from kbench.leaderboard.runner import board_fit_seconds
+    _run(tmp_path / "r", jobs=1, seeds=[0, 1, 2, 3, 4], update_leaderboard=True, leaderboard_root=tmp_path / "lb")
+    meta = json.loads((tmp_path / "lb/toy/random/toy-model/meta.json").read_text())
+    seconds = board_fit_seconds(tmp_path / "lb", "toy", "random", ["toy-model", "not-on-board"])
+    assert seconds == {"toy-model": meta["training_time_s"]}
