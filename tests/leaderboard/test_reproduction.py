@@ -62,3 +62,7 @@ def test_kbench_run_compares_its_rows_with_the_board(toy, tmp_path):
                         f"geomean slowdown {b['geomean_slowdown']:.4f} (board {b['geomean_slowdown']:.4f}); "
                         f"machine-dependent: {WHY}; {tolerance_text(COMPARISON)}")
     assert len(lines) == 2
+    fewer = moved.model_copy(deep=True)
+    fewer.seeds.seeds = [0]
+    line = board_comparison([("toy-model", fewer)], board, "toy", "random")[0]
+    assert "; the board's figures are over seeds [0, 1, 2, 3, 4], these over [0]; machine-dependent:" in line
