@@ -191,6 +191,9 @@ class Baseline:
     stochastic : the predictions depend on the seed (else one fit serves every seed)
     benchmark : part of the default set that ``kbench run`` trains
     uses_test_labels : reads the measured runtimes of the problems it predicts (the oracle only)
+    machine_dependent : why a fit with the same seed gives other predictions on another machine or
+        software build (None, the default: the same everywhere); ``kbench run`` stores it in the record
+        and the board's note and ``kbench run``'s comparison with the board state it
 
     Instance attribute
     ------------------
@@ -205,6 +208,7 @@ class Baseline:
     stochastic: bool = False
     benchmark: bool = True
     uses_test_labels: bool = False
+    machine_dependent: str | None = None
     fit_checkpoint: Path | None = None
 
     def __init_subclass__(cls, **kwargs):

@@ -3,7 +3,8 @@
     python bench/bench_default_run.py [--out bench/results/default_run.json]
 
 Runs ``kbench run --out <fresh temporary folder>`` (mi100, split random, every default
-baseline, seeds 0-4) in a subprocess and records the wall time, each method's mean
+baseline, seeds 0-4, one worker process per core: the default ``--jobs``) in a subprocess and
+records the wall time, the number of workers, each method's mean
 training time per seed (from the run's records), the load average before and after, and
 the machine. The README quotes the result (``python tools/report.py``).
 """
@@ -37,7 +38,9 @@ def main() -> None:
         for rec in sorted(Path(tmp).glob("*/*/*/result.json")):
             per_seed = json.loads(rec.read_text()).get("extra", {}).get("fit_time_s_per_seed") or []
             fit[rec.parent.name] = sum(per_seed) / len(per_seed) if per_seed else None
+    from kbench.leaderboard.runner_pool import machine_cores
     result = {"benchmark": "default_run", "command": "kbench run --out <empty folder>", "wall_s": wall,
+              "jobs": machine_cores(),  # kbench run's default --jobs: one worker process per core
               "wall_min": wall / 60, "fit_s_per_seed": fit, "loadavg_before": list(load_before),
               "loadavg_after": list(os.getloadavg()), "machine": machine()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

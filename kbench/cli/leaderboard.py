@@ -38,6 +38,19 @@ def _print_results(report) -> None:
             console.print(f"  {o.method}: seeds {o.resumed} resumed from {report.out}")
 
 
+def _print_board_comparison(report, leaderboard: str) -> None:
+    """The run's figures beside the board's entries of the same methods (not after --update-leaderboard,
+    which made them the board's)."""
+    from kbench.leaderboard.reproduction import board_comparison
+    if report.leaderboard:
+        return
+    lines = board_comparison([(rec.method, rec) for rec, _ in report_records(report)], Path(leaderboard),
+                             report.dataset, report.split)
+    if lines:
+        print(f"compared with the board ({Path(leaderboard) / report.dataset / report.split}/):")
+        print("\n".join(lines))
+
+
 def cmd_run(args) -> int:
     import time
 
@@ -48,13 +61,14 @@ def cmd_run(args) -> int:
     report = run_benchmark(dataset=args.dataset, split=args.split, baselines=args.baselines, seeds=args.seeds,
                            out=args.out, update_leaderboard=args.update_leaderboard,
                            leaderboard_root=args.leaderboard, progress=not args.no_progress,
-                           log=lambda msg: tqdm.write(msg, file=out))
+                           log=lambda msg: tqdm.write(msg, file=out), jobs=args.jobs)
     if args.json:
         rows = results_frame(report_records(report)).to_dict(orient="records")
         emit_json(args.json, {"dataset": report.dataset, "split": report.split, "seeds": report.seeds,
                               "results": rows, "failed": {o.method: o.error for o in report.failed}})
     if not json_to_stdout(args):
         _print_results(report)
+        _print_board_comparison(report, args.leaderboard)
     minutes = (time.perf_counter() - t0) / 60
     say(args, f"records in {Path(args.out) / report.dataset / report.split}/; total time {minutes:.1f} min")
     if report.leaderboard:
@@ -192,6 +206,10 @@ def register_cli(sub) -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS),
                    help="seeds (default 0 1 2 3 4; the leaderboard needs at least 5)")
     p.add_argument("--out", default="results", help="results folder (default results/)")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="fit N (baseline, seed) pairs at once in worker processes, each with its share of the "
+                   "cores' library threads (default: one per core; 1: one after the other in this process); "
+                   "the predictions are the same for any N")
     p.add_argument("--update-leaderboard", action="store_true",
                    help="write the records into the leaderboard folder and rebuild its README and site")
     p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")

@@ -9,7 +9,10 @@ Every (baseline, seed) writes its records as soon as it is done::
 
 A re-run skips every (method, seed) whose ``seed-<k>/result.json`` is finished
 and matches the dataset (version and checksum), so an interrupted run resumes
-where it stopped. Baselines come from the registry in ``kbench_baselines.base``
+where it stopped. ``jobs`` > 1 (``kbench run --jobs N``, by default one per core) fits the
+(baseline, seed) pairs in that many forked worker processes, each capped at its share of the
+cores' library threads (``runner_pool``); every seed's predictions are those of ``jobs=1``.
+Baselines come from the registry in ``kbench_baselines.base``
 (``BASELINES``, filled by ``discover()``), so a baseline added later is run
 without any change here.
 """
@@ -17,6 +20,7 @@ without any change here.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -32,6 +36,7 @@ from kbench.core.errors import KbenchInputError, suggest
 from kbench.core.identifiers import path_under
 from kbench.core.version import __version__
 from kbench.leaderboard.policy import DEFAULT_ROLES, MIN_SEEDS, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC
+from kbench.leaderboard.runner_pool import can_fork, checked_jobs, limit_worker_threads, machine_cores, pool_tasks
 from kbench.leaderboard.schema import SubmissionMeta, parse_meta, record_problems
 from kbench.leaderboard.store import (
     atomic_write_bytes,
@@ -279,10 +284,50 @@ def _write_seed(folder: Path, record: EvaluationResult, gz: bytes) -> None:
     atomic_write_text(folder / "result.json", record_json(record))  # written last: marks the seed done
 
 
-def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators: dict, seeds: list[int],
-               out: Path, bar=None, log=print) -> MethodOutcome:
-    outcome = MethodOutcome(name)
-    folder = method_dir(out, dataset.name, split, name)
+def fit_and_score_seed(name: str, cls: type, dataset, ids: dict, evaluators: dict, seed: int, seed_dir: Path,
+                       step, latency: bool) -> tuple[EvaluationResult, bytes]:
+    """Fit ``cls`` on train with ``seed``, score test and valid; returns (test record, test preds gz).
+
+    The one place a (method, seed) is computed, in this process (``--jobs 1``) or in a worker.
+    """
+    model = cls()
+    # a fit that trains epoch by epoch writes its state here and resumes from it
+    model.fit_checkpoint = seed_dir / FIT_CHECKPOINT
+    step("fit")
+    t0 = time.perf_counter()
+    model.fit(dataset, ids["train"], ids["valid"], seed=seed)
+    fit_time = time.perf_counter() - t0
+    info = getattr(model, "fit_info", None) or {}
+    cached = info.get("cached_training_time_s")  # a fit loaded from the model's own cache
+    if cached is not None:
+        fit_time = float(cached)  # the training it took, not the load
+    resumed_at = info.get("resumed_at_epochs") or []
+    if resumed_at:  # the training of every run that worked on this seed, not this run's share
+        fit_time = float(info["fit_time_s"])
+    rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step, latency=latency)
+    if cached is not None:
+        rec.extra["fit_from_cache"] = True
+    if resumed_at:
+        rec.extra["fit_resumed_at_epochs"] = list(resumed_at)
+    rec.environment = environment(method_modules(cls))
+    return rec, gz
+
+
+def finish_seed(seed_dir: Path, rec: EvaluationResult, gz: bytes) -> None:
+    _write_seed(seed_dir, rec, gz)
+    (seed_dir / FIT_CHECKPOINT).unlink(missing_ok=True)  # the seed is done: its training state is not kept
+
+
+def copy_deterministic_seed(folder: Path, records: dict, seed: int, step) -> tuple[EvaluationResult, bytes]:
+    """A deterministic baseline gives every seed the same predictions: reuse a finished seed's."""
+    src_seed = next(iter(records))
+    step(f"deterministic: same as seed {src_seed}")
+    gz = (folder / SEED_DIR.format(seed=src_seed) / "preds.csv.gz").read_bytes()
+    return _reseed(records[src_seed], seed), gz
+
+
+def finished_records(folder: Path, dataset, split: str, name: str, seeds: list[int], outcome: MethodOutcome,
+                      bar) -> dict[int, EvaluationResult]:
     records: dict[int, EvaluationResult] = {}
     for seed in seeds:
         rec = finished_seed(folder / SEED_DIR.format(seed=seed), dataset, split, name)
@@ -291,6 +336,26 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
             outcome.resumed.append(seed)
             if bar is not None:
                 bar.update(1)
+    return records
+
+
+def record_failure(outcome: MethodOutcome, folder: Path, name: str, dataset, split: str, seed, error: str,
+                    trace: str, log) -> None:
+    outcome.error = f"seed {seed}: {error}"
+    log_path = folder / "error.log"
+    try:
+        atomic_write_text(log_path, f"{name} on {dataset.name}/{split}, seed {seed}\n{trace}")
+        outcome.traceback = log_path
+    except KbenchInputError:  # an unwritable results folder: the one-line message still names the error
+        pass
+    log(f"kbench run: {outcome.failure(dataset.name, split)}")
+
+
+def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators: dict, seeds: list[int],
+               out: Path, bar=None, log=print) -> MethodOutcome:
+    outcome = MethodOutcome(name)
+    folder = method_dir(out, dataset.name, split, name)
+    records = finished_records(folder, dataset, split, name, seeds, outcome, bar)
     stochastic = getattr(cls, "stochastic", True)
     measured = False  # batch-1 latency is timed once per method and run (it does not depend on the seed)
     seed = None
@@ -301,36 +366,12 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
             step = _Step(bar, name, seed)
             seed_dir = folder / SEED_DIR.format(seed=seed)
             if not stochastic and records:
-                # a deterministic baseline gives every seed the same predictions: reuse a finished seed
-                src_seed = next(iter(records))
-                step(f"deterministic: same as seed {src_seed}")
-                gz = (folder / SEED_DIR.format(seed=src_seed) / "preds.csv.gz").read_bytes()
-                rec = _reseed(records[src_seed], seed)
+                rec, gz = copy_deterministic_seed(folder, records, seed, step)
             else:
-                model = cls()
-                # a fit that trains epoch by epoch writes its state here and resumes from it
-                model.fit_checkpoint = seed_dir / FIT_CHECKPOINT
-                step("fit")
-                t0 = time.perf_counter()
-                model.fit(dataset, ids["train"], ids["valid"], seed=seed)
-                fit_time = time.perf_counter() - t0
-                info = getattr(model, "fit_info", None) or {}
-                cached = info.get("cached_training_time_s")  # a fit loaded from the model's own cache
-                if cached is not None:
-                    fit_time = float(cached)  # the training it took, not the load
-                resumed_at = info.get("resumed_at_epochs") or []
-                if resumed_at:  # the training of every run that worked on this seed, not this run's share
-                    fit_time = float(info["fit_time_s"])
-                rec, gz = _score_seed(model, dataset, ids, evaluators, name, seed, fit_time, step,
-                                      latency=not measured)
-                if cached is not None:
-                    rec.extra["fit_from_cache"] = True
-                if resumed_at:
-                    rec.extra["fit_resumed_at_epochs"] = list(resumed_at)
-                rec.environment = environment(method_modules(cls))
+                rec, gz = fit_and_score_seed(name, cls, dataset, ids, evaluators, seed, seed_dir, step,
+                                             latency=not measured)
                 measured = True
-            _write_seed(seed_dir, rec, gz)
-            (seed_dir / FIT_CHECKPOINT).unlink(missing_ok=True)  # the seed is done: its training state is not kept
+            finish_seed(seed_dir, rec, gz)
             records[seed] = rec
             outcome.ran.append(seed)
             if bar is not None:
@@ -338,14 +379,8 @@ def run_method(name: str, cls: type, dataset, split: str, ids: dict, evaluators:
     except KeyboardInterrupt:
         raise
     except Exception as exc:
-        outcome.error = f"seed {seed}: {type(exc).__name__}: {exc}"
-        log_path = folder / "error.log"
-        try:
-            atomic_write_text(log_path, f"{name} on {dataset.name}/{split}, seed {seed}\n{traceback.format_exc()}")
-            outcome.traceback = log_path
-        except KbenchInputError:  # an unwritable results folder: the one-line message still names the error
-            pass
-        log(f"kbench run: {outcome.failure(dataset.name, split)}")
+        record_failure(outcome, folder, name, dataset, split, seed, f"{type(exc).__name__}: {exc}",
+                        traceback.format_exc(), log)
         if bar is not None:
             bar.update(len(seeds) - len(records))
         return outcome
@@ -373,6 +408,8 @@ def aggregate_method(folder: Path, name: str, cls: type, records: list[Evaluatio
                    "n_parameters": records[0].extra.get("n_parameters"),
                    "model_size_bytes": records[0].extra.get("model_size_bytes"),
                    "hardware": records[0].extra.get("hardware") or machine_description()}
+    if getattr(cls, "machine_dependent", None):  # shown in the board's note (kbench.leaderboard.reproduction)
+        extra["machine_dependent"] = str(cls.machine_dependent)
     if all(isinstance(v, dict) for v in valid):
         per_seed = [{k: x for k, x in v.items() if isinstance(x, (int, float)) or x is None} for v in valid]
         mean, std = {}, {}
@@ -422,6 +459,124 @@ def _median(values):
     return statistics.median(vals) if vals else None
 
 
+# ----------------------------------------------------------------------------- (method, seed) pairs in parallel
+#: what the workers compute with: set in the parent just before the pool forks, so that every worker
+#: inherits the loaded dataset, its split, its evaluators and the registry (nothing is re-loaded or pickled)
+_POOL_STATE: dict = {}
+
+
+def _pool_seed(name: str, seed: int, latency: bool):
+    """One (method, seed) in a worker: fit, score, write its seed folder. Returns (name, seed, record,
+    error, traceback text); a method's exception is returned, not raised, so that the parent reports it."""
+    state = _POOL_STATE
+    folder = method_dir(state["out"], state["dataset"].name, state["split"], name)
+    seed_dir = folder / SEED_DIR.format(seed=seed)
+    try:
+        rec, gz = fit_and_score_seed(name, state["registry"][name], state["dataset"], state["ids"],
+                                     state["evaluators"], seed, seed_dir, lambda what: None, latency)
+        finish_seed(seed_dir, rec, gz)
+    except Exception as exc:
+        return name, seed, None, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    return name, seed, rec, None, None
+
+
+def board_fit_seconds(root: Path, dataset: str, split: str, methods: list[str]) -> dict[str, float]:
+    """Each method's training time per seed as its board entry records it (``meta.json``), where there is one:
+    the order in which ``--jobs`` starts the fits, never a figure of this run."""
+    out = {}
+    for name in methods:
+        path = method_dir(root, dataset, split, name) / "meta.json"
+        try:
+            seconds = parse_meta(path).training_time_s if path.exists() else None
+        except KbenchInputError:  # a broken entry only loses its place in the order
+            seconds = None
+        if seconds is not None:
+            out[name] = float(seconds)
+    return out
+
+
+def run_methods_in_pool(chosen: list[str], reg: dict, dataset, split: str, ids: dict, evaluators: dict,
+                        seeds: list[int], out: Path, jobs: int, progress: bool, log,
+                        fit_seconds: dict[str, float] | None = None) -> list[MethodOutcome]:
+    """Every (method, seed) of ``chosen`` in ``jobs`` forked worker processes; the same records as
+    :func:`run_method` one method after the other, each seed written by its worker as soon as it is done."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm import tqdm
+    outcomes = {name: MethodOutcome(name) for name in chosen}
+    folders = {name: method_dir(out, dataset.name, split, name) for name in chosen}
+    records = {name: finished_records(folders[name], dataset, split, name, seeds, outcomes[name], None)
+               for name in chosen}
+    tasks = pool_tasks({name: reg[name] for name in chosen}, records, seeds, fit_seconds)
+    workers = max(1, min(jobs, len(tasks)))
+    threads = max(1, machine_cores() // workers)
+    resumed = sum(len(r) for r in records.values())
+    if tasks:
+        log(f"kbench run: {len(tasks)} fits in {workers} worker processes, {threads} library thread(s) each")
+    _POOL_STATE.update(dataset=dataset, ids=ids, evaluators=evaluators, registry=reg, split=split, out=out)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=limit_worker_threads, initargs=(threads,)) if tasks else None
+    try:
+        # submitted before the progress bar starts its display thread: the workers fork from one thread
+        futures = {pool.submit(_pool_seed, *task): task for task in tasks} if pool else {}
+        with tqdm(total=len(chosen) * len(seeds), initial=resumed, unit="run", desc=f"kbench run {dataset.name}/{split}",
+                  disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:
+            for future in as_completed(futures):
+                name, seed, _ = futures[future]
+                if future.cancelled():
+                    continue
+                try:
+                    name, seed, rec, error, trace = future.result()
+                except Exception as exc:  # the worker died (killed, out of memory): the pool is broken
+                    rec, error, trace = None, f"{type(exc).__name__}: {exc}", traceback.format_exc()
+                if error is None:
+                    records[name][seed] = rec
+                    outcomes[name].ran.append(seed)
+                    bar.update(1)
+                    bar.set_postfix_str(f"{name} seed {seed} done", refresh=True)
+                elif outcomes[name].error is None:  # a method's first failure stops its other seeds
+                    record_failure(outcomes[name], folders[name], name, dataset, split, seed, error, trace, log)
+                    for other, (other_name, _, _) in futures.items():
+                        if other_name == name:
+                            other.cancel()
+            for name in chosen:
+                outcome, done = outcomes[name], records[name]
+                if outcome.error is None:
+                    _complete_deterministic(name, reg[name], folders[name], done, seeds, outcome, bar)
+                outcome.ran.sort(key=seeds.index)
+                if outcome.error is not None:
+                    bar.update(len(seeds) - len(done))
+                    continue
+                outcome.record = aggregate_method(folders[name], name, reg[name], [done[s] for s in seeds], seeds,
+                                                  dataset, split)
+                (folders[name] / "error.log").unlink(missing_ok=True)
+    except KeyboardInterrupt:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        _POOL_STATE.clear()
+    return [outcomes[name] for name in chosen]
+
+
+def _complete_deterministic(name: str, cls: type, folder: Path, records: dict, seeds: list[int],
+                            outcome: MethodOutcome, bar) -> None:
+    """A deterministic method's unfinished seeds, copied from its finished one (as :func:`run_method` does)."""
+    if getattr(cls, "stochastic", True) or not records:
+        return
+    for seed in seeds:
+        if seed in records:
+            continue
+        rec, gz = copy_deterministic_seed(folder, records, seed, lambda what: None)
+        finish_seed(folder / SEED_DIR.format(seed=seed), rec, gz)
+        records[seed] = rec
+        outcome.ran.append(seed)
+        if bar is not None:
+            bar.update(1)
+
+
 # ----------------------------------------------------------------------------- the whole run
 #: the largest seed numpy's generators take as one word (every baseline seeds one)
 MAX_SEED = 2 ** 32 - 1
@@ -442,9 +597,14 @@ def checked_seeds(seeds) -> list[int]:
 
 def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, baselines: list[str] | None = None,
                   seeds=DEFAULT_SEEDS, out: str | Path = "results", update_leaderboard: bool = False,
-                  leaderboard_root: str | Path = "leaderboard", progress: bool = True, log=None) -> RunReport:
+                  leaderboard_root: str | Path = "leaderboard", progress: bool = True, log=None,
+                  jobs: int | None = 1) -> RunReport:
+    """Fit and score every (baseline, seed); ``jobs`` worker processes run them side by side (None: one
+    per core; 1: one after the other in this process). Every fit's predictions are the same for any
+    ``jobs``: each seed is fitted alone, from the same data, with the same seed."""
     from tqdm import tqdm
     seeds = checked_seeds(seeds)
+    jobs = checked_jobs(jobs)
     if update_leaderboard and len(seeds) < MIN_SEEDS:
         raise KbenchInputError(f"--update-leaderboard needs at least {MIN_SEEDS} seeds (the leaderboard rules); "
                                f"got {len(seeds)}: {seeds}.")
@@ -464,11 +624,19 @@ def run_benchmark(dataset: str = DEFAULT_DATASET, split: str = DEFAULT_SPLIT, ba
     if len(ids["valid"]):
         evaluators["valid"] = Evaluator(ds, split=split, part="valid", reference="default")
     reg = registry()
-    with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
-              disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:
-        for name in chosen:
-            report.outcomes.append(run_method(name, reg[name], ds, split, ids, evaluators, seeds, Path(out),
-                                              bar=None if bar.disable else bar, log=log))
+    if jobs > 1 and not can_fork():
+        log(f"kbench run: --jobs {jobs} needs the 'fork' start method, which this OS lacks: running in one process")
+        jobs = 1
+    if jobs > 1:
+        report.outcomes = run_methods_in_pool(chosen, reg, ds, split, ids, evaluators, seeds, Path(out), jobs,
+                                              progress, log, board_fit_seconds(Path(leaderboard_root), ds.name,
+                                                                               split, chosen))
+    else:
+        with tqdm(total=len(chosen) * len(seeds), unit="run", desc=f"kbench run {ds.name}/{split}",
+                  disable=None if progress else True, dynamic_ncols=True, file=sys.stderr) as bar:
+            for name in chosen:
+                report.outcomes.append(run_method(name, reg[name], ds, split, ids, evaluators, seeds, Path(out),
+                                                  bar=None if bar.disable else bar, log=log))
     if update_leaderboard:
         report.leaderboard = publish(report, Path(leaderboard_root))
     report.seconds = time.perf_counter() - t_start
@@ -499,8 +667,11 @@ def results_frame(records: list[tuple[EvaluationResult, str]]) -> pd.DataFrame:
     for rec, role in records:
         o = rec.metrics["overall"]
         sd = rec.seeds.std if rec.seeds else {}
+        # a deterministic method's seeds are copies of one fit: one result, no spread to show
+        deterministic = (rec.extra or {}).get("stochastic") is False
         rows.append({"method": rec.method, "role": role, "n seeds": len(rec.seeds.seeds) if rec.seeds else 1,
-                     PRIMARY_METRIC: o.get(PRIMARY_METRIC), "± std": sd.get(PRIMARY_METRIC),
+                     "deterministic": deterministic, PRIMARY_METRIC: o.get(PRIMARY_METRIC),
+                     "± std": None if deterministic else sd.get(PRIMARY_METRIC),
                      "top-1": o.get("top1"), "within 5%": o.get("within5"), "mean LoP": o.get("lop_mean"),
                      "LoP@5": o.get("lop_at_5"), "speed-up": o.get("speedup_geomean"),
                      "fit s": rec.extra.get("fit_time_s"), "latency ms": rec.extra.get("latency_ms_cpu_batch1")})

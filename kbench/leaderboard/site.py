@@ -45,6 +45,7 @@ from kbench.leaderboard.board import (
 from kbench.leaderboard.cards import cards_found
 from kbench.leaderboard.noise import NOISE_METHOD, noise_entry, noise_sentence
 from kbench.leaderboard.policy import PRIMARY_LABEL, PRIMARY_LOWER_IS_BETTER, PRIMARY_METRIC, PRIMARY_TEXT, RULES_MD
+from kbench.leaderboard.reproduction import machine_note
 from kbench.leaderboard.stats import TIE_TEST_TEXT, problem_scores, tied
 from kbench.leaderboard.store import Entry, atomic_write_bytes, load_dataset, read_entries
 from kbench.leaderboard.table_extras import (
@@ -562,7 +563,8 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
         else:
             board = make_board(dataset, split, entries)
             curve = measured_json(board, root.resolve().parent, LEARNING_CURVE)
-            notes = (selector_note(board, root.resolve().parent), curve_note(board, curve))
+            notes = (selector_note(board, root.resolve().parent), curve_note(board, curve),
+                     machine_note(board, root.resolve().parent))
             board.notes += [note for note in notes if note]
             svgs = draw_plots(board, root / "site" / "plots")
             svgs.update(curve_plot(board, curve))

@@ -72,9 +72,10 @@ def lean_predictions(evaluator: Evaluator, preds, keep: int = DEEPEST) -> pd.Dat
     if "ranking" not in frame.columns or {"kernel", "score"} <= set(frame.columns):
         return frame
     frame = frame[["problem_id", "ranking"]].reset_index(drop=True)
-    rankings = frame["ranking"].astype(str).str.split(";")
-    lengths = rankings.str.len().to_numpy()
-    names = pd.Index(np.concatenate(rankings.to_numpy()) if len(frame) else np.zeros(0, dtype=object)).str.strip()
+    # split in Arrow too: every ranking at once, not a Python call per problem
+    rankings = pc.split_pattern(pa.array(frame["ranking"].astype(str).to_numpy(dtype=object), type=pa.string()), ";")
+    lengths = pc.list_value_length(rankings).to_numpy(zero_copy_only=False).astype(np.int64)
+    names = pd.Index(pc.utf8_trim_whitespace(pc.list_flatten(rankings)).to_numpy(zero_copy_only=False), dtype=object)
     row = np.repeat(np.arange(len(frame)), lengths)
     prob = pd.Index(evaluator.table.problem_ids).get_indexer(frame["problem_id"].astype(str).str.strip())[row]
     kern = pd.Index(evaluator.table.kernels).get_indexer(names)
@@ -83,9 +84,14 @@ def lean_predictions(evaluator: Evaluator, preds, keep: int = DEEPEST) -> pd.Dat
     # problems of other parts or unknown names are not this part's to cut: keep those rows whole
     whole = np.isin(row, row[~known])
     kept = np.union1d(kept, np.flatnonzero(whole))
-    lean = pd.Series(np.asarray(names, dtype=object)[kept]).groupby(row[kept], sort=True).agg(";".join)
+    # kept is sorted, so each problem's kept names are one run of it: join every run at once in Arrow
+    # (no Python call per problem); a problem with no name kept keeps its ranking as given
+    counts = np.bincount(row[kept], minlength=len(frame))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]), type=pa.int64())
+    runs = pa.LargeListArray.from_arrays(offsets, pa.array(np.asarray(names, dtype=object)[kept], type=pa.string()))
+    joined = pc.binary_join(runs, ";").to_numpy(zero_copy_only=False)
     out = frame.copy()
-    out["ranking"] = lean.reindex(np.arange(len(frame))).fillna(frame["ranking"]).to_numpy()
+    out["ranking"] = np.where(counts > 0, joined, frame["ranking"].to_numpy(dtype=object))
     return out
 
 

@@ -2,6 +2,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 from lbtoy import FakeBaseline, run_fakes
 
@@ -167,3 +168,15 @@ def test_run_fakes_helper_is_deterministic(tmp_path):
     for seed in (0, 1):
         rel = f"toy/random/toy-model/seed-{seed}/preds.csv.gz"
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_run_table_marks_a_deterministic_method_and_shows_no_spread_for_it(toy, fakes, tmp_path):
+    """A deterministic baseline's 5 seeds are copies of one fit: the table says so instead of '± 0'."""
+    from kbench.leaderboard.runner import report_records, results_frame
+    report = _run(tmp_path, baselines=["toy-rules", "toy-model"])
+    rows = results_frame(report_records(report)).set_index("method")
+    assert bool(rows.loc["toy-rules", "deterministic"]) is True and pd.isna(rows.loc["toy-rules", "± std"])
+    model = next(o.record for o in report.outcomes if o.method == "toy-model")
+    assert bool(rows.loc["toy-model", "deterministic"]) is False
+    assert rows.loc["toy-model", "± std"] == model.seeds.std["geomean_slowdown"]
+    assert rows.loc["toy-rules", "n seeds"] == 5 == rows.loc["toy-model", "n seeds"]

@@ -58,3 +58,21 @@ def test_lean_file_scores_identically(mi300x_valid, seed, keep_all):
     five = ev(lean_predictions(ev, preds, keep=5)).metrics["overall"]
     for key in ("top1", "top3", "top5", "lop_at_1", "lop_at_5", "geomean_slowdown", "share_failed"):
         assert five[key] == full_rec["metrics"]["overall"][key]
+
+
+def test_lean_predictions_hand_worked_frame():
+    """The cut frame of the hand-worked table: problems keep their order; a problem of another part
+    (px) or with an unknown kernel name (p2 here lists zz) keeps its ranking whole; names are stripped."""
+    class OnTable:
+        table = _table()
+
+    preds = pd.DataFrame({"problem_id": ["p1", "px", "p0", "p2"],
+                          "ranking": ["d;c;b;a", "a;b", " a;b ;a;c;d", "d;zz"]})
+    for keep, expected in ((1, ["c", "a;b", "b", "d;zz"]), (2, ["c;a", "a;b", "b;d", "d;zz"])):
+        lean = lean_predictions(OnTable(), preds, keep=keep)
+        assert lean["problem_id"].tolist() == ["p1", "px", "p0", "p2"]
+        assert lean["ranking"].tolist() == expected
+    no_rows = lean_predictions(OnTable(), preds.iloc[:0])
+    assert no_rows.empty and list(no_rows.columns) == ["problem_id", "ranking"]
+    only_p2 = lean_predictions(OnTable(), pd.DataFrame({"problem_id": ["p2"], "ranking": ["d;c"]}), keep=1)
+    assert only_p2["ranking"].tolist() == ["d"]  # nothing applicable: its first name stays, scored a failure
