@@ -43,6 +43,7 @@ from kbench.leaderboard.runner import checked_seeds, method_dir, run_method
 from kbench.leaderboard.schema import parse_meta, record_problems
 from kbench.leaderboard.store import write_entry
 from kbench.scoring.evaluate import Evaluator
+from kbench.sources.splits import SPLIT_HELP
 
 SUMMARY_METRICS = [("top1", "top-1"), ("within5", "≤5%"), ("lop_mean", "LoP mean"), ("lop_at_5", "LoP@5"),
                    ("geomean_slowdown", "slowdown×"), ("speedup_geomean", "speed-up×"),
@@ -250,7 +251,7 @@ def register_cli(sub) -> None:
                         "the result record (per-seed scores, mean and unbiased std), print the metrics.")
     p.add_argument("name", help="baseline name (kbench baseline list)")
     p.add_argument("--dataset", "-d", default="mi100", help="dataset name or alias (default mi100)")
-    p.add_argument("--split", "-s", default="random", help="standard split (default random)")
+    p.add_argument("--split", "-s", default="random", help=SPLIT_HELP % "random")
     p.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds (default 0)")
     p.add_argument("--out", default="results", help="output root (default results/): "
                    "OUT/<dataset>/<split>/<method>/")

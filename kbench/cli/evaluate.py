@@ -10,6 +10,7 @@ from kbench.core.output_files import printable_path
 from kbench.data.dataset import load
 from kbench.scoring.evaluate import EXPECTED_FORMAT, Evaluator, evaluate_tuning
 from kbench.scoring.metrics import BEST_OF
+from kbench.sources.splits import SPLIT_HELP
 
 TABLE_METRICS = [("top1", "top-1"), ("top3", "top-3"), ("within5", "≤5%"), ("geomean_slowdown", "slowdown×"),
                  ("lop_mean", "LoP mean"), ("lop_median", "LoP med"), ("lop_p90", "LoP p90"),
@@ -177,7 +178,7 @@ def cmd_validate(args) -> int:
 
 def _common(p, default_split="random"):
     p.add_argument("--dataset", "-d", default="mi100", help="dataset name or alias (default mi100)")
-    p.add_argument("--split", "-s", default=default_split, help="standard split (default random)")
+    p.add_argument("--split", "-s", default=default_split, help=SPLIT_HELP % default_split)
     p.add_argument("--part", default="test", choices=["train", "valid", "test"], help="part to score (default test)")
     p.add_argument("--allow-partial", action="store_true", help="score only the problems present")
 

@@ -17,6 +17,7 @@ from kbench.leaderboard.runner import (
     run_benchmark,
 )
 from kbench.leaderboard.schema import SCHEMA_DIR, SCHEMA_FILES, generated_schemas, schema_text, write_schemas
+from kbench.sources.splits import SPLIT_HELP
 
 
 def _print_results(report) -> None:
@@ -200,7 +201,7 @@ def register_cli(sub) -> None:
                        "several seeds, writing records as it goes (a re-run resumes), then print the "
                        "leaderboard table. With no arguments: mi100, split random, seeds 0-4.")
     p.add_argument("--dataset", "-d", default=DEFAULT_DATASET, help=f"dataset (default {DEFAULT_DATASET})")
-    p.add_argument("--split", "-s", default=DEFAULT_SPLIT, help=f"standard split (default {DEFAULT_SPLIT})")
+    p.add_argument("--split", "-s", default=DEFAULT_SPLIT, help=SPLIT_HELP % DEFAULT_SPLIT)
     p.add_argument("--baselines", "-b", nargs="+", metavar="NAME",
                    help="baselines to run (default: every registered one that supports the dataset)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS),

@@ -10,13 +10,18 @@ moves existing ones.
 * ``networks``: test = every problem whose geometry, batch size ignored, is a
   layer of a real network (MITuna's lists); valid/train from the rest by the
   same hash (~ 1/8 of the rest to valid).
+* ``shapes``: train/valid/test ~ 70/10/20 by the hash of the geometry *with the batch size
+  ignored* (:func:`assign_shapes_split`), so that no ``shapes`` test problem has a batch twin
+  (the same convolution at another batch size) in train; ``random`` keeps such twins on both
+  sides (:func:`batch_twin_shares` counts them).
 
 The 3D datasets group both splits by the geometry *with the batch size ignored*
 (:func:`batch_free_geometry_id`), so that one layer at batch 4 and at batch 16 never
 sit on both sides, and hold out whole networks: their ``networks`` test part is every
 problem whose geometry, batch size ignored, is a layer of one of
 :data:`HELD_OUT_NETWORKS_3D` (:func:`assign_held_out_networks_split`); the other
-networks' layers and the random neighbours are train and valid.
+networks' layers and the random neighbours are train and valid. Their ``random`` already
+ignores the batch, so they have no ``shapes`` split.
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ import pandas as pd
 from kbench.sources.problem import geometry_key, stable_hash
 
 PARTS = ("train", "valid", "test")
+#: the standard splits a dataset may hold (the 3D sets have no ``shapes``, the tile sets only ``networks``)
+SPLIT_NAMES = ("random", "networks", "shapes")
+#: the ``--split`` help of the commands that take one
+SPLIT_HELP = f"standard split: {', '.join(SPLIT_NAMES)} (default %s; `kbench info NAME` lists a dataset's)"
 RANDOM_FRACTIONS = {"train": 0.7, "valid": 0.1, "test": 0.2}
 #: Columns of a geometry with the batch size left out (the networks split matches on these).
 NETWORK_GEOMETRY = ["c", "k", "groups"] + [
@@ -87,6 +96,17 @@ def assign_random_split(problems: pd.DataFrame, salt: str = "kbench-random-v1",
     size left out, :func:`batch_free_geometry_id`, with ``ignore_batch``)."""
     groups = batch_free_geometry_id(problems) if ignore_batch else problems["geometry_id"]
     return pd.Series(_parts_from_unit(hash_unit(groups, salt), fractions), index=problems.index, dtype=str)
+
+
+#: the salt of the ``shapes`` split's hash: its own, so that its parts are not ``random``'s regrouped
+SHAPES_SALT = "kbench-shapes-v1"
+
+
+def assign_shapes_split(problems: pd.DataFrame) -> pd.Series:
+    """The ``shapes`` split: ``train``/``valid``/``test`` ~ 70/10/20 per problem by a stable hash of the
+    geometry with the batch size left out (:func:`batch_free_geometry_id`): every batch size of one shape
+    lands in one part, and adding problems later never moves existing ones."""
+    return assign_random_split(problems, salt=SHAPES_SALT, ignore_batch=True)
 
 
 def network_geometry_match(problems: pd.DataFrame, layers: pd.DataFrame) -> pd.Series:
