@@ -13,7 +13,8 @@ moves existing ones.
 * ``shapes``: train/valid/test ~ 70/10/20 by the hash of the geometry *with the batch size
   ignored* (:func:`assign_shapes_split`), so that no ``shapes`` test problem has a batch twin
   (the same convolution at another batch size) in train; ``random`` keeps such twins on both
-  sides (:func:`batch_twin_shares` counts them).
+  sides (:func:`batch_twin_shares` counts them). The rule is here; no shipped dataset holds the
+  column yet (adding it is a new version of each 2D dataset, with its board entries re-stamped).
 
 The 3D datasets group both splits by the geometry *with the batch size ignored*
 (:func:`batch_free_geometry_id`), so that one layer at batch 4 and at batch 16 never
@@ -32,10 +33,10 @@ import pandas as pd
 from kbench.sources.problem import geometry_key, stable_hash
 
 PARTS = ("train", "valid", "test")
-#: the standard splits a dataset may hold (the 3D sets have no ``shapes``, the tile sets only ``networks``)
+#: the standard split rules (the 3D sets have no ``shapes``, the tile sets only ``networks``)
 SPLIT_NAMES = ("random", "networks", "shapes")
 #: the ``--split`` help of the commands that take one
-SPLIT_HELP = f"standard split: {', '.join(SPLIT_NAMES)} (default %s; `kbench info NAME` lists a dataset's)"
+SPLIT_HELP = "standard split (default %s; `kbench info NAME` lists the dataset's splits)"
 RANDOM_FRACTIONS = {"train": 0.7, "valid": 0.1, "test": 0.2}
 #: Columns of a geometry with the batch size left out (the networks split matches on these).
 NETWORK_GEOMETRY = ["c", "k", "groups"] + [
