@@ -56,6 +56,8 @@ def main() -> None:
     ap.add_argument("--before", default=None, metavar="REV", help="git revision of the earlier store")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "validate.json")
     args = ap.parse_args()
+    # the load before the run: after it, the 1-minute average holds the run's own workers
+    load_before = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), _cpu_s()
     summary = validate_all(args.leaderboard, jobs=args.jobs)
     wall, cpu = time.perf_counter() - wall, _cpu_s() - cpu
@@ -68,9 +70,10 @@ def main() -> None:
         "stale_transfer_records": len(summary.get("stale", [])),
         "stored_predictions": stored_bytes(args.leaderboard),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1min": round(os.getloadavg()[0], 2)},
+                    "load_average_1min_before": round(load_before, 2),
+                    "load_average_1min_after": round(os.getloadavg()[0], 2)},
     }
-    if os.getloadavg()[0] > 0.75 * (os.cpu_count() or 1):  # other work shared the cores
+    if load_before > 0.75 * (os.cpu_count() or 1):  # other work was using the cores when it started
         result["note"] = "measured on a machine shared with other work: re-measure on a quiet one before quoting"
     if args.before:
         result["stored_predictions_before"] = bytes_at(args.before, args.leaderboard)
