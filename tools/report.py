@@ -76,8 +76,7 @@ def rows() -> list[str]:
     if (res / "validate.json").exists():
         d = json.loads((res / "validate.json").read_text())
         m = d["machine"]
-        load = m.get("load_average_1min_before", m.get("load_average_1min"))  # older files: after the run
-        where = f"{m['cpus']} cores, Python {m['python']}, load average {load:.1f} before the run"
+        where = f"{m['cpus']} cores, Python {m['python']}, load average {m['load_average_1min_before']:.1f} before the run"
         sp = d["stored_predictions"]
         stored = f"{d['rescored']} entries, {sp['files']} files of {sp['bytes'] / 1e6:.1f} MB"
         if "gpu_retimings" in d:  # the whole command: re-timings and transfer records too, in `jobs` processes

@@ -232,7 +232,8 @@ def kernel_times(events) -> tuple[float, float, list[dict]]:
 
 
 def conv_ranges():
-    """A :func:`conv_ranges` mode (made here: it needs torch, imported on first use)."""
+    """A dispatch mode that runs each of PyTorch's convolution ops inside a ``kbench::conv_aten*`` profiler
+    range (:data:`ATEN_CONV_RANGES`); its class is made on call, as it needs torch."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 

@@ -19,15 +19,15 @@ the plan list, the built plan, its workspace size and the graph's port tensors (
 
 **Per call** on the cached path, nothing else is built or derived: the weight and bias read from the
 module's parameter dictionary, one dictionary lookup of the geometry, the handle fetched once per
-module call, a built plan's call counted inline (an int); per direction one output ``torch.empty`` in the geometry's memory format, the inputs'
-``.contiguous(memory_format)`` (a no-op for tensors already in it, as PyTorch's own cuDNN path makes
-them), a workspace ``torch.empty`` only for a plan that needs one, the handle's stream set only when
+module call, a built plan's call counted inline (an int, no method call); per direction one output
+``torch.empty`` in the geometry's memory format, the inputs' ``.contiguous(memory_format)`` (a no-op
+for tensors already in it, as PyTorch's own cuDNN path makes them), a workspace ``torch.empty`` only for a plan that needs one, the handle's stream set only when
 PyTorch's current stream changed, and one ``execute_plan_at_index``; a ``kbench::conv_<direction>``
 profiler range only while the profiler runs. In training an ``autograd.Function`` saves the input and
 weight (what backward-data and backward-weights read); without gradients (``no_grad`` or no input
 requiring one) the forward runs without it. The Function is applied through the C++ apply that
-``Function.apply`` ends in (its Python wrapper runs only under a functorch transform). No synchronisation, no zero fill, no memory-format copy of
-a tensor PyTorch would not copy.
+``Function.apply`` ends in (its Python wrapper runs only under a functorch transform). No
+synchronisation, no zero fill, no memory-format copy of a tensor PyTorch would not copy.
 
 **Fallback.** A direction runs PyTorch's own op (``aten.convolution`` / ``aten.convolution_backward``,
 exactly what autograd calls for ``F.conv*``) where it cannot run the cached plan, counted per reason
@@ -417,6 +417,8 @@ class _Runner:
         """(grad_input, grad_weight, grad_bias): each wanted one by its plan, or PyTorch's op for those whose
         plan cannot run."""
         d_in, d_w = geo.grad_input, geo.wgrad
+        # a built plan's call is counted here, inline, as in forward: this runs per call on the hot path,
+        # and a method call per direction is most of what the cached path costs over PyTorch's
         run_in = run_w = False
         if need_in:
             if d_in.graph is not None:
