@@ -159,6 +159,12 @@ def cmd_rescore(args) -> int:
     return run(args)
 
 
+def cmd_restamp(args) -> int:
+    from kbench.leaderboard.restamp import restamp
+    restamp(Path(args.leaderboard), args.datasets)
+    return 0
+
+
 def cmd_validate(args) -> int:
     from kbench.leaderboard.integrity import validate_all
     summary = validate_all(Path(args.leaderboard), check_data=not args.no_data, jobs=args.jobs)
@@ -304,6 +310,15 @@ def register_cli(sub) -> None:
                    help="re-score every entry (of the DATASETs named, else all) from its stored preds.parquet and "
                    "rewrite its record (after a scoring change: new metrics, a new record schema)")
     p.set_defaults(func=cmd_rescore)
+
+    p = lsub.add_parser("restamp", help="carry records over to a new version of their dataset whose scored data "
+                        "is unchanged", description="Write the installed version and checksum of each DATASET "
+                        "into every record naming an earlier one, then re-derive every figure of those records "
+                        "from their stored inputs; where one differs, every file is put back "
+                        "(kbench.leaderboard.restamp says more).")
+    p.add_argument("datasets", nargs="+", metavar="DATASET")
+    p.add_argument("--leaderboard", default="leaderboard", help="leaderboard folder (default leaderboard/)")
+    p.set_defaults(func=cmd_restamp)
 
     p = lsub.add_parser("schema", help="print the JSON Schemas, or write / check the shipped ones")
     p.add_argument("which", nargs="?", default="result", choices=["result", "submission"])

@@ -33,7 +33,12 @@ from kbench.sources.dataset_files import (  # noqa: F401
 from kbench.sources.miopen import convert_finddb
 from kbench.sources.miopen_rules import rules_heuristics
 from kbench.sources.mituna import read_network_layers
-from kbench.sources.splits import assign_networks_split, assign_random_split, network_geometry_match
+from kbench.sources.splits import (
+    assign_networks_split,
+    assign_random_split,
+    assign_shapes_split,
+    network_geometry_match,
+)
 from kbench.sources.tuning_dataset import convert_perfdb
 
 CENSORING_RULES = {
@@ -52,7 +57,7 @@ CENSORING_RULES = {
 
 def spec_info(spec: DatasetSpec, censoring: str, report: dict, splits: pd.DataFrame) -> dict:
     return {
-        "name": spec.name, "aliases": list(spec.aliases), "version": DATASET_VERSION,
+        "name": spec.name, "aliases": list(spec.aliases), "version": spec.version or DATASET_VERSION,
         "device": spec.device, "arch": spec.arch, "vendor": spec.vendor, "library": spec.library,
         "task": spec.task, "license": spec.license, "source": spec.source,
         "citation": spec.citation, "censoring": {"rule": censoring, "text": CENSORING_RULES[censoring]},
@@ -123,6 +128,7 @@ def build_miopen_dataset(name: str, raw_root: str | Path, out_root: str | Path =
         "problem_id": problems["problem_id"],
         "random": assign_random_split(problems),
         "networks": assign_networks_split(problems, layers),
+        "shapes": assign_shapes_split(problems),
     })
     conv_layers = layers[layers["mode"] == "conv"]
     report["network_layers"] = {

@@ -137,7 +137,8 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
         "",
         "## Splits",
         "Grouped by geometry and assigned by a stable hash, exactly as for the kernel-selection sets "
-        "(`random` ~ 70/10/20; `networks`: test = real-network layer geometries).",
+        "(`random` ~ 70/10/20; `networks`: test = real-network layer geometries; `shapes` ~ 70/10/20 by the "
+        "geometry with the batch size ignored).",
         "",
         _table(split_rows) if len(split_rows) else "",
         "",
@@ -174,7 +175,8 @@ def batch_twin_lines(ds) -> list[str]:
         "A test problem has a *batch twin* when the same convolution at another batch size (the geometry with "
         "the batch left out, `kbench.sources.splits.batch_free_geometry_id`) is in `train`. A split grouped by "
         "the geometry with its batch keeps such twins on both sides, and a model can read a twin's label off "
-        "its training data; a split grouped without the batch (`networks`, and `random` on the 3D sets) has "
+        "its training data; a split grouped without the batch (`networks`, `shapes`, and `random` on the 3D "
+        "sets) has "
         "none. The leaderboard shows every `random` board's figures on the twin-free part of test as well.",
         "",
         _table(rows),
@@ -282,15 +284,17 @@ def _finddb_composition_lines(ds) -> list[str]:
 
 
 def _finddb_split_lines(info: dict) -> list[str]:
-    """Splits section of a find-db card: how `random` and `networks` are drawn, and their sizes."""
+    """Splits section of a find-db card: how `random`, `shapes` and `networks` are drawn, and their sizes."""
     nl = info.get("cleaning", {}).get("network_layers", {})
     split_rows = pd.DataFrame([{"split": s, **sizes} for s, sizes in info.get("splits", {}).items()])
     return [
         "## Splits",
-        "Both splits are grouped by geometry (batch, channels, groups, spatial sizes, filter, padding, stride, "
+        "The splits are grouped by geometry (batch, channels, groups, spatial sizes, filter, padding, stride, "
         "dilation; direction, data type and layout excluded) and assigned by a stable hash, so adding problems "
         "never moves existing ones.",
         "- `random`: train/valid/test ~ 70/10/20 by the geometry hash.",
+        "- `shapes`: train/valid/test ~ 70/10/20 by the hash of the geometry with the batch size ignored: every "
+        "batch size of one convolution lands in one part, so no test problem has a batch twin in train.",
         f"- `networks`: test = every problem whose geometry, batch size ignored, is a layer of a real network "
         f"in MITuna's lists ({_fmt(nl.get('distinct_geometries_batch_ignored'))} distinct layer geometries from "
         f"{_fmt(nl.get('driver_lines'))} MIOpenDriver conv lines: AlexNet, GoogLeNet, Inception v3/v4, "

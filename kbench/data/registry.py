@@ -59,11 +59,15 @@ class DatasetSpec:
     spatial_dims: int = 2
 
 
+#: the version of the datasets converted from MIOpen's databases (what each holds: CHANGELOG.md, "Datasets")
+MIOPEN_DATASETS_VERSION = "1.1.0"
+
+
 def _amd(name, alias, device, arch):
     return DatasetSpec(
         name=name, aliases=(alias,), device=device, arch=arch, vendor="AMD", library="MIOpen",
         task="kernel-selection", license="MIT", raw_file=f"miopen/{alias}.HIP.fdb.txt.bz2",
-        source=MIOPEN_SOURCE, citation=MIOPEN_CITATION,
+        source=MIOPEN_SOURCE, citation=MIOPEN_CITATION, version=MIOPEN_DATASETS_VERSION,
     )
 
 
@@ -84,7 +88,7 @@ def _tuning(name, alias, device, arch):
     return DatasetSpec(
         name=name, aliases=(f"{alias}-tuning",), device=device, arch=arch, vendor="AMD", library="MIOpen",
         task="tuning", license="MIT", raw_file=f"miopen/{alias}.db.bz2", source=MIOPEN_SOURCE,
-        citation=MIOPEN_CITATION,
+        citation=MIOPEN_CITATION, version=MIOPEN_DATASETS_VERSION,
     )
 
 
@@ -114,14 +118,14 @@ register(DatasetSpec(
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h100",
     source={"collector": "kbench collect cudnn", "folder": "raw/h100"},
     # what each version holds: CHANGELOG.md, "Datasets"
-    version="1.4.0", collected_through="20261125T083252-f27045", retimed=("raw/h100-pytorch-strides",),
+    version="1.5.0", collected_through="20261125T083252-f27045", retimed=("raw/h100-pytorch-strides",),
 ))
 register(DatasetSpec(
     name="h200", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200"}, align_with="h100",
     # what each version holds: CHANGELOG.md, "Datasets"
-    version="1.5.0", collected_through="20261126T232709-dcad2d", retimed=("raw/h200-pytorch-strides",),
+    version="1.6.0", collected_through="20261126T232709-dcad2d", retimed=("raw/h200-pytorch-strides",),
 ))
 
 

@@ -1,6 +1,6 @@
 """The standard splits, shipped with the data and identical for everyone.
 
-Both splits are *grouped by geometry* (:data:`kbench.sources.problem.GEOMETRY_COLUMNS`):
+The splits are *grouped by geometry* (:data:`kbench.sources.problem.GEOMETRY_COLUMNS`):
 every problem of one geometry (all directions, data types and layouts, and a
 depth-1 3D problem together with its 2D twin) lands in the same part. Parts
 are assigned by a stable hash of the geometry, so adding problems later never
@@ -13,8 +13,7 @@ moves existing ones.
 * ``shapes``: train/valid/test ~ 70/10/20 by the hash of the geometry *with the batch size
   ignored* (:func:`assign_shapes_split`), so that no ``shapes`` test problem has a batch twin
   (the same convolution at another batch size) in train; ``random`` keeps such twins on both
-  sides (:func:`batch_twin_shares` counts them). The rule is here; no shipped dataset holds the
-  column yet (adding it is a new version of each 2D dataset, with its board entries re-stamped).
+  sides (:func:`batch_twin_shares` counts them). Every 2D kernel-selection and tuning dataset holds it.
 
 The 3D datasets group both splits by the geometry *with the batch size ignored*
 (:func:`batch_free_geometry_id`), so that one layer at batch 4 and at batch 16 never

@@ -10,8 +10,10 @@ Tables (docs/data_model.md, plus ``targets``):
   columns for the parameters of the solvers in
   :data:`kbench.sources.tuning_grammar.SOLVER_PARAMS`.
 * ``splits``: ``problem_id``, ``random`` (grouped by ``geometry_id``, stable
-  hash; :func:`kbench.sources.splits.assign_random_split`) and, when MITuna's network
-  lists are available, ``networks`` (:func:`kbench.sources.splits.assign_networks_split`).
+  hash; :func:`kbench.sources.splits.assign_random_split`), when MITuna's network
+  lists are available ``networks`` (:func:`kbench.sources.splits.assign_networks_split`), and
+  ``shapes`` (grouped by the geometry with the batch size ignored;
+  :func:`kbench.sources.splits.assign_shapes_split`).
 
 Only the optimum is known (no runtimes): the task is to predict a solver's
 optimal tuple for a problem, scored by :mod:`kbench.scoring.tuning_metrics`.
@@ -25,7 +27,7 @@ import pandas as pd
 
 from kbench.sources.mituna import read_network_layers
 from kbench.sources.perfdb import perfdb_tables
-from kbench.sources.splits import assign_networks_split, assign_random_split
+from kbench.sources.splits import assign_networks_split, assign_random_split, assign_shapes_split
 
 #: Raw files (under the shared data folder) of the tuning datasets.
 TUNING_SOURCES = {
@@ -55,8 +57,8 @@ def convert_perfdb(db_path, fdb_path="auto", mituna_dir="auto") -> tuple[dict[st
     if mituna_dir == "auto":
         mituna_dir = _default_mituna(db_path)
     if mituna_dir is not None:
-
         splits["networks"] = assign_networks_split(problems, read_network_layers(mituna_dir))
+    splits["shapes"] = assign_shapes_split(problems)
     report["splits"] = [c for c in splits.columns if c != "problem_id"]
     return {"problems": problems, "targets": targets, "splits": splits}, report
 

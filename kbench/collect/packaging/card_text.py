@@ -51,10 +51,11 @@ def network_composition(ok: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def split_rule(problems: pd.DataFrame) -> str:
-    """How the set's ``random`` and ``networks`` splits are made, in one paragraph."""
+    """How the set's standard splits are made, in one paragraph."""
     if (problems["spatial_dims"] == 3).all():
         return ("`random`: by the hash of the geometry with the batch size ignored (a layer at batch 4 and at "
                 "batch 16 sit in one part), ~70/10/20. `networks`: test = every layer (batch size ignored) of the "
                 f"held-out networks {', '.join(HELD_OUT_NETWORKS_3D)}; train/valid from the rest (docs/three_d.md).")
     return ("`random`: by geometry hash, ~70/10/20. `networks`: test = geometries of MITuna's network layers\n"
-            "(batch size ignored), as in the AMD datasets.")
+            "(batch size ignored), as in the AMD datasets. `shapes`: by the hash of the geometry with the batch\n"
+            "size ignored, ~70/10/20, so that no test problem has a batch twin in train.")

@@ -44,7 +44,12 @@ from kbench.core.identifiers import check_identifier
 from kbench.sources.dataset_files import DATASET_VERSION, REPO_ROOT, write_dataset
 from kbench.sources.mituna import read_network_layers
 from kbench.sources.problem import PROBLEM_COLUMNS, parse_miopen_keys
-from kbench.sources.splits import assign_held_out_networks_split, assign_networks_split, assign_random_split
+from kbench.sources.splits import (
+    assign_held_out_networks_split,
+    assign_networks_split,
+    assign_random_split,
+    assign_shapes_split,
+)
 
 HEURISTICS = {"cudnn_mode_a": "heur_a", "cudnn_mode_b": "heur_b", "cudnn_fallback": "heur_fallback"}
 SPEC = {
@@ -284,8 +289,9 @@ def build_tables(problems: pd.DataFrame, plans: pd.DataFrame, mituna: str | Path
 
 
 def dataset_splits(prob: pd.DataFrame, mituna: str | Path | None) -> pd.DataFrame:
-    """The standard splits (:mod:`kbench.splits`). A 2D dataset: ``random`` by geometry, ``networks``
-    against MITuna's layer lists (when ``mituna`` exists). A 3D dataset: both grouped by the geometry
+    """The standard splits (:mod:`kbench.sources.splits`). A 2D dataset: ``random`` by geometry, ``networks``
+    against MITuna's layer lists (when ``mituna`` exists), ``shapes`` by the geometry with the batch size
+    ignored. A 3D dataset: both grouped by the geometry
     with the batch size ignored, ``networks`` holding out whole networks of the traced 3D layers."""
     is3d = (prob["spatial_dims"] == 3).to_numpy()
     if is3d.any() and not is3d.all():
@@ -299,6 +305,7 @@ def dataset_splits(prob: pd.DataFrame, mituna: str | Path | None) -> pd.DataFram
     splits = pd.DataFrame({"problem_id": prob["problem_id"], "random": assign_random_split(prob)})
     if mituna is not None and Path(mituna).exists():
         splits["networks"] = assign_networks_split(prob, read_network_layers(mituna))
+    splits["shapes"] = assign_shapes_split(prob)
     return splits
 
 
