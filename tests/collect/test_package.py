@@ -149,11 +149,11 @@ def test_through_run_keeps_the_runs_up_to_it(raw_sample):
         P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
-# h100 1.4.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.5.0:
+# h100 1.5.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.6.0:
 # raw/h200's 120 runs (runs 16-120 with three ranks sharing each GPU; 76-120 on a host of four H200s);
 # each with its affected problem-directions re-timed with PyTorch's strides (raw/<name>-pytorch-strides)
 @pytest.mark.parametrize("name, version, runs_shipped, collected, retimed",
-                         [("h100", "1.4.0", 49, 12342, 3460), ("h200", "1.5.0", 120, 21992, 6092)])
+                         [("h100", "1.5.0", 49, 12342, 3460), ("h200", "1.6.0", 120, 21992, 6092)])
 def test_pinned_version_ships_the_first_runs_of_its_raw_folder(name, version, runs_shipped, collected, retimed):
     import kbench
     from kbench.collect.raw_store.writer import load_records
