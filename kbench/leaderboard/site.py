@@ -93,7 +93,8 @@ RESCORED_TEXT = ("Every score in the tables is recomputable from stored test pre
                  "repeated measurements, and a figure from elsewhere is named in the note under its table.")
 
 
-def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
+def make_board(dataset: str, split: str, entries: list[Entry], shapes_entries: list[Entry] | None = None) -> Board:
+    """A board's rows, ties, LoPs and notes; a ``random`` one's twin-free table shows ``shapes_entries`` too."""
     def key(e):
         primary = e.record.metrics["overall"].get(PRIMARY_METRIC)
         return primary is None, (1 if PRIMARY_LOWER_IS_BETTER else -1) * (primary or 0), e.method
@@ -120,7 +121,7 @@ def make_board(dataset: str, split: str, entries: list[Entry]) -> Board:
                 scores[row.entry.method] = problem_scores(ev, frame)
     board.lops = {m: s.lop for m, s in scores.items()}
     if ev is not None:
-        board.twin_free = twin_free_figures(board, ds, ev, scores)
+        board.twin_free = twin_free_figures(board, ds, ev, scores, shapes_entries)
     for above, row in zip(rows, rows[1:]):
         a, b = scores.get(above.entry.method), scores.get(row.entry.method)
         if a is not None and b is not None and tied(a.log_slowdown, b.log_slowdown):
@@ -561,7 +562,7 @@ def render(root: Path, cards_dir: Path | None = None, progress: bool = False) ->
             board = make_tuning_board(dataset, split, entries)
             svgs = draw_tuning_plots(board)  # no kernel times: accuracy per parameter only
         else:
-            board = make_board(dataset, split, entries)
+            board = make_board(dataset, split, entries, groups.get((dataset, "shapes")))
             curve = measured_json(board, root.resolve().parent, LEARNING_CURVE)
             notes = (selector_note(board, root.resolve().parent), curve_note(board, curve),
                      machine_note(board, root.resolve().parent))

@@ -33,6 +33,9 @@ class TwinFreeRow:
     top1: float
     full_geomean: float
     full_top1: float
+    #: the same method's seed-0 figures on the dataset's ``shapes`` board, where it has an entry there
+    shapes_geomean: float | None = None
+    shapes_top1: float | None = None
 
 
 @dataclass
@@ -44,12 +47,19 @@ class TwinFree:
     rows: list[TwinFreeRow] = field(default_factory=list)
 
     @property
+    def with_shapes(self) -> bool:
+        return any(r.shapes_geomean is not None for r in self.rows)
+
+    @property
     def text(self) -> str:
+        shapes = (" The `shapes` columns give the same method's seed-0 figures on the `shapes` board: a split "
+                  "grouped by the geometry with the batch size ignored (no twins), trained and tested on other "
+                  "parts; – where the method has no `shapes` entry.") if self.with_shapes else ""
         return (f"On the twin-free part of test: the {self.problems:,} of {self.test:,} test problems "
                 f"({self.problems / self.test:.1%}) with no problem of the same shape at another batch size "
                 "in train (split `random` groups by the geometry with its batch). Geometric-mean slowdown and "
                 "top-1 of each entry's seed-0 predictions, re-scored from the stored file, on that part and on "
-                "the whole test part.")
+                "the whole test part." + shapes)
 
 
 def twin_free_mask(ds, evaluator) -> np.ndarray:
@@ -67,44 +77,68 @@ def _geomean_top1(log_slowdown: np.ndarray) -> tuple[float, float]:
     return math.exp(float(np.mean(log_slowdown))), float(np.mean(log_slowdown <= 0.0))
 
 
-def twin_free_figures(board, ds, evaluator, scores: dict) -> TwinFree | None:
+def shapes_figures(entries) -> dict[str, tuple[float, float]]:
+    """method -> (geometric-mean slowdown, top-1) of its first seed, of the entries of a ``shapes`` board (the
+    figures its record states, which validate re-scores from the stored predictions)."""
+    out = {}
+    for entry in entries or []:
+        seeds = entry.record.seeds
+        first = seeds.per_seed[0] if seeds and seeds.per_seed else entry.record.metrics.get("overall", {})
+        if first.get("geomean_slowdown") is not None and first.get("top1") is not None:
+            out[entry.method] = (float(first["geomean_slowdown"]), float(first["top1"]))
+    return out
+
+
+def twin_free_figures(board, ds, evaluator, scores: dict, shapes_entries=None) -> TwinFree | None:
     """Every scored entry's twin-free figures on a ``random`` board, from ``scores`` (method ->
-    :class:`~kbench.leaderboard.stats.ProblemScores` of its seed-0 predictions); None on other splits, or
-    where no test problem has a twin."""
+    :class:`~kbench.leaderboard.stats.ProblemScores` of its seed-0 predictions), beside its seed-0 figures on
+    the dataset's ``shapes`` board (``shapes_entries``, where there is one); None on other splits, or where
+    no test problem has a twin."""
     if board.split != TWIN_SPLIT or board.tuning or not set(NETWORK_GEOMETRY) <= set(ds.problems.columns):
         return None  # another split, or a dataset without convolution geometries (no batch to leave out)
     keep = twin_free_mask(ds, evaluator)
     if keep.all() or not keep.any():
         return None
     out = TwinFree(problems=int(keep.sum()), test=int(len(keep)))
+    shapes = shapes_figures(shapes_entries)
     for row in board.all_rows():
         score = scores.get(row.entry.method)
         if score is None:
             continue
         (g, t), (full_g, full_t) = _geomean_top1(score.log_slowdown[keep]), _geomean_top1(score.log_slowdown)
-        out.rows.append(TwinFreeRow(row.entry.name, g, t, full_g, full_t))
+        out.rows.append(TwinFreeRow(row.entry.name, g, t, full_g, full_t, *shapes.get(row.entry.method, (None, None))))
     return out if out.rows else None
+
+
+HEADS = ["method", "twin-free geomean slowdown", "whole test", "twin-free top-1", "whole test"]
+SHAPES_HEADS = ["`shapes` geomean slowdown", "`shapes` top-1"]
+
+
+def _cells(row: TwinFreeRow, with_shapes: bool) -> list[str]:
+    """A row's figure cells, in the order of :data:`HEADS` (and :data:`SHAPES_HEADS`)."""
+    cells = [fmt_mean_std(row.geomean, None), fmt_mean_std(row.full_geomean, None), fmt_pct(row.top1),
+             fmt_pct(row.full_top1)]
+    if with_shapes:
+        cells += ["–", "–"] if row.shapes_geomean is None else [fmt_mean_std(row.shapes_geomean, None),
+                                                              fmt_pct(row.shapes_top1)]
+    return cells
 
 
 def twin_free_html(twin: TwinFree | None, slug: str) -> str:
     if twin is None:
         return ""
-    heads = ["method", "twin-free geomean slowdown", "whole test", "twin-free top-1", "whole test"]
-    body = "".join(
-        f"<tr><td class=\"text\">{html.escape(r.name)}</td><td>{fmt_mean_std(r.geomean, None)}</td>"
-        f"<td>{fmt_mean_std(r.full_geomean, None)}</td><td>{fmt_pct(r.top1)}</td><td>{fmt_pct(r.full_top1)}</td></tr>"
-        for r in twin.rows)
+    heads = HEADS + (SHAPES_HEADS if twin.with_shapes else [])
+    body = "".join("<tr><td class=\"text\">" + html.escape(r.name) + "</td>"
+                   + "".join(f"<td>{cell}</td>" for cell in _cells(r, twin.with_shapes)) + "</tr>" for r in twin.rows)
     return (f'<p class="note">{html.escape(twin.text)}</p><div class="table-wrap"><table class="lb twin" '
             f'id="twin-{html.escape(slug)}"><thead><tr>'
-            + "".join(f'<th scope="col">{h}</th>' for h in heads) + f"</tr></thead><tbody>{body}</tbody></table></div>")
+            + "".join(f'<th scope="col">{html.escape(h.replace("`", ""))}</th>' for h in heads) + f"</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def twin_free_markdown(twin: TwinFree | None) -> str:
     if twin is None:
         return ""
-    lines = [twin.text, "",
-             "| method | twin-free geomean slowdown | whole test | twin-free top-1 | whole test |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {md_text(r.name)} | {fmt_mean_std(r.geomean, None)} | {fmt_mean_std(r.full_geomean, None)} "
-              f"| {fmt_pct(r.top1)} | {fmt_pct(r.full_top1)} |" for r in twin.rows]
+    heads = HEADS + (SHAPES_HEADS if twin.with_shapes else [])
+    lines = [twin.text, "", "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines += ["| " + " | ".join([md_text(r.name), *_cells(r, twin.with_shapes)]) + " |" for r in twin.rows]
     return "\n".join(lines)

@@ -98,7 +98,7 @@ def test_publish_load_round_trip_mi300x(hub, monkeypatch, hub_env):
     files = hub_files(hub, "org/kbench-mi300x")
     assert sorted(files) == sorted([".gitattributes", *res.files])
     tables = ["problems", "runtimes", "splits", "heuristics"]  # the problem-keyed ones (not kernels)
-    parts = {f"parts/{s}/{p}/{t}.parquet" for s in ("random", "networks") for p in ("train", "validation", "test")
+    parts = {f"parts/{s}/{p}/{t}.parquet" for s in ("random", "networks", "shapes") for p in ("train", "validation", "test")
              for t in tables}
     assert {p for p in res.files} == {"README.md", "kbench_manifest.json", "data/manifest.json",
                                       "data/problems.parquet", "data/runtimes.parquet",
@@ -109,7 +109,7 @@ def test_publish_load_round_trip_mi300x(hub, monkeypatch, hub_env):
                  "manifest.json"):
         assert files[f"data/{name}"] == (embedded / name).read_bytes()
     kmanifest = json.loads(files["kbench_manifest.json"])
-    assert kmanifest["kbench_schema"] == 1 and kmanifest["version"] == "1.0.0"
+    assert kmanifest["kbench_schema"] == 1 and kmanifest["version"] == kbench.load("mi300x").version == "1.1.0"
     assert kmanifest["files"]["data/runtimes.parquet"]["rows"] == 37792
     for path, meta in kmanifest["files"].items():
         assert hashlib.sha256(files[path]).hexdigest() == meta["sha256"]
@@ -155,8 +155,9 @@ def test_published_folder_loads_with_datasets(hub, mini, tmp_path):
     assert meta["license"] == "mit"
     assert "## Citation" in readme and "khan2019miopen" in readme
     configs = [c["config_name"] for c in meta["configs"]]
-    assert configs == ["problems", "problems-networks", "runtimes", "runtimes-networks", "kernels", "splits",
-                       "splits-networks", "heuristics", "heuristics-networks"]
+    assert configs == ["problems", "problems-networks", "problems-shapes", "runtimes", "runtimes-networks",
+                       "runtimes-shapes", "kernels", "splits", "splits-networks", "splits-shapes", "heuristics",
+                       "heuristics-networks", "heuristics-shapes"]
     assert [i["config_name"] for i in meta["dataset_info"]] == configs
     want = kbench.load(str(mini))
     for cfg, info in zip(meta["configs"], meta["dataset_info"]):

@@ -66,6 +66,25 @@ def test_twin_free_figures_by_hand(monkeypatch):
     assert twin_free.twin_free_figures(board, ds, None, scores) is None
 
 
+def test_the_shapes_board_beside_the_twin_free_figures(monkeypatch):
+    """A method with a `shapes` entry shows that entry's first seed (geomean 1.25, top-1 40%), one without
+    shows –; the columns appear only when some method has one."""
+    from types import SimpleNamespace
+    board = type("B", (), {"split": "random", "tuning": False, "all_rows": lambda self: [_Row("m"), _Row("n")]})()
+    monkeypatch.setattr(twin_free, "twin_free_mask", lambda ds, ev: np.array([False, True]))
+    scores = {k: ProblemScores(lop=np.zeros(2), log_slowdown=np.zeros(2), direction=np.array(["F"] * 2))
+              for k in ("m", "n")}
+    seeds = SimpleNamespace(per_seed=[{"geomean_slowdown": 1.25, "top1": 0.4}, {"geomean_slowdown": 9.0, "top1": 0.0}])
+    shapes = [SimpleNamespace(method="m", record=SimpleNamespace(seeds=seeds, metrics={}))]
+    ds = type("D", (), {"problems": _problems([1], [16])})()
+    got = twin_free.twin_free_figures(board, ds, None, scores, shapes)
+    md = twin_free.twin_free_markdown(got)
+    assert "| m | 1.0000 | 1.0000 | 100.00% | 100.00% | 1.2500 | 40.00% |" in md
+    assert "| n | 1.0000 | 1.0000 | 100.00% | 100.00% | – | – |" in md and "`shapes` top-1 |" in md
+    assert "<th scope=\"col\">shapes top-1</th>" in twin_free.twin_free_html(got, "x")
+    assert "shapes" not in twin_free.twin_free_markdown(twin_free.twin_free_figures(board, ds, None, scores))
+
+
 def test_cards_and_info_state_the_twins(capsys):
     from pathlib import Path
 
