@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.label_retiming import front_runners
 from kbench.collect.label_retiming.front_runners import label_checks
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.measure.notes_cache import notes_table
 from kbench.collect.measure.strides import strides_row
 from kbench.collect.packaging import card_text
 from kbench.collect.raw_store.merge import SETTING_FIELDS, measurement_settings
 from kbench.collect.studies import validate_timing
 from kbench.collect.studies.scaling import gpu_seconds, run_starts
-from kbench.sources import repeatability as R
+from kbench.sources import repeatability
 
 FIRST_VERSION_PROBLEM_DIRECTIONS = card_text.FIRST_VERSION_PROBLEM_DIRECTIONS
 
@@ -110,10 +110,10 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
         moved = int((by_first != by_label.reindex(by_first.index)).sum())
         ok = problems[problems["status"] == "ok"]
         tv = ok.get("t_verify_s", pd.Series(dtype=float)).dropna()
-        lines += [f"* Verification pass ({V.VERIFY_BAND:.0%} band, at least the best {V.VERIFY_MIN_PLANS}, third "
-                  f"timing beyond |log ratio| {V.DISAGREE_LOG}): {int(v.get(V.AGREE, 0))} plans agreed, "
-                  f"{int(v.get(V.DISAGREE_RESOLVED, 0))} disagreed and were decided by a third timing, "
-                  f"{int(v.get(V.NOT_VERIFIED, 0))} could not be re-timed; the fastest plan changed in {moved} "
+        lines += [f"* Verification pass ({front_runners.VERIFY_BAND:.0%} band, at least the best {front_runners.VERIFY_MIN_PLANS}, third "
+                  f"timing beyond |log ratio| {front_runners.DISAGREE_LOG}): {int(v.get(front_runners.AGREE, 0))} plans agreed, "
+                  f"{int(v.get(front_runners.DISAGREE_RESOLVED, 0))} disagreed and were decided by a third timing, "
+                  f"{int(v.get(front_runners.NOT_VERIFIED, 0))} could not be re-timed; the fastest plan changed in {moved} "
                   "problem-directions.",
                   f"* Time of the verification pass per problem-direction: median {_fmt(float(tv.median()), 3)} s, "
                   f"mean {_fmt(float(tv.mean()), 3)} s ({_fmt(float(tv.sum() / ok.loc[tv.index, 't_total_s'].sum()), 3)} "
@@ -128,7 +128,7 @@ def repeats_section(tables: dict) -> str:
         return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
                 "re-measuring a stratified sample in another run (`kbench collect sample`, `kbench collect cudnn`) "
                 "and packaging it with `kbench collect package ... --repeats RAW2`.")
-    s = R.summary(rep, tables.get("heuristics"))
+    s = repeatability.summary(rep, tables.get("heuristics"))
     pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
     rows = [("plans timed in both runs", f"{pl['n']}"),
             ("per-plan |log(t_repeat / t_first)|: median, p90, p99",
@@ -143,7 +143,7 @@ def repeats_section(tables: dict) -> str:
     tab = pd.DataFrame(rows, columns=["statistic", "value"])
     by = ""
     if "timing" in tables.get("runtimes", pd.DataFrame()):
-        per = R.plan_repeatability_by(R.run_pairs(rep), tables["runtimes"], "timing")
+        per = repeatability.plan_repeatability_by(repeatability.run_pairs(rep), tables["runtimes"], "timing")
         for c in ("median", "p90", "p99"):
             per[c] = per[c].map(lambda v: _fmt(v, 4))
         by = ("\n\nPer-plan |log(t_repeat / t_first)| by how the first run's time was taken (`runtimes.timing`: "
@@ -180,7 +180,7 @@ def validation(raws) -> str:
 
 def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
     """How many of the shipped plans and labels :func:`cudnn.launch_bound_mask` flags."""
-    mask = C.launch_bound_mask(plans)
+    mask = cudnn.launch_bound_mask(plans)
     rt = tables["runtimes"]
     win = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
     flagged = set(zip(plans.loc[mask, "key"], plans.loc[mask, "plan"]))
@@ -264,7 +264,7 @@ def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) ->
     """How many plans are a training label in each split, and which train parts are under the transfer
     track's largest k-shot budget."""
     n_plans = runtimes["kernel"].nunique()
-    fastest = R.winners(runtimes, "time_ms")
+    fastest = repeatability.winners(runtimes, "time_ms")
     labels, small = [], []
     for split in [c for c in splits.columns if c != "problem_id"]:
         train = splits.loc[splits[split] == "train", "problem_id"]
@@ -517,29 +517,29 @@ def composition(ok: pd.DataFrame) -> str:
 def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
     capped, phased = _capped_runs(problems), _phased_runs(problems)
     far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
-                  f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
+                  f"{cudnn.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
     return f"""## Measurement protocol
 
 * One cuDNN graph per heuristic mode (A, B, FALLBACK) records each mode's order; a fourth graph
   asks for all three and holds the union of distinct plans. Every plan is built.
 * Inputs are uniform(-1, 1) random (never zeros); the output is filled with NaN before the check run.
 * Correctness: relative L2 error against PyTorch's convolution in float64 from the same inputs;
-  tolerance {C.TOLERANCE}. FP32: the error TF32 rounding of the inputs alone would cause
+  tolerance {cudnn.TOLERANCE}. FP32: the error TF32 rounding of the inputs alone would cause
   (`e_tf32`) is computed per problem; a plan is `fp32` precise if its error is under
-  {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
+  {cudnn.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
 * Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
-  {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
+  {cudnn.MAX_INNER}, so that one replay lasts about {cudnn.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
   then each replay is timed with CUDA events; time per execution = replay time / k. Since the outlier fix the
   collector chooses k from a second, warm execution (the first is kept as `first_exec_ms`), queues
   every timed launch behind a spin kernel, recaptures replays shorter than half the target and re-times
-  replays slower than {C.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
+  replays slower than {cudnn.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
   "Run-to-run outliers").
-  Coarse: median of {C.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
-  {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
+  Coarse: median of {cudnn.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
+  {int(cudnn.PRECISE_BAND * 100)}% of the best coarse time (at most {cudnn.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
   (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
-  {C.PRECISE_ROUNDS} rounds of up to {C.PRECISE_REPLAYS} replays, the plans taking turns; the fastest is timed once
-  more at the end (`repeat_ms`). Plans slower than {C.SLOW_PLAN_MS} ms per execution are timed by single
-  executions; after {C.PROBLEM_TIME_CAP_S} s on one problem the remaining (lowest-ranked) plans are not run.
+  {cudnn.PRECISE_ROUNDS} rounds of up to {cudnn.PRECISE_REPLAYS} replays, the plans taking turns; the fastest is timed once
+  more at the end (`repeat_ms`). Plans slower than {cudnn.SLOW_PLAN_MS} ms per execution are timed by single
+  executions; after {cudnn.PROBLEM_TIME_CAP_S} s on one problem the remaining (lowest-ranked) plans are not run.
   Runs before run `{min(capped) if capped else '–'}` had neither of these two limits (and the first run no GPU warm-up).
 * The L2 cache ({int(first['l2_bytes']) >> 20} MiB) is **not** flushed: executions run back to back on the same
   buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
@@ -640,7 +640,7 @@ Per data type:
 {_table(gap_table(gaps, 'dtype'))}
 
 PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN's first
-{C.TORCH_PROFILE_TOP} mode-A plans and the fastest one:
+{cudnn.TORCH_PROFILE_TOP} mode-A plans and the fastest one:
 
 {_table(pt)}
 """
@@ -679,7 +679,7 @@ convolution problem, every execution plan (engine configuration, named like
 built, checked against PyTorch and timed. {status_line(len(ok), card_text.first_version_target(ok))} Every number below is generated from the
 raw data in `raw/{base}/`{" and the re-timing folders named below" if retimed else ""} by `kbench/collect/card.py`.
 
-Candidate set: **`{variant}`** ({C.VARIANT_TEXT[variant]}; docs/variants.md).{coverage_line(coverage)}
+Candidate set: **`{variant}`** ({cudnn.VARIANT_TEXT[variant]}; docs/variants.md).{coverage_line(coverage)}
 """
     sections = [
         header, machine_section(first, ok, env, retimed),
