@@ -92,6 +92,8 @@ def render_tuning_card(ds, data_prefix: str = "") -> str:
 
 
 def render_card(ds, data_prefix: str = "") -> str:
+    """The card of ``ds`` with its YAML front matter: the shipped ``card.md`` of a collected set, else the
+    tuning, tile-selection or find-db card rendered from the tables."""
     shipped = Path(ds.path) / "card.md" if ds.path else None
     if shipped is not None and shipped.exists():  # rendered at build time from the raw measurements
         return with_batch_twins(_yaml_front_matter(ds, data_prefix) + "\n" + shipped.read_text(), ds)

@@ -287,7 +287,7 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
     b = other.astype({"problem_id": str, "kernel": str})
     shared = sorted(set(a["problem_id"]) & set(b["problem_id"]))
     if not shared:
-        return f"## Alignment with {other_name}\n\nNo problem id in common with `{other_name}`.\n"
+        return render_template("cudnn_alignment.md.j2", other=other_name, shared=None)
     n_here = a["problem_id"].nunique()
     a, b = a[a["problem_id"].isin(shared)], b[b["problem_id"].isin(shared)]
     pairs_a, pairs_b = set(zip(a["problem_id"], a["kernel"])), set(zip(b["problem_id"], b["kernel"]))
@@ -297,14 +297,13 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
     bb = best(b).reindex(ba.index)
     ratio = (ba["time_ms"] / bb["time_ms"]).to_numpy(dtype=float)  # here / other
     q = np.quantile(ratio, [0.1, 0.5, 0.9])
-    return (f"## Alignment with {other_name}\n\n"
-            f"`kbench.load('{name}').align('{other_name}')` pairs {len(shared):,} problem-directions (of "
-            f"{n_here:,} here): the same problem ids, measured by the same collector and corpus "
-            f"order. Plans of those problems (problem, plan name): {len(pairs_a):,} here, {len(pairs_b):,} on {other_name}, "
-            f"{len(pairs_a & pairs_b):,} in both. The fastest plan is the same in "
-            f"{int((ba['kernel'] == bb['kernel']).sum()):,} of {len(shared):,} "
-            f"({(ba['kernel'] == bb['kernel']).mean():.1%}); fastest time here / on {other_name}: geomean "
-            f"{float(np.exp(np.log(ratio).mean())):.3f}, p10 {q[0]:.3f}, median {q[1]:.3f}, p90 {q[2]:.3f}.\n")
+    same = ba["kernel"] == bb["kernel"]
+    return render_template(
+        "cudnn_alignment.md.j2", name=name, other=other_name, shared=f"{len(shared):,}", here=f"{n_here:,}",
+        plans_here=f"{len(pairs_a):,}", plans_other=f"{len(pairs_b):,}", plans_both=f"{len(pairs_a & pairs_b):,}",
+        same_fastest=f"{int(same.sum()):,}", same_fastest_share=f"{same.mean():.1%}",
+        ratio_geomean=f"{float(np.exp(np.log(ratio).mean())):.3f}", ratio_p10=f"{q[0]:.3f}",
+        ratio_median=f"{q[1]:.3f}", ratio_p90=f"{q[2]:.3f}")
 
 
 def _capped_runs(problems: pd.DataFrame) -> set:
@@ -497,6 +496,7 @@ def fp32_first_plan_is_full_fp32(ok: pd.DataFrame, plans_ok: pd.DataFrame) -> np
 
 
 def precision_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame) -> str:
+    """The candidate sets by data type, and how often cuDNN's first FP32 plan is a full-FP32 one."""
     rpr = plans["numeric_notes"].fillna("")
     n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
     n_noted = int(plans["numeric_notes"].notna().sum())
@@ -524,6 +524,7 @@ def coverage_line(coverage: dict | None) -> str:
 
 
 def heuristic_section(tables: dict, ok: pd.DataFrame, variant: str = "default") -> str:
+    """cuDNN's heuristic (and PyTorch's choice) against the fastest plan: overall, per direction and dtype."""
     gaps = heuristic_gaps(tables)
     pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
     return render_template(
