@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from kbench.collect.raw_store.shard import expected_seconds  # noqa: E402
 from kbench.collect.raw_store.writer import load_env, load_records, read_journal  # noqa: E402
 from kbench.collect.studies import retest, scaling  # noqa: E402
-from kbench.sources import repeatability as R  # noqa: E402
+from kbench.sources import repeatability  # noqa: E402
 
 
 def across(raw_a: Path, raw_b: Path) -> dict:
@@ -47,7 +47,7 @@ def across(raw_a: Path, raw_b: Path) -> dict:
     cols = ["problem_id", "kernel", "time_ms"]
     long = pd.concat([rep[["key", "plan", "t_a"]].set_axis(cols, axis=1).assign(run_id=0),
                       rep[["key", "plan", "t_b"]].set_axis(cols, axis=1).assign(run_id=1)])
-    s = R.summary(long)
+    s = repeatability.summary(long)
     return {"a": str(raw_a.relative_to(ROOT)), "b": str(raw_b.relative_to(ROOT)), "problems": s["problems"],
             "plans": s["plans"], "same_winner": s["same_winner"], "noise_ceiling": s["noise_ceiling"]}
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 #: (layer, what it is, folders and modules as paths in the repository), lowest layer first
 LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
-    ("core", "errors, the version and safe output writing: imported by everything, import nothing "
-             "of kbench above this layer",
+    ("core", "errors, the version, safe output writing and the data cards' templates and their renderer: "
+             "imported by everything, import nothing of kbench above this layer",
      ("kbench/core",)),
     ("sources", "raw files -> tables: problem keys, split assignment, the find-db, perf-db and PACT "
                 "converters, the solver grammars, test-retest statistics, and the dataset folder format "

@@ -17,10 +17,10 @@ import pytest
 from advkit import adversarial
 from collect_fakes import HERE, RAW_SAMPLE, ReplayCollector, SyntheticCollector, replay_problems_csv, write_problems_csv
 
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.measure.cudnn import run as collect_run
-from kbench.collect.packaging import package as P
-from kbench.collect.raw_store import writer as W
+from kbench.collect.packaging import package
+from kbench.collect.raw_store import writer
 from kbench.collect.raw_store.lock import PID_LOCK, FolderLock, holder
 from kbench.collect.raw_store.merge import merge
 from kbench.collect.raw_store.shard import Shard
@@ -35,10 +35,10 @@ def three_batches(tmp_path_factory):
     """A raw folder of 3 complete batches (2 problem-directions each) written by the collector."""
     base = tmp_path_factory.mktemp("torn")
     csv = write_problems_csv(base / "p.csv", 2)  # 2 geometries x 3 directions = 6
-    C.collect(csv, base / "raw", batch_size=2, progress=False, make_collector=SyntheticCollector)
-    stems = sorted(f.name.split(".")[0] for f in (base / "raw" / W.PARTS).glob("*.problems.jsonl.gz"))
+    cudnn.collect(csv, base / "raw", batch_size=2, progress=False, make_collector=SyntheticCollector)
+    stems = sorted(f.name.split(".")[0] for f in (base / "raw" / writer.PARTS).glob("*.problems.jsonl.gz"))
     assert len(stems) == 3
-    keys = {s: [r["key"] for r in W._read_batch_file(base / "raw" / W.PARTS / f"{s}.problems.jsonl.gz")[0]]
+    keys = {s: [r["key"] for r in writer._read_batch_file(base / "raw" / writer.PARTS / f"{s}.problems.jsonl.gz")[0]]
             for s in stems}
     return base, csv, stems, keys
 
@@ -50,26 +50,26 @@ def test_torn_last_batch_at_every_byte_is_dropped_said_and_redone(three_batches,
                                                                   monkeypatch):
     """kill -9 mid-write of the last batch, simulated by cutting its file at every byte boundary."""
     base, csv, stems, keys = three_batches
-    todo = C.load_problems(csv)
+    todo = cudnn.load_problems(csv)
     # parsed once, not under test here: patched in the module whose collect() looks it up
     monkeypatch.setattr(collect_run, "load_problems", lambda *a, **k: todo.copy())
     last = stems[-1]
-    whole = (base / "raw" / W.PARTS / f"{last}.{kind}.jsonl.gz").read_bytes()
+    whole = (base / "raw" / writer.PARTS / f"{last}.{kind}.jsonl.gz").read_bytes()
     complete = set(keys[stems[0]]) | set(keys[stems[1]])
     for cut in range(len(whole)):
         raw = tmp_path / f"cut{cut}"
         shutil.copytree(base / "raw", raw)
-        (raw / W.PARTS / f"{last}.{kind}.jsonl.gz").write_bytes(whole[:cut])
-        parts = W.read_parts(raw)
+        (raw / writer.PARTS / f"{last}.{kind}.jsonl.gz").write_bytes(whole[:cut])
+        parts = writer.read_parts(raw)
         assert list(parts.torn) == [last], cut
-        done, _ = W.resume_state(raw)
+        done, _ = writer.resume_state(raw)
         assert done == complete, cut  # every complete batch kept, the torn one not counted
         fake = SyntheticCollector()
-        summary = C.collect(csv, raw, batch_size=2, progress=False, make_collector=lambda o: fake)  # noqa: B023 (called within this iteration)
+        summary = cudnn.collect(csv, raw, batch_size=2, progress=False, make_collector=lambda o: fake)  # noqa: B023 (called within this iteration)
         assert sorted(fake.measured) == sorted(keys[last]), cut  # the torn batch, and only it, is redone
-        assert any(f"dropped torn batch {raw / W.PARTS / last}" in n for n in summary["notes"]), cut
-        assert (raw / W.PARTS / "torn" / f"{last}.{kind}.jsonl.gz").read_bytes() == whole[:cut]  # kept aside
-        problems = W.load_records(raw, "problems")
+        assert any(f"dropped torn batch {raw / writer.PARTS / last}" in n for n in summary["notes"]), cut
+        assert (raw / writer.PARTS / "torn" / f"{last}.{kind}.jsonl.gz").read_bytes() == whole[:cut]  # kept aside
+        problems = writer.load_records(raw, "problems")
         assert sorted(problems["key"]) == sorted(complete | set(keys[last])), cut  # each once
         shutil.rmtree(raw)
     assert "dropped torn batch" in capsys.readouterr().err  # said on the console too
@@ -80,13 +80,13 @@ def test_torn_batch_is_skipped_by_readers_without_moving_it(three_batches, tmp_p
     base, _, stems, keys = three_batches
     raw = tmp_path / "raw"
     shutil.copytree(base / "raw", raw)
-    path = raw / W.PARTS / f"{stems[0]}.plans.jsonl.gz"
+    path = raw / writer.PARTS / f"{stems[0]}.plans.jsonl.gz"
     path.write_bytes(path.read_bytes()[:-3])
-    before = sorted(p.name for p in (raw / W.PARTS).iterdir())
-    assert set(W.load_records(raw, "problems")["key"]) == set(keys[stems[1]]) | set(keys[stems[2]])
-    counts = W.compact(raw)  # compacts the complete batches, leaves the torn one where it is
+    before = sorted(p.name for p in (raw / writer.PARTS).iterdir())
+    assert set(writer.load_records(raw, "problems")["key"]) == set(keys[stems[1]]) | set(keys[stems[2]])
+    counts = writer.compact(raw)  # compacts the complete batches, leaves the torn one where it is
     assert counts["problems"] == 4 and path.exists()
-    assert sorted(p.name for p in (raw / W.PARTS).iterdir()) == sorted(n for n in before if n.startswith(stems[0]))
+    assert sorted(p.name for p in (raw / writer.PARTS).iterdir()) == sorted(n for n in before if n.startswith(stems[0]))
 
 
 @adversarial("collector", "error", fixed=True)
@@ -94,11 +94,11 @@ def test_damaged_compacted_file_is_named(three_batches, tmp_path):
     base, _, _, _ = three_batches
     raw = tmp_path / "raw"
     shutil.copytree(base / "raw", raw)
-    W.compact(raw)
+    writer.compact(raw)
     pq = raw / "problems-0000.parquet"
     pq.write_bytes(pq.read_bytes()[:100])
     with pytest.raises(KbenchInputError, match="problems-0000.parquet: cannot read this compacted batch file"):
-        W.resume_state(raw)
+        writer.resume_state(raw)
 
 
 # ---------------------------------------------------------------------------- two writers
@@ -106,8 +106,8 @@ SLOW_COLLECTOR = """
 import sys
 sys.path.insert(0, {here!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect.measure import cudnn as C
-C.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda o: SyntheticCollector(delay_s=0.3))
+from kbench.collect.measure import cudnn
+cudnn.collect({csv!r}, {raw!r}, batch_size=1, progress=False, make_collector=lambda o: SyntheticCollector(delay_s=0.3))
 """
 
 
@@ -124,16 +124,16 @@ def test_second_collector_on_the_same_folder_is_refused(tmp_path, capsys):
     assert f"pid {first.pid} on host {socket.gethostname()}" in holder(raw)
     second = SyntheticCollector()
     with pytest.raises(KbenchInputError, match=f"another kbench process is writing this folder \\(pid {first.pid}"):
-        C.collect(csv, raw, progress=False, make_collector=lambda o: second)
+        cudnn.collect(csv, raw, progress=False, make_collector=lambda o: second)
     from kbench.cli import main
     assert main(["collect", "compact", str(raw)]) == 2
     assert f"(pid {first.pid} on host {socket.gethostname()} since" in capsys.readouterr().err
     assert holder(raw).endswith("a collector")
     assert first.wait(timeout=60) == 0
     assert second.measured == []
-    runs = {p.name.rsplit("-", 1)[0] for p in (raw / W.PARTS).glob("*.problems.jsonl.gz")}
+    runs = {p.name.rsplit("-", 1)[0] for p in (raw / writer.PARTS).glob("*.problems.jsonl.gz")}
     assert len(runs) == 1  # never interleaved: every batch is the first collector's
-    assert holder(raw) is None and W.resume_state(raw)[0] == set(C.load_problems(csv)["key"])
+    assert holder(raw) is None and writer.resume_state(raw)[0] == set(cudnn.load_problems(csv)["key"])
 
 
 @adversarial("collector", "accepted", fixed=True)
@@ -171,7 +171,7 @@ def test_pid_lock_fallback_takes_over_stale_locks_only(tmp_path):
 def _two_shards(root: Path, csv: Path, env1: dict | None = None) -> None:
     """Shards 0/2 and 1/2 of the recorded sample, replayed through the real collector loop."""
     for k, env in ((0, None), (1, env1)):
-        C.collect(csv, root, shard=Shard(k, 2), progress=False,
+        cudnn.collect(csv, root, shard=Shard(k, 2), progress=False,
                   make_collector=lambda o, env=env: ReplayCollector(env=env))
 
 
@@ -192,15 +192,15 @@ def two_shard_root(tmp_path_factory):
 @adversarial("collector", "accepted")
 def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tmp_path):
     root, _ = two_shard_root
-    sizes = [len(W.load_records(root / f"shard-{k}-of-2", "problems")) for k in range(2)]
-    assert min(sizes) > 0 and sum(sizes) == len(W.load_records(RAW_SAMPLE, "problems"))
+    sizes = [len(writer.load_records(root / f"shard-{k}-of-2", "problems")) for k in range(2)]
+    assert min(sizes) > 0 and sum(sizes) == len(writer.load_records(RAW_SAMPLE, "problems"))
     report = merge([root], tmp_path / "merged")
     assert report["gaps"] == [] and report["problem_directions"] == sum(sizes)
     assert report["versions"]["gpu"] == "NVIDIA H100 80GB HBM3"
     assert sorted(f.name for f in (tmp_path / "merged").glob("*.parquet")) == ["plans-0000.parquet",
                                                                               "problems-0000.parquet"]
-    merged, _ = P.build_tables(*P.load_raw(tmp_path / "merged")[:2], None)
-    direct, _ = P.build_tables(*P.load_raw(RAW_SAMPLE)[:2], None)
+    merged, _ = package.build_tables(*package.load_raw(tmp_path / "merged")[:2], None)
+    direct, _ = package.build_tables(*package.load_raw(RAW_SAMPLE)[:2], None)
     for name in ("problems", "runtimes", "kernels", "heuristics", "splits"):
         a = merged[name].sort_values(list(merged[name].columns[:2])).reset_index(drop=True)
         b = direct[name].sort_values(list(direct[name].columns[:2])).reset_index(drop=True)
@@ -209,7 +209,7 @@ def test_two_shard_fixture_packages_like_the_unsharded_sample(two_shard_root, tm
     assert main(["collect", "package", str(tmp_path / "merged"), "--name", "h100", "--out", str(tmp_path / "ds"),
                  "--mituna", str(tmp_path / "none")]) == 0
     with pytest.raises(KbenchInputError, match="holds shard folders .*'kbench collect merge "):
-        P.load_raw(root)  # the unmerged root is refused, not read without its shards
+        package.load_raw(root)  # the unmerged root is refused, not read without its shards
 
 
 @pytest.mark.parametrize("field, value, what", [
@@ -243,15 +243,15 @@ def test_merge_refuses_duplicates_and_reports_gaps(two_shard_root, tmp_path):
     cut = tmp_path / "cut"
     shutil.copytree(root, cut)
     shard1 = cut / "shard-1-of-2"
-    batch = sorted((shard1 / W.PARTS).glob("*.problems.jsonl.gz"))[-1]
-    lost = [r["key"] for r in W._read_batch_file(batch)[0]]
+    batch = sorted((shard1 / writer.PARTS).glob("*.problems.jsonl.gz"))[-1]
+    lost = [r["key"] for r in writer._read_batch_file(batch)[0]]
     batch.unlink()
     with pytest.raises(KbenchInputError, match=f"shard-1-of-2: {len(lost)} of .* assigned problem-directions not "
                                                f"measured .*--shard 1/2 --out {cut}"):
         merge([cut], tmp_path / "m2")
     # a torn batch is named as a gap too
     shutil.copytree(root, tmp_path / "torn")
-    plans = sorted((tmp_path / "torn" / "shard-0-of-2" / W.PARTS).glob("*.plans.jsonl.gz"))[-1]
+    plans = sorted((tmp_path / "torn" / "shard-0-of-2" / writer.PARTS).glob("*.plans.jsonl.gz"))[-1]
     plans.write_bytes(plans.read_bytes()[:10])
     with pytest.raises(KbenchInputError, match="torn batch"):
         merge([tmp_path / "torn"], tmp_path / "m3")
@@ -270,22 +270,22 @@ def test_merge_refuses_busy_inputs_and_existing_output(two_shard_root, tmp_path)
     assert (tmp_path / "m" / "x").read_text() == "mine"
     with pytest.raises(KbenchInputError, match="not a folder"):
         merge([tmp_path / "nothing"], tmp_path / "m4")
-    env = json.loads((root / "shard-0-of-2" / W.ENV).read_text().splitlines()[0])
+    env = json.loads((root / "shard-0-of-2" / writer.ENV).read_text().splitlines()[0])
     assert env["gpu"] == "NVIDIA H100 80GB HBM3"
 
 
 @adversarial("collector", "accepted")
 def test_merge_writes_files_of_at_most_chunk_problem_directions(two_shard_root, tmp_path, monkeypatch):
-    from kbench.collect.raw_store import merge as M
+    from kbench.collect.raw_store import merge as merge_module
     root, _ = two_shard_root
-    monkeypatch.setattr(M, "CHUNK", 5)
+    monkeypatch.setattr(merge_module, "CHUNK", 5)
     report = merge([root], tmp_path / "m")
     n = report["problem_directions"]  # 12: files of 5, 5 and 2
     probs = [pd.read_parquet(f) for f in sorted((tmp_path / "m").glob("problems-*.parquet"))]
     plans = [pd.read_parquet(f) for f in sorted((tmp_path / "m").glob("plans-*.parquet"))]
     assert [p["key"].nunique() for p in probs] == [5, 5, n - 10]
     assert [set(q["key"]) for q in plans] == [set(p["key"]) for p in probs]  # each file pair complete
-    assert sum(len(q) for q in plans) == len(W.load_records(RAW_SAMPLE, "plans"))
+    assert sum(len(q) for q in plans) == len(writer.load_records(RAW_SAMPLE, "plans"))
 
 
 @adversarial("collector", "accepted")
@@ -299,8 +299,8 @@ def test_merge_into_grows_a_raw_folder_without_rewriting_it(two_shard_root, tmp_
     after = sorted(f.name for f in (tmp_path / "grown").glob("*.parquet"))
     assert after == ["plans-0000.parquet", "plans-0001.parquet", "problems-0000.parquet", "problems-0001.parquet"]
     assert all((tmp_path / "grown" / n).read_bytes() == b for n, b in before.items())  # never rewritten
-    grown, _ = P.build_tables(*P.load_raw(tmp_path / "grown")[:2], None)
-    direct, _ = P.build_tables(*P.load_raw(RAW_SAMPLE)[:2], None)
+    grown, _ = package.build_tables(*package.load_raw(tmp_path / "grown")[:2], None)
+    direct, _ = package.build_tables(*package.load_raw(RAW_SAMPLE)[:2], None)
     assert sorted(grown["runtimes"]["problem_id"]) == sorted(direct["runtimes"]["problem_id"])
     # the same shard again: its problem-directions are in the target already
     assert main(["collect", "merge", str(root / "shard-1-of-2"), "--into", str(tmp_path / "grown")]) == 2

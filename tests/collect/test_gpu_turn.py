@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from kbench.collect.measure.gpu_turn import GpuTurn, turn_path
-from kbench.collect.raw_store import shard as S
-from kbench.collect.raw_store import writer as W
+from kbench.collect.raw_store import shard, writer
 from kbench.collect.studies import scaling
 from kbench.core.errors import KbenchInputError
 
@@ -92,14 +91,14 @@ def test_without_a_path_hold_does_nothing_and_holds_nest(tmp_path):
 def test_select_gpu_with_ranks_per_gpu():
     # 4 ranks on a host of 2 GPUs at 2 ranks per GPU: local ranks 2 and 3 take GPU 1
     env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "3"}
-    assert S.select_gpu(S.resolve_launch(None, env), env, ranks_per_gpu=2) == "1"
+    assert shard.select_gpu(shard.resolve_launch(None, env), env, ranks_per_gpu=2) == "1"
     env = {"RANK": "2", "WORLD_SIZE": "4", "LOCAL_RANK": "2", "CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b"}
-    assert S.select_gpu(S.resolve_launch(None, env), env, ranks_per_gpu=2) == "GPU-b"
+    assert shard.select_gpu(shard.resolve_launch(None, env), env, ranks_per_gpu=2) == "GPU-b"
     env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "5"}
-    assert S.select_gpu(S.resolve_launch(None, env), env, ranks_per_gpu=2) == "5"  # both ranks on GPU 5
+    assert shard.select_gpu(shard.resolve_launch(None, env), env, ranks_per_gpu=2) == "5"  # both ranks on GPU 5
     env = {"RANK": "4", "WORLD_SIZE": "5", "LOCAL_RANK": "4", "CUDA_VISIBLE_DEVICES": "GPU-a,GPU-b"}
     with pytest.raises(KbenchInputError, match="lists 2 GPU.*start at most 4 ranks per host at 2 ranks per GPU"):
-        S.select_gpu(S.resolve_launch(None, env), env, ranks_per_gpu=2)
+        shard.select_gpu(shard.resolve_launch(None, env), env, ranks_per_gpu=2)
 
 
 def _env(folder, measured, elapsed, ranks_per_gpu=None):
@@ -108,7 +107,7 @@ def _env(folder, measured, elapsed, ranks_per_gpu=None):
     if ranks_per_gpu is not None:
         start["ranks_per_gpu"] = ranks_per_gpu
     lines = [start, {"run_id": "r", "phase": "end", "measured": measured, "elapsed_s": elapsed}]
-    (folder / W.ENV).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / writer.ENV).write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
 def test_throughput_counts_ranks_sharing_a_gpu_as_one_gpu(tmp_path):
@@ -122,13 +121,13 @@ def test_throughput_counts_ranks_sharing_a_gpu_as_one_gpu(tmp_path):
 
 def test_cli_ranks_per_gpu_sets_the_turn_and_refuses_zero(tmp_path, monkeypatch, capsys):
     from kbench.cli import main
-    from kbench.collect.measure import cudnn as C
+    from kbench.collect.measure import cudnn
     seen = {}
 
     def fake_collect(problems, out, *a, options=None, launch_info=None, **kw):
         seen.update(turn=options.gpu_turn, info=launch_info)
         return {"measured": 0}
-    monkeypatch.setattr(C, "collect", fake_collect)
+    monkeypatch.setattr(cudnn, "collect", fake_collect)
     for k, v in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}.items():
         monkeypatch.setenv(k, v)
     for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "KBENCH_NVML_DEVICE"):  # select_gpu sets them

@@ -6,12 +6,12 @@ import pytest
 
 @pytest.mark.gpu
 def test_collect_two_problem_directions(tmp_path):
-    from kbench.collect.measure import cudnn as C
+    from kbench.collect.measure import cudnn
     from kbench.collect.raw_store.writer import load_records
     path = tmp_path / "p.csv"
     pd.DataFrame([dict(n=2, c=16, k=16, x_h=8, x_w=8, fil_h=3, fil_w=3, pad_h=1, pad_w=1,
                        dtype="FP16", layout="NHWC")]).to_csv(path, index=False)
-    s = C.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
+    s = cudnn.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
     assert s["measured"] == 2
     plans = load_records(tmp_path / "raw", "plans")
     assert plans["correct"].any() and (plans["coarse_ms"].dropna() > 0).all()
@@ -20,7 +20,7 @@ def test_collect_two_problem_directions(tmp_path):
     assert (problems["t_verify_s"] >= 0).all() and (problems["n_verified"] >= 1).all()
     checked = plans[plans["verified"].isin(["agree", "disagree-resolved"])]
     assert set(checked["key"]) == set(problems["key"]) and (checked["verified_ms"] > 0).all()
-    again = C.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
+    again = cudnn.collect(path, tmp_path / "raw", directions=("F", "W"), progress=False)
     assert again["pending"] == 0
 
 
@@ -38,7 +38,7 @@ def test_torchrun_two_gpus_one_shard_each(tmp_path):
     import subprocess
     import sys
 
-    from kbench.collect.measure import cudnn as C
+    from kbench.collect.measure import cudnn
     from kbench.collect.raw_store.merge import merge
     from kbench.collect.raw_store.writer import load_env, load_records
     path = tmp_path / "p.csv"
@@ -54,5 +54,5 @@ def test_torchrun_two_gpus_one_shard_each(tmp_path):
     assert [s["gpu_selected"] for s in starts] == ["0", "1"]
     assert starts[0]["smi_pci_bus_id"] != starts[1]["smi_pci_bus_id"]  # two GPUs, each its own
     keys = [k for s in range(2) for k in load_records(tmp_path / "raw" / f"shard-{s}-of-2", "problems")["key"]]
-    assert sorted(keys) == sorted(C.load_problems(path, directions=("F", "W"))["key"])
+    assert sorted(keys) == sorted(cudnn.load_problems(path, directions=("F", "W"))["key"])
     assert merge([tmp_path / "raw"], tmp_path / "merged")["problem_directions"] == 4

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.measure.notes_cache import NotesCache, engine_of, notes_table
 
 P = {"direction": "F", "dtype": "FP16", "layout": "NHWC"}
@@ -41,7 +41,7 @@ def test_a_probe_that_disagrees_drops_the_key_for_good():
 
 
 @given(st.lists(st.tuples(st.sampled_from(["F", "B", "W"]), st.integers(0, 5),
-                          st.frozensets(st.sampled_from(C.NOTE_NAMES), max_size=3)), max_size=40))
+                          st.frozensets(st.sampled_from(cudnn.NOTE_NAMES), max_size=3)), max_size=40))
 def test_the_cache_never_serves_notes_other_than_every_probe_said(probes):
     """Whatever sequence of probes: a served note set is the one every probe of that key gave."""
     cache = NotesCache()
@@ -92,14 +92,14 @@ def test_seed_from_a_raw_folder(tmp_path):
         writer.add(row, plans[plans.key == row["key"]].to_dict("records"))
     writer.flush()
     cache = NotesCache()
-    assert C.seed_notes_cache(cache, [tmp_path, tmp_path / "missing"]) == 2
-    assert C.seed_notes_cache(None, [tmp_path]) is None
+    assert cudnn.seed_notes_cache(cache, [tmp_path, tmp_path / "missing"]) == 2
+    assert cudnn.seed_notes_cache(None, [tmp_path]) is None
 
 
 # ---------------------------------------------------------------- the collector's use of it (no GPU)
 def _collector(monkeypatch, probe_answers):
-    col = C.CudnnCollector.__new__(C.CudnnCollector)
-    col.opt, col.notes_reliable, col.notes_cache = C.Options(), None, NotesCache(check_every=2)
+    col = cudnn.CudnnCollector.__new__(cudnn.CudnnCollector)
+    col.opt, col.notes_reliable, col.notes_cache = cudnn.Options(), None, NotesCache(check_every=2)
     calls = []
 
     def fake_probe(p, x, w, y, names, all_modes):
@@ -139,7 +139,7 @@ def test_collector_records_a_disagreeing_check_and_then_probes(monkeypatch):
     assert sources == ["cache", "check", "probe", "probe"] and diffs == [None, 1, None, None]
 
 
-@pytest.mark.parametrize("options", [C.Options(notes_cache=False), C.Options(notes=False)])
+@pytest.mark.parametrize("options", [cudnn.Options(notes_cache=False), cudnn.Options(notes=False)])
 def test_without_the_cache_every_problem_is_probed(monkeypatch, options):
     col, calls = _collector(monkeypatch, {"eng1": set()})
     col.opt = options

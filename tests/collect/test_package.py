@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect.packaging import package as P
+from kbench.collect.packaging import package
 from kbench.collect.packaging.card import geomean, heuristic_gaps
 from kbench.core.errors import KbenchInputError
 from kbench.sources.problem import parse_miopen_keys
@@ -15,7 +15,7 @@ RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
 
 @pytest.fixture(scope="module")
 def raw():
-    return P.load_raw(RAW_SAMPLE)
+    return package.load_raw(RAW_SAMPLE)
 
 
 def test_sample_is_real_collector_output(raw):
@@ -28,7 +28,7 @@ def test_sample_is_real_collector_output(raw):
 def test_tables_follow_the_data_model(raw):
     problems, plans, _ = raw
     mituna = SHARED / "mituna"
-    tables, report = P.build_tables(problems, plans, mituna if mituna.exists() else None)
+    tables, report = package.build_tables(problems, plans, mituna if mituna.exists() else None)
     prob, rt, h = tables["problems"], tables["runtimes"], tables["heuristics"]
     # ids are MIOpen keys of the measured geometry
     back = parse_miopen_keys(prob["problem_id"])
@@ -59,19 +59,19 @@ def test_fp32_default_excludes_reduced_precision_tf32_keeps_it(raw):
     fp32 = set(problems.loc[problems["dtype"] == "FP32", "key"])
     reduced = plans[plans["key"].isin(fp32) & (plans["precision"] == "reduced") & plans["correct"].astype(bool)]
     assert len(reduced)
-    d, _ = P.build_tables(problems, plans, None, "default")
-    t, _ = P.build_tables(problems, plans, None, "tf32")
+    d, _ = package.build_tables(problems, plans, None, "default")
+    t, _ = package.build_tables(problems, plans, None, "tf32")
     dk = set(zip(d["runtimes"]["problem_id"], d["runtimes"]["kernel"]))
     tk = set(zip(t["runtimes"]["problem_id"], t["runtimes"]["kernel"]))
     red = set(zip(reduced["key"], reduced["plan"]))
     assert not (red & dk) and red <= tk
     with pytest.raises(KbenchInputError):
-        P.build_tables(problems, plans, None, "fp8")
+        package.build_tables(problems, plans, None, "fp8")
 
 
 def test_wrong_answers_never_listed(raw):
     problems, plans, _ = raw
-    t, _ = P.build_tables(problems, plans, None, "tf32")
+    t, _ = package.build_tables(problems, plans, None, "tf32")
     bad = plans[~plans["correct"].astype(bool)]
     listed = set(zip(t["runtimes"]["problem_id"], t["runtimes"]["kernel"]))
     assert not (set(zip(bad["key"], bad["plan"])) & listed)
@@ -80,7 +80,7 @@ def test_wrong_answers_never_listed(raw):
 def test_package_writes_a_loadable_dataset(tmp_path):
     from kbench.data.dataset import read_dataset_folder
     card = tmp_path / "card.md"
-    manifest = P.package(RAW_SAMPLE, "h100", tmp_path / "h100", mituna=None, card=card)
+    manifest = package.package(RAW_SAMPLE, "h100", tmp_path / "h100", mituna=None, card=card)
     ds = read_dataset_folder(tmp_path / "h100", "h100")
     assert len(ds.problems) == manifest["files"]["problems.parquet"]["rows"]
     assert ds.info["vendor"] == "NVIDIA"
@@ -122,14 +122,14 @@ def test_gap_definition():
 
 def test_failure_paths(tmp_path, raw_sample):
     with pytest.raises(KbenchInputError, match="not found"):
-        P.load_raw(tmp_path / "nothing")
+        package.load_raw(tmp_path / "nothing")
     env = raw_sample / "env.jsonl"
     lines = env.read_text().splitlines()
     other = json.loads(lines[0])
     other["gpu"] = "NVIDIA H200"
     env.write_text("\n".join(lines + [json.dumps(other)]) + "\n")
     with pytest.raises(KbenchInputError, match="mix GPUs"):
-        P.load_raw(raw_sample)
+        package.load_raw(raw_sample)
     from kbench.cli import main
     assert main(["collect", "package", str(tmp_path / "nothing"), "--name", "h100",
                  "--out", str(tmp_path / "o")]) == 2
@@ -137,16 +137,16 @@ def test_failure_paths(tmp_path, raw_sample):
 
 def test_through_run_keeps_the_runs_up_to_it(raw_sample):
     """The sample holds two runs: 9 problem-directions from 20261121T085311-a303ff, 3 from the later one."""
-    problems, plans, env = P.load_raw(raw_sample, through_run="20261121T085311-a303ff")
+    problems, plans, env = package.load_raw(raw_sample, through_run="20261121T085311-a303ff")
     assert len(problems) == 9 and set(problems["run_id"]) == {"20261121T085311-a303ff"}
     assert set(plans["run_id"]) == {"20261121T085311-a303ff"} and set(plans["key"]) <= set(problems["key"])
     assert list(env["phase"]) == ["start"]
-    everything = P.load_raw(raw_sample)
+    everything = package.load_raw(raw_sample)
     assert len(everything[0]) == 12
     # the last run's id keeps everything
-    assert len(P.load_raw(raw_sample, through_run="20261121T091245-f5793d")[0]) == 12
+    assert len(package.load_raw(raw_sample, through_run="20261121T091245-f5793d")[0]) == 12
     with pytest.raises(KbenchInputError, match="no run '20991231T000000-abcdef' in env.jsonl"):
-        P.load_raw(raw_sample, through_run="20991231T000000-abcdef")
+        package.load_raw(raw_sample, through_run="20991231T000000-abcdef")
 
 
 # h100 1.5.0: raw/h100's first 49 runs (later runs there wait for the next version); h200 1.6.0:

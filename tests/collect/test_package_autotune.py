@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect.packaging import package as P
+from kbench.collect.packaging import package
 from kbench.collect.packaging.autotune import STATUSES, autotune_tables, card_section, load_autotune
 from kbench.core.errors import KbenchInputError
 
@@ -23,8 +23,8 @@ BW, BB = "192-17-17-1x7-192-17-17-64-0x3-1x1-1x1-0-NCHW-BF16-W", "192-17-17-1x7-
 
 @pytest.fixture(scope="module")
 def packed():
-    problems, plans, env = P.load_raw(RAW_SAMPLE)
-    tables, _ = P.build_tables(problems, plans, None, "default")
+    problems, plans, env = package.load_raw(RAW_SAMPLE)
+    tables, _ = package.build_tables(problems, plans, None, "default")
     return tables, env
 
 
@@ -82,7 +82,7 @@ def test_package_writes_the_heuristic_table_manifest_and_card(tmp_path):
     from kbench.data.dataset import read_dataset_folder
 
     card = tmp_path / "card.md"
-    manifest = P.package(RAW_SAMPLE, "h100", tmp_path / "h100", card=card, autotune=SAMPLE)
+    manifest = package.package(RAW_SAMPLE, "h100", tmp_path / "h100", card=card, autotune=SAMPLE)
     ds = read_dataset_folder(tmp_path / "h100", "h100")
     h = ds.heuristics.astype(str)
     assert sorted(h.loc[h["heuristic"] == "pytorch_autotune", "problem_id"]) == [W, BF]
@@ -95,7 +95,7 @@ def test_package_writes_the_heuristic_table_manifest_and_card(tmp_path):
     assert "## PyTorch's autotune (`benchmark = True`)" in text
     assert "| all | pytorch_autotune | 2 |" in text  # the gap table counts its problems only
     # without the folder: no autotune table, the heuristics as before
-    plain = P.package(RAW_SAMPLE, "h100", tmp_path / "plain")
+    plain = package.package(RAW_SAMPLE, "h100", tmp_path / "plain")
     assert (
         "autotune.parquet" not in plain["files"]
         and "autotune" not in read_dataset_folder(tmp_path / "plain", "h100").info

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.core.errors import KbenchInputError
 
 
@@ -15,7 +15,7 @@ def test_keys_are_miopen_keys_from_the_true_geometry(tmp_path):
     # 3x3, pad 1, stride 2 on 56x56 -> 28x28 (floor((56 + 2 - 2 - 1) / 2) + 1 = 28)
     path = _csv(tmp_path, [dict(n=32, c=64, k=128, x_h=56, x_w=56, fil_h=3, fil_w=3, pad_h=1, pad_w=1,
                                 stride_h=2, stride_w=2, dtype="FP16", layout="NCHW")])
-    df = C.load_problems(path)
+    df = cudnn.load_problems(path)
     keys = dict(zip(df["direction"], df["key"]))
     assert keys["F"] == "64-56-56-3x3-128-28-28-32-1x1-2x2-1x1-0-NCHW-FP16-F"
     # backward keys describe dy first, as MIOpen does
@@ -25,9 +25,9 @@ def test_keys_are_miopen_keys_from_the_true_geometry(tmp_path):
 
 def test_expansion_groups_and_nhwc(tmp_path):
     path = _csv(tmp_path, [dict(n=1, c=32, k=32, groups=32, h=7, w=7, r=3, s=3, pad_h=1, pad_w=1)])
-    df = C.load_problems(path, directions=("F",), dtypes=("FP32",), layouts=("NHWC",))
+    df = cudnn.load_problems(path, directions=("F",), dtypes=("FP32",), layouts=("NHWC",))
     assert df["key"].tolist() == ["32-7-7-3x3-32-7-7-1-1x1-1x1-1x1-0-NHWC-NHWC-NHWC-FP32-F_g32"]
-    all_ = C.load_problems(path)
+    all_ = cudnn.load_problems(path)
     assert len(all_) == 3 * 2 * 3  # dtypes x layouts x directions
 
 
@@ -39,7 +39,7 @@ def test_expansion_groups_and_nhwc(tmp_path):
 ])
 def test_bad_problem_files(tmp_path, row, words):
     with pytest.raises(KbenchInputError, match=words):
-        C.load_problems(_csv(tmp_path, [row]))
+        cudnn.load_problems(_csv(tmp_path, [row]))
 
 
 def test_cli_bad_input_exit_code_2(tmp_path, capsys):

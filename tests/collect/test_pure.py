@@ -1,29 +1,29 @@
 import pandas as pd
 import pytest
 
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 
 
 def test_timing_stats_hand_worked():
-    st = C.timing_stats([4.0, 1.0, 3.0, 2.0, float("nan")])
+    st = cudnn.timing_stats([4.0, 1.0, 3.0, 2.0, float("nan")])
     # numpy's linear percentiles of 1,2,3,4: q1 = 1.75, median = 2.5, q3 = 3.25
     assert st == {"median": 2.5, "min": 1.0, "q1": 1.75, "q3": 3.25, "n": 4}
-    assert C.timing_stats([])["n"] == 0
+    assert cudnn.timing_stats([])["n"] == 0
 
 
 def test_inner_count():
-    assert C.inner_count(0.01, target_ms=0.5) == 50
-    assert C.inner_count(0.001, target_ms=0.5, cap=100) == 100
-    assert C.inner_count(2.0, target_ms=0.5) == 1
-    assert C.inner_count(0.0) == 1 and C.inner_count(float("nan")) == 1
+    assert cudnn.inner_count(0.01, target_ms=0.5) == 50
+    assert cudnn.inner_count(0.001, target_ms=0.5, cap=100) == 100
+    assert cudnn.inner_count(2.0, target_ms=0.5) == 1
+    assert cudnn.inner_count(0.0) == 1 and cudnn.inner_count(float("nan")) == 1
 
 
 def test_replays_and_priority():
-    assert C.replays_per_round(0.5) == C.PRECISE_REPLAYS
-    assert C.replays_per_round(C.PRECISE_ROUND_MS * 10) == 1
-    assert C.plan_priority({"rank_a": 2, "rank_b": 0}) == (0, 2)
-    assert C.plan_priority({"rank_a": -1, "rank_b": 3}) == (1, 3)
-    assert C.plan_priority({"rank_a": -1, "rank_b": -1, "rank_fallback": 1}) == (2, 1)
+    assert cudnn.replays_per_round(0.5) == cudnn.PRECISE_REPLAYS
+    assert cudnn.replays_per_round(cudnn.PRECISE_ROUND_MS * 10) == 1
+    assert cudnn.plan_priority({"rank_a": 2, "rank_b": 0}) == (0, 2)
+    assert cudnn.plan_priority({"rank_a": -1, "rank_b": 3}) == (1, 3)
+    assert cudnn.plan_priority({"rank_a": -1, "rank_b": -1, "rank_fallback": 1}) == (2, 1)
 
 
 @pytest.mark.parametrize("msg, has", [
@@ -32,16 +32,16 @@ def test_replays_and_priority():
     ("something else", None),
 ])
 def test_classify_note_probe(msg, has):
-    assert C.classify_note_probe(msg) is has
+    assert cudnn.classify_note_probe(msg) is has
 
 
 def test_default_set():
-    assert C.default_set({"precision": "fp32", "numeric_notes": ""}, "FP32", True)
-    assert not C.default_set({"precision": "reduced", "numeric_notes": "TENSOR_CORE"}, "FP32", True)
-    assert not C.default_set({"precision": "fp32", "numeric_notes": "DOWN_CONVERT_INPUTS"}, "FP32", True)
-    assert C.default_set({"precision": "fp32", "numeric_notes": "TENSOR_CORE"}, "FP32", False)
-    assert C.default_set({"numeric_notes": "TENSOR_CORE"}, "FP16", True)
-    assert not C.default_set({"numeric_notes": "REDUCED_PRECISION_REDUCTION"}, "BF16", True)
+    assert cudnn.default_set({"precision": "fp32", "numeric_notes": ""}, "FP32", True)
+    assert not cudnn.default_set({"precision": "reduced", "numeric_notes": "TENSOR_CORE"}, "FP32", True)
+    assert not cudnn.default_set({"precision": "fp32", "numeric_notes": "DOWN_CONVERT_INPUTS"}, "FP32", True)
+    assert cudnn.default_set({"precision": "fp32", "numeric_notes": "TENSOR_CORE"}, "FP32", False)
+    assert cudnn.default_set({"numeric_notes": "TENSOR_CORE"}, "FP16", True)
+    assert not cudnn.default_set({"numeric_notes": "REDUCED_PRECISION_REDUCTION"}, "BF16", True)
 
 
 def test_pytorch_default_mask():
@@ -51,23 +51,23 @@ def test_pytorch_default_mask():
              ("", True), ("DOWN_CONVERT_INPUTS", False), ("DOWN_CONVERT_INPUTS;TENSOR_CORE", False),
              ("TENSOR_CORE;DOWN_CONVERT_INPUTS", False), ("NOT_DOWN_CONVERT_INPUTS_X", True), (None, False)]
     table = pd.DataFrame({"numeric_notes": [n for n, _ in cases]})
-    assert C.pytorch_default_mask(table).tolist() == [k for _, k in cases]
+    assert cudnn.pytorch_default_mask(table).tolist() == [k for _, k in cases]
 
 
 def test_kernel_segments_and_torch_match():
     names = ["nchwToNhwc", "convKernelA", "spin_kernel", "convKernelA", "spin_kernel", "convKernelB",
              "spin_kernel"]
-    segs = C.split_segments(names)
+    segs = cudnn.split_segments(names)
     assert segs == [["nchwToNhwc", "convKernelA"], ["convKernelA"], ["convKernelB"], []]
     plan_k = {"eng1": segs[1], "eng2": segs[2]}
-    assert C.match_torch(segs[0], plan_k) == ["eng1"]  # torch's own layout copy is ignored
-    assert C.match_torch(["other"], plan_k) == []
+    assert cudnn.match_torch(segs[0], plan_k) == ["eng1"]  # torch's own layout copy is ignored
+    assert cudnn.match_torch(["other"], plan_k) == []
 
 
 def test_parse_list():
-    assert C.parse_list("f, b", C.DIRECTIONS, "directions") == ("F", "B")
+    assert cudnn.parse_list("f, b", cudnn.DIRECTIONS, "directions") == ("F", "B")
     with pytest.raises(Exception, match="not understood"):
-        C.parse_list("X", C.DIRECTIONS, "directions")
+        cudnn.parse_list("X", cudnn.DIRECTIONS, "directions")
 
 
 def test_host_cpu_reads_the_model_name(tmp_path):

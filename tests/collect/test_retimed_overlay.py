@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from kbench.collect.measure.strides import strides_differ, strides_row
-from kbench.collect.packaging import package as P
+from kbench.collect.packaging import package
 from kbench.core.errors import KbenchInputError
 
 RAW_SAMPLE = Path(__file__).with_name("fixtures") / "raw_sample"
@@ -21,7 +21,7 @@ NEW_RUN = "20261127T000000-retime"
 
 
 def write_retimed(folder: Path, keys, gpu: str | None = None, convention: str = "pytorch") -> Path:
-    problems, plans, env = P.load_raw(RAW_SAMPLE)
+    problems, plans, env = package.load_raw(RAW_SAMPLE)
     folder.mkdir(parents=True)
     problems = problems[problems["key"].isin(keys)].assign(run_id=NEW_RUN)
     plans = plans[plans["key"].isin(keys)].assign(run_id=NEW_RUN)
@@ -37,7 +37,7 @@ def write_retimed(folder: Path, keys, gpu: str | None = None, convention: str = 
 
 @pytest.fixture(scope="module")
 def base():
-    return P.load_raw(RAW_SAMPLE)
+    return package.load_raw(RAW_SAMPLE)
 
 
 def affected_keys(problems):
@@ -54,7 +54,7 @@ def test_overlay_replaces_every_plan_of_a_retimed_problem_and_nothing_else(base,
     problems, plans, env = base
     keys = affected_keys(problems)
     folder = write_retimed(tmp_path / "rt", keys)
-    p2, pl2, env2, info, replaced = P.overlay_retimed(problems, plans, env, folder, "NVIDIA H100 80GB HBM3")
+    p2, pl2, env2, info, replaced = package.overlay_retimed(problems, plans, env, folder, "NVIDIA H100 80GB HBM3")
     assert replaced == set(keys) and info["problem_directions"] == 3
     assert info["tensor_strides"] == ["pytorch"] and info["runs"] == [NEW_RUN]
     assert len(p2) == len(problems) and p2["key"].is_unique
@@ -71,10 +71,10 @@ def test_overlay_replaces_every_plan_of_a_retimed_problem_and_nothing_else(base,
 
 
 def test_package_with_retimed_folder_takes_the_new_times(tmp_path):
-    keys = affected_keys(P.load_raw(RAW_SAMPLE)[0])
+    keys = affected_keys(package.load_raw(RAW_SAMPLE)[0])
     folder = write_retimed(tmp_path / "rt", keys)
-    before = P.build_tables(*P.load_raw(RAW_SAMPLE)[:2], None)[0]["runtimes"]
-    manifest = P.package(RAW_SAMPLE, "h100", tmp_path / "ds", retimed=folder, card=tmp_path / "card.md")
+    before = package.build_tables(*package.load_raw(RAW_SAMPLE)[:2], None)[0]["runtimes"]
+    manifest = package.package(RAW_SAMPLE, "h100", tmp_path / "ds", retimed=folder, card=tmp_path / "card.md")
     after = pd.read_parquet(tmp_path / "ds" / "runtimes.parquet")
     best = lambda rt: rt[rt["rank"] == 0].set_index("problem_id")["time_ms"]  # noqa: E731
     ratio = best(after) / best(before)
@@ -91,7 +91,7 @@ def test_a_legacy_measurement_of_an_affected_problem_beside_pytorch_runs_is_refu
     unaffected = [k for k in problems["key"] if k not in affected_keys(problems)][:2]
     folder = write_retimed(tmp_path / "rt", unaffected)  # pytorch runs, but not of the affected problem
     with pytest.raises(KbenchInputError, match="3 problem-directions whose tensors get other strides"):
-        P.package(RAW_SAMPLE, "h100", tmp_path / "ds", retimed=folder)
+        package.package(RAW_SAMPLE, "h100", tmp_path / "ds", retimed=folder)
     assert not (tmp_path / "ds").exists()
 
 
@@ -99,10 +99,10 @@ def test_a_retiming_of_unmeasured_problems_or_another_gpu_is_refused(base, tmp_p
     problems, plans, env = base
     folder = write_retimed(tmp_path / "rt", affected_keys(problems))
     with pytest.raises(KbenchInputError, match="another|measured on NVIDIA H100 80GB HBM3, the dataset on NVIDIA H200"):
-        P.overlay_retimed(problems, plans, env, folder, "NVIDIA H200")
+        package.overlay_retimed(problems, plans, env, folder, "NVIDIA H200")
     fewer = problems[~problems["key"].isin(affected_keys(problems))]
     with pytest.raises(KbenchInputError, match="3 problem-directions that the base folders never measured"):
-        P.overlay_retimed(fewer, plans, env, folder, None)
+        package.overlay_retimed(fewer, plans, env, folder, None)
 
 
 def test_strides_row_explains_mixed_conventions_only_with_a_retiming():

@@ -9,25 +9,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kbench.collect.measure.cudnn import load_problems
-from kbench.collect.studies import sample as S
+from kbench.collect.studies import sample
 from kbench.core.errors import DataIntegrityError, KbenchInputError
 
 
 def test_allocation_by_largest_remainder():
     # strata of 6, 3 and 1 problems
     sizes = pd.Series([6, 3, 1], index=["x", "y", "z"])
-    assert S.allocate(sizes, 10).tolist() == [6, 3, 1]
-    assert S.allocate(sizes, 5).tolist() == [3, 2, 0]  # quotas 3, 1.5, 0.5: the first .5 (y) wins the tie
-    assert S.allocate(sizes, 4).tolist() == [2, 1, 1]  # quotas 2.4, 1.2, 0.4: the leftover goes to z (.4)
+    assert sample.allocate(sizes, 10).tolist() == [6, 3, 1]
+    assert sample.allocate(sizes, 5).tolist() == [3, 2, 0]  # quotas 3, 1.5, 0.5: the first .5 (y) wins the tie
+    assert sample.allocate(sizes, 4).tolist() == [2, 1, 1]  # quotas 2.4, 1.2, 0.4: the leftover goes to z (.4)
     with pytest.raises(KbenchInputError, match="at most 10"):
-        S.allocate(sizes, 11)
+        sample.allocate(sizes, 11)
 
 
 @given(st.lists(st.integers(1, 40), min_size=1, max_size=12), st.data())
 def test_allocation_is_proportional(sizes, data):
     sizes = pd.Series(sizes)
     n = data.draw(st.integers(1, int(sizes.sum())))
-    got = S.allocate(sizes, n)
+    got = sample.allocate(sizes, n)
     quota = sizes * n / sizes.sum()
     assert got.sum() == n
     assert ((got >= np.floor(quota)) & (got <= np.ceil(quota)) & (got <= sizes)).all()
@@ -41,15 +41,15 @@ def h100():
 
 def test_h100_sample_covers_strata_proportionally(h100, tmp_path):
     out = tmp_path / "sample.csv"
-    counts = S.write_sample(h100, out, n=500, seed=0)
+    counts = sample.write_sample(h100, out, n=500, seed=0)
     rows = pd.read_csv(out)
     assert len(rows) == 500 and rows["problem_id"].is_unique
     test_ids = set(h100.split("random")["test"])
     assert set(rows["problem_id"]) <= test_ids
     # every stratum of the test part gets floor or ceil of its proportional share
     test = h100.problems[h100.problems["problem_id"].isin(test_ids)]
-    sizes = test.assign(layout=test["layout_x"]).groupby(S.STRATA).size()
-    got = rows.groupby(S.STRATA).size().reindex(sizes.index, fill_value=0)
+    sizes = test.assign(layout=test["layout_x"]).groupby(sample.STRATA).size()
+    got = rows.groupby(sample.STRATA).size().reindex(sizes.index, fill_value=0)
     quota = sizes * 500 / sizes.sum()
     assert ((got >= np.floor(quota)) & (got <= np.ceil(quota))).all()
     assert counts["problem-directions"].sum() == 500
@@ -57,9 +57,9 @@ def test_h100_sample_covers_strata_proportionally(h100, tmp_path):
     back = load_problems(out)
     assert back["key"].tolist() == rows["problem_id"].tolist()
     # deterministic with the seed, different with another
-    again = S.sample_corpus(h100, 500, seed=0)
+    again = sample.sample_corpus(h100, 500, seed=0)
     assert again["problem_id"].tolist() == rows["problem_id"].tolist()
-    assert set(S.sample_corpus(h100, 500, seed=1)["problem_id"]) != set(rows["problem_id"])
+    assert set(sample.sample_corpus(h100, 500, seed=1)["problem_id"]) != set(rows["problem_id"])
 
 
 def test_collector_keeps_a_files_directions(tmp_path):
@@ -102,12 +102,12 @@ def _repeat_folder(raw_sample, tmp_path, factor=1.5, n_problems=2):
 
 
 def test_package_with_repeats_loads_and_checks(raw_sample, tmp_path):
-    from kbench.collect.packaging import package as P
+    from kbench.collect.packaging import package
     from kbench.data.dataset import read_dataset_folder
-    from kbench.sources import repeatability as R
+    from kbench.sources import repeatability
     raw2, keys = _repeat_folder(raw_sample, tmp_path)
     card = tmp_path / "card.md"
-    manifest = P.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2], card=card)
+    manifest = package.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2], card=card)
     ds = read_dataset_folder(tmp_path / "ds", "h100")
     rep = ds.repeats
     assert list(rep.columns) == ["problem_id", "kernel", "run_id", "time_ms"]
@@ -118,7 +118,7 @@ def test_package_with_repeats_loads_and_checks(raw_sample, tmp_path):
     r0 = rep[rep["run_id"] == 0].set_index(["problem_id", "kernel"])["time_ms"]
     r1 = rep[rep["run_id"] == 1].set_index(["problem_id", "kernel"])["time_ms"]
     assert len(r0) == len(base) and np.allclose(r1.reindex(r0.index) / r0, 1.5)
-    s = R.summary(rep, ds.heuristics)
+    s = repeatability.summary(rep, ds.heuristics)
     assert s["plans"]["median"] == pytest.approx(np.log(1.5)) and s["same_winner"]["share"] == 1.0
     assert s["noise_ceiling"]["max"] == pytest.approx(1.0)
     assert manifest["files"]["repeats.parquet"]["rows"] == len(rep)
@@ -144,12 +144,12 @@ def test_without_repeats_the_card_says_the_study_is_not_run(tmp_path):
 
 
 def test_repeats_from_another_gpu_are_refused(raw_sample, tmp_path):
-    from kbench.collect.packaging import package as P
+    from kbench.collect.packaging import package
     raw2, _ = _repeat_folder(raw_sample, tmp_path)
     lines = (raw2 / "env.jsonl").read_text().splitlines()
     (raw2 / "env.jsonl").write_text("\n".join(json.dumps({**json.loads(line), "gpu": "NVIDIA H200"}) for line in lines))
     with pytest.raises(KbenchInputError, match="same GPU model"):
-        P.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2])
+        package.package(raw_sample, "h100", tmp_path / "ds", mituna=None, repeats=[raw2])
 
 
 def test_compare_two_raw_folders(raw_sample, tmp_path, capsys):

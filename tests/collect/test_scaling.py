@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from kbench.collect.raw_store import writer as W
+from kbench.collect.raw_store import writer
 from kbench.collect.studies import scaling
 from kbench.core.errors import KbenchInputError
 
@@ -15,7 +15,7 @@ def _env(folder, measured, elapsed):
     folder.mkdir(parents=True)
     lines = [{"run_id": "r", "phase": "start", "gpu": "G"},
              {"run_id": "r", "phase": "end", "measured": measured, "elapsed_s": elapsed}]
-    (folder / W.ENV).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / writer.ENV).write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
 def test_throughput_of_two_ranks(tmp_path):
@@ -32,7 +32,7 @@ def test_throughput_of_two_ranks(tmp_path):
 
 
 def _raw(folder, times):
-    w = W.RawWriter(folder, run_id="r", batch_size=100)
+    w = writer.RawWriter(folder, run_id="r", batch_size=100)
     for key, plans in times.items():
         w.add({"key": key, "status": "ok"}, [{"plan": p, "precise_ms": t, "repeat_ms": r} for p, t, r in plans])
     w.close()
@@ -68,14 +68,14 @@ def test_phases_hand_worked(tmp_path):
             ("cache-run", "cache", 1.0, 0.0), ("cache-run", "check", 3.0, 0.4)]
     folder = tmp_path / "raw"
     for run in ("probe-run", "cache-run"):
-        w = W.RawWriter(folder, run_id=run, batch_size=100)
+        w = writer.RawWriter(folder, run_id=run, batch_size=100)
         for i, (r, source, total, notes) in enumerate(rows):
             if r == run:
                 w.add({"key": f"{run}-{i}", **geo, "notes_source": source, "t_total_s": total, "t_notes_s": notes}, [])
         w.close()
     ends = [{"run_id": "probe-run", "phase": "end", "measured": 2, "elapsed_s": 6.0},
             {"run_id": "cache-run", "phase": "end", "measured": 2, "elapsed_s": 4.0}]
-    (folder / W.ENV).write_text("".join(json.dumps(x) + "\n" for x in ends))
+    (folder / writer.ENV).write_text("".join(json.dumps(x) + "\n" for x in ends))
     out = scaling.phases(folder)
     one = float(expected_seconds(pd.DataFrame([geo]))[0])  # every row has the same geometry
     assert out["probes only"]["mean_s"] == {"t_total_s": 3.0, "t_notes_s": 0.4}
@@ -97,7 +97,7 @@ def _launch(root, count, ranks_per_gpu, start, measured, elapsed, problems_each,
     for k in range(count):
         folder = root / f"shard-{k}-of-{count}"
         run = f"run-{start:05d}-{k}"
-        w = W.RawWriter(folder, run_id=run, batch_size=100)
+        w = writer.RawWriter(folder, run_id=run, batch_size=100)
         for i in range(problems_each):
             w.add({"key": f"{run}-{i}", **geo}, [])
         w.close()
@@ -105,7 +105,7 @@ def _launch(root, count, ranks_per_gpu, start, measured, elapsed, problems_each,
                   "WORLD_SIZE": str(world or count)},
                  {"run_id": run, "phase": "end", "time": start + k + elapsed[k], "measured": measured[k],
                   "elapsed_s": elapsed[k]}]
-        with open(folder / W.ENV, "a") as f:
+        with open(folder / writer.ENV, "a") as f:
             f.write("".join(json.dumps(x) + "\n" for x in lines))
 
 

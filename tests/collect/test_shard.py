@@ -15,9 +15,8 @@ from collect_fakes import HERE, SyntheticCollector, write_problems_csv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbench.collect.measure import cudnn as C
-from kbench.collect.raw_store import shard as S
-from kbench.collect.raw_store import writer as W
+from kbench.collect.measure import cudnn
+from kbench.collect.raw_store import shard, writer
 from kbench.core.errors import KbenchInputError
 
 ROOT = HERE.parents[1]
@@ -25,37 +24,37 @@ ROOT = HERE.parents[1]
 
 # ---------------------------------------------------------------------------- --shard K/N
 def test_parse_shard():
-    assert S.parse_shard("0/2") == S.Shard(0, 2) and S.parse_shard(" 3 / 4 ") == S.Shard(3, 4)
-    assert S.Shard(1, 8).folder_name == "shard-1-of-8" and str(S.Shard(1, 8)) == "1/8"
+    assert shard.parse_shard("0/2") == shard.Shard(0, 2) and shard.parse_shard(" 3 / 4 ") == shard.Shard(3, 4)
+    assert shard.Shard(1, 8).folder_name == "shard-1-of-8" and str(shard.Shard(1, 8)) == "1/8"
     for bad, msg in (("2/2", "does not exist"), ("-1/2", "does not exist"), ("0/0", ">= 1"),
                      ("1", "expected K/N"), ("a/b", "expected K/N"), ("1/2/3", "expected K/N")):
         with pytest.raises(KbenchInputError, match=msg):
-            S.parse_shard(bad)
+            shard.parse_shard(bad)
 
 
 # ---------------------------------------------------------------------------- the split
 def test_assign_hand_worked():
     # costs 3,1,1,1,2 dealt in order to the least-loaded of 2 shards (ties: the lower shard):
     # 3 -> s0 (0,0 tie) [3,0]; 1 -> s1 [3,1]; 1 -> s1 [3,2]; 1 -> s1 [3,3]; 2 -> s0 (tie) [5,3]
-    assert S.assign([3, 1, 1, 1, 2], 2).tolist() == [0, 1, 1, 1, 0]
-    assert S.assign([1, 1, 1], 1).tolist() == [0, 0, 0]
-    assert S.assign([], 3).tolist() == []
+    assert shard.assign([3, 1, 1, 1, 2], 2).tolist() == [0, 1, 1, 1, 0]
+    assert shard.assign([1, 1, 1], 1).tolist() == [0, 0, 0]
+    assert shard.assign([], 3).tolist() == []
 
 
 @given(st.lists(st.floats(0.01, 100.0), max_size=60), st.integers(1, 9))
 def test_assign_balance_bound(costs, n):
     # greedy list scheduling: the most loaded shard is at most one item above the least loaded one
-    loads = np.bincount(S.assign(costs, n), weights=costs, minlength=n)
+    loads = np.bincount(shard.assign(costs, n), weights=costs, minlength=n)
     assert loads.max() - loads.min() <= (max(costs) if costs else 0) + 1e-9
 
 
 def test_expected_seconds_hand_worked():
     row = pd.DataFrame([dict(n=1, c=2, k=3, groups=1, fil_h=1, fil_w=1, y_h=1, y_w=1, direction="W", dtype="FP32",
                              layout="NHWC")])
-    m = S.COST_MODEL
+    m = shard.COST_MODEL
     # flop = 2*1*3*2*1*1*1*1 = 12; W, FP32, NHWC, not grouped
     log_t = m["intercept"] + m["log_flop"] * np.log(12.0) + m["direction_W"] + m["dtype_FP32"] + m["layout_NHWC"]
-    assert S.expected_seconds(row)[0] == pytest.approx(np.exp(log_t))
+    assert shard.expected_seconds(row)[0] == pytest.approx(np.exp(log_t))
 
 
 def test_fit_recovers_a_known_model():
@@ -66,28 +65,28 @@ def test_fit_recovers_a_known_model():
                        "groups": rng.choice([1, 4], n), "status": "ok"})
     truth = {"intercept": -2.0, "log_flop": 0.1, "direction_B": 0.2, "direction_W": 0.5, "dtype_BF16": -0.1,
              "dtype_FP32": -0.4, "layout_NHWC": 0.1, "grouped": 0.3}
-    df["t_total_s"] = S.expected_seconds(df, truth)
-    model, r2 = S.fit_cost_model(df)
+    df["t_total_s"] = shard.expected_seconds(df, truth)
+    model, r2 = shard.fit_cost_model(df)
     assert model == pytest.approx(truth, abs=1e-4) and r2 == pytest.approx(1.0)
 
 
 def test_shipped_cost_model_is_the_fit_on_raw_h100s_first_15_runs():
-    problems = W.load_records(ROOT / "raw" / "h100", "problems")
-    first_runs = sorted(problems["run_id"].unique())[:S.COST_MODEL_RUNS]  # run ids start with their UTC time
+    problems = writer.load_records(ROOT / "raw" / "h100", "problems")
+    first_runs = sorted(problems["run_id"].unique())[:shard.COST_MODEL_RUNS]  # run ids start with their UTC time
     fitted_on = problems[problems["run_id"].isin(first_runs)]
     assert len(fitted_on) == 5523
-    model, _ = S.fit_cost_model(fitted_on)
-    assert model == pytest.approx(S.COST_MODEL, abs=2e-4)
+    model, _ = shard.fit_cost_model(fitted_on)
+    assert model == pytest.approx(shard.COST_MODEL, abs=2e-4)
 
 
 @pytest.fixture(scope="module")
 def todo(tmp_path_factory):
     path = write_problems_csv(tmp_path_factory.mktemp("p") / "p.csv", 12)
-    return C.load_problems(path, dtypes=("FP16", "FP32"))  # 12 geometries x 2 dtypes x 3 directions = 72
+    return cudnn.load_problems(path, dtypes=("FP16", "FP32"))  # 12 geometries x 2 dtypes x 3 directions = 72
 
 
 def _done_folder(folder: Path, keys) -> None:
-    w = W.RawWriter(folder, run_id="earlier", batch_size=1000)
+    w = writer.RawWriter(folder, run_id="earlier", batch_size=1000)
     for k in keys:
         w.add({"key": k, "status": "ok"}, [])
     w.close()
@@ -103,8 +102,8 @@ def test_shards_partition_the_pending_work(todo, data, n):
         root = Path(root)
         if done:
             _done_folder(root, done)
-        parts = [S.plan_shard(todo, root, S.Shard(k, n), limit)["key"].tolist() for k in range(n)]
-        again = [S.plan_shard(todo, root, S.Shard(k, n), limit)["key"].tolist() for k in range(n)]
+        parts = [shard.plan_shard(todo, root, shard.Shard(k, n), limit)["key"].tolist() for k in range(n)]
+        again = [shard.plan_shard(todo, root, shard.Shard(k, n), limit)["key"].tolist() for k in range(n)]
     pending = [k for k in todo["key"] if k not in set(done)]
     pending = pending if limit is None else pending[:limit]
     flat = [k for p in parts for k in p]
@@ -117,38 +116,38 @@ def test_shards_partition_the_pending_work(todo, data, n):
 
 def test_split_ignores_siblings_progress(todo, tmp_path):
     """A rank that starts after its sibling wrote batches computes the same split."""
-    before = [S.plan_shard(todo, tmp_path, S.Shard(k, 3))["key"].tolist() for k in range(3)]
+    before = [shard.plan_shard(todo, tmp_path, shard.Shard(k, 3))["key"].tolist() for k in range(3)]
     _done_folder(tmp_path / "shard-1-of-3", before[1][:5])
-    after = [S.plan_shard(todo, tmp_path, S.Shard(k, 3))["key"].tolist() for k in range(3)]
+    after = [shard.plan_shard(todo, tmp_path, shard.Shard(k, 3))["key"].tolist() for k in range(3)]
     assert after == before
     # a folder of another shard count is the base of a new split
     _done_folder(tmp_path / "shard-0-of-2", before[0][:4])
-    base = S.base_done(tmp_path, 3)
+    base = shard.base_done(tmp_path, 3)
     assert base == set(before[0][:4])
-    assert sorted(k for k in range(3) for k in S.plan_shard(todo, tmp_path, S.Shard(k, 3))["key"]) == sorted(
+    assert sorted(k for k in range(3) for k in shard.plan_shard(todo, tmp_path, shard.Shard(k, 3))["key"]) == sorted(
         set(todo["key"]) - base)
 
 
 # ---------------------------------------------------------------------------- launchers
-@pytest.mark.parametrize("explicit, env, shard, source, local", [
+@pytest.mark.parametrize("explicit, env, expected_shard, source, local", [
     (None, {}, None, "none", None),
-    (None, {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}, S.Shard(1, 4), "torchrun", 1),
-    ("2/3", {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}, S.Shard(2, 3), "--shard", 1),  # explicit wins
+    (None, {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}, shard.Shard(1, 4), "torchrun", 1),
+    ("2/3", {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1"}, shard.Shard(2, 3), "--shard", 1),  # explicit wins
     (None, {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_COUNT": "8", "SLURM_ARRAY_TASK_MIN": "0"},
-     S.Shard(5, 8), "slurm-array", None),
+     shard.Shard(5, 8), "slurm-array", None),
     (None, {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "1"},
-     S.Shard(2, 4), "slurm-array", None),  # --array=1-4
+     shard.Shard(2, 4), "slurm-array", None),  # --array=1-4
     (None, {"SLURM_ARRAY_TASK_ID": "6", "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0",
-            "SLURM_ARRAY_TASK_STEP": "2"}, S.Shard(3, 4), "slurm-array", None),  # --array=0-6:2
+            "SLURM_ARRAY_TASK_STEP": "2"}, shard.Shard(3, 4), "slurm-array", None),  # --array=0-6:2
     # torchrun (2 GPUs) inside array task 3 of 4 hosts: shard 3*2+1 of 4*2
     (None, {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "SLURM_ARRAY_TASK_ID": "3",
-            "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0"}, S.Shard(7, 8), "torchrun+slurm-array", 1),
+            "SLURM_ARRAY_TASK_COUNT": "4", "SLURM_ARRAY_TASK_MIN": "0"}, shard.Shard(7, 8), "torchrun+slurm-array", 1),
 ])
-def test_launch_mapping(explicit, env, shard, source, local):
-    launch = S.resolve_launch(explicit, env)
-    assert (launch.shard, launch.source, launch.local_rank) == (shard, source, local)
-    if shard is not None:
-        assert launch.info["shard"] == str(shard)
+def test_launch_mapping(explicit, env, expected_shard, source, local):
+    launch = shard.resolve_launch(explicit, env)
+    assert (launch.shard, launch.source, launch.local_rank) == (expected_shard, source, local)
+    if expected_shard is not None:
+        assert launch.info["shard"] == str(expected_shard)
 
 
 @pytest.mark.parametrize("explicit, env, msg", [
@@ -166,21 +165,21 @@ def test_launch_mapping(explicit, env, shard, source, local):
 ])
 def test_launch_mapping_refuses_bad_values(explicit, env, msg):
     with pytest.raises(KbenchInputError, match=msg):
-        S.resolve_launch(explicit, env)
+        shard.resolve_launch(explicit, env)
 
 
 def test_select_gpu():
     env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}
-    assert S.select_gpu(S.resolve_launch(None, env), env) == "1"
+    assert shard.select_gpu(shard.resolve_launch(None, env), env) == "1"
     assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_DEVICE_ORDER"], env["KBENCH_NVML_DEVICE"]) == (
         "1", "PCI_BUS_ID", "1")
     env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb"}
-    assert S.select_gpu(S.resolve_launch(None, env), env) == "GPU-bbb" and "CUDA_DEVICE_ORDER" not in env
+    assert shard.select_gpu(shard.resolve_launch(None, env), env) == "GPU-bbb" and "CUDA_DEVICE_ORDER" not in env
     env = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "3"}
     with pytest.raises(KbenchInputError, match="LOCAL_RANK=1 but CUDA_VISIBLE_DEVICES='3' lists 1 GPU"):
-        S.select_gpu(S.resolve_launch(None, env), env)
+        shard.select_gpu(shard.resolve_launch(None, env), env)
     env = {}
-    assert S.select_gpu(S.resolve_launch("0/2", env), env) is None and env == {}
+    assert shard.select_gpu(shard.resolve_launch("0/2", env), env) is None and env == {}
 
 
 def test_cli_bad_shard_exits_2(tmp_path, capsys, monkeypatch):
@@ -203,29 +202,29 @@ def test_sharded_runs_write_own_folders_and_cover_the_work(tmp_path):
     fakes = {}
     for k in range(3):
         fakes[k] = SyntheticCollector()
-        s = C.collect(csv, root, shard=S.Shard(k, 3), progress=False, make_collector=lambda o, f=fakes[k]: f)
+        s = cudnn.collect(csv, root, shard=shard.Shard(k, 3), progress=False, make_collector=lambda o, f=fakes[k]: f)
         assert s["shard"] == f"{k}/3" and s["measured"] == s["pending"]
-    todo = C.load_problems(csv)
+    todo = cudnn.load_problems(csv)
     measured = [k for f in fakes.values() for k in f.measured]
     assert sorted(measured) == sorted(todo["key"]) and len(set(measured)) == len(measured)
     for k in range(3):
         folder = root / f"shard-{k}-of-3"
-        manifest = S.read_manifest(folder)
+        manifest = shard.read_manifest(folder)
         assert manifest["assigned"] == fakes[k].measured  # corpus order, all of it
-        assert set(W.load_records(folder, "problems")["key"]) == set(fakes[k].measured)
+        assert set(writer.load_records(folder, "problems")["key"]) == set(fakes[k].measured)
     # nothing left: a re-run of any shard, or an unsharded run into the root, measures nothing
-    assert C.collect(csv, root, shard=S.Shard(1, 3), progress=False, make_collector=SyntheticCollector)["pending"] == 0
-    assert C.collect(csv, root, progress=False, make_collector=SyntheticCollector)["pending"] == 0
+    assert cudnn.collect(csv, root, shard=shard.Shard(1, 3), progress=False, make_collector=SyntheticCollector)["pending"] == 0
+    assert cudnn.collect(csv, root, progress=False, make_collector=SyntheticCollector)["pending"] == 0
 
 
 KILLED_RANK = """
 import sys
 sys.path.insert(0, {here!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.raw_store.shard import Shard
 fake = SyntheticCollector(delay_s=0.05, log={log!r})
-C.collect({csv!r}, {root!r}, shard=Shard(0, 2), batch_size=3, progress=False, make_collector=lambda o: fake)
+cudnn.collect({csv!r}, {root!r}, shard=Shard(0, 2), batch_size=3, progress=False, make_collector=lambda o: fake)
 """
 
 
@@ -236,22 +235,22 @@ def test_killed_rank_loses_nothing_and_resumes_only_its_missing_work(tmp_path):
     code = KILLED_RANK.format(here=str(HERE), log=str(log), csv=str(csv), root=str(root))
     proc = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)})
     deadline = time.monotonic() + 60
-    while len(list((folder / W.PARTS).glob("*.problems.jsonl.gz"))) < 2:  # two batches written, then kill -9
+    while len(list((folder / writer.PARTS).glob("*.problems.jsonl.gz"))) < 2:  # two batches written, then kill -9
         assert time.monotonic() < deadline and proc.poll() is None, "the rank ended before it was killed"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done_before, unfinished = W.resume_state(folder)
+    done_before, unfinished = writer.resume_state(folder)
     started = log.read_text().split()
     assert len(done_before) >= 6 and set(done_before) <= set(started)
     lost_in_memory = set(started) - done_before  # the batch held in memory at the kill
-    assigned = S.read_manifest(folder)["assigned"]
+    assigned = shard.read_manifest(folder)["assigned"]
     fake = SyntheticCollector()
-    summary = C.collect(csv, root, shard=S.Shard(0, 2), batch_size=3, progress=False, make_collector=lambda o: fake)
+    summary = cudnn.collect(csv, root, shard=shard.Shard(0, 2), batch_size=3, progress=False, make_collector=lambda o: fake)
     assert sorted(fake.measured) == sorted(set(assigned) - done_before)  # only the missing work of its shard
     assert lost_in_memory <= set(fake.measured)
     assert summary["already_done"] == len(done_before)
-    problems = W.load_records(folder, "problems")
+    problems = writer.load_records(folder, "problems")
     assert sorted(problems["key"]) == sorted(assigned)  # every assigned key exactly once
     assert not (root / "shard-1-of-2").exists()
 
@@ -266,10 +265,10 @@ def test_torchrun_ranks_take_their_gpu_and_shard(tmp_path):
 import sys
 sys.path.insert(0, {str(HERE)!r})
 from collect_fakes import SyntheticCollector
-from kbench.collect.measure.cudnn import run as R
+from kbench.collect.measure.cudnn import run
 import os
 # collect() looks the class up in its own module
-R.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
+run.CudnnCollector = lambda options: SyntheticCollector(env={{"visible": os.environ.get("CUDA_VISIBLE_DEVICES")}})
 from kbench.collect.command import main
 sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
 """)
@@ -281,11 +280,11 @@ sys.exit(main(["cudnn", "--problems", {str(csv)!r}, "--out", {str(root)!r}]))
     keys = []
     for k in range(2):
         folder = root / f"shard-{k}-of-2"
-        env_rec = W.load_env(folder).iloc[0]
+        env_rec = writer.load_env(folder).iloc[0]
         assert (env_rec["shard"], env_rec["shard_source"], env_rec["gpu_selected"], env_rec["visible"]) == (
             f"{k}/2", "torchrun", str(k), str(k))
-        keys += W.load_records(folder, "problems")["key"].tolist()
-    assert sorted(keys) == sorted(C.load_problems(csv)["key"])
+        keys += writer.load_records(folder, "problems")["key"].tolist()
+    assert sorted(keys) == sorted(cudnn.load_problems(csv)["key"])
 
 
 def test_time_budget_counts_the_start_up(tmp_path):
@@ -296,7 +295,7 @@ def test_time_budget_counts_the_start_up(tmp_path):
     def slow_start(options):
         time.sleep(0.6)
         return SyntheticCollector(options)
-    s = C.collect(csv, tmp_path / "late", time_budget_s=0.3, make_collector=slow_start, progress=False)
+    s = cudnn.collect(csv, tmp_path / "late", time_budget_s=0.3, make_collector=slow_start, progress=False)
     assert (s["pending"], s["measured"]) == (12, 0)  # 4 geometries x 3 directions, none started
-    s = C.collect(csv, tmp_path / "ample", time_budget_s=60, make_collector=slow_start, progress=False)
+    s = cudnn.collect(csv, tmp_path / "ample", time_budget_s=60, make_collector=slow_start, progress=False)
     assert s["measured"] == 12

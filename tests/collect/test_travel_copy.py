@@ -14,10 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.measure.notes_cache import NotesCache
-from kbench.collect.raw_store import shard as S
-from kbench.collect.raw_store import writer as W
+from kbench.collect.raw_store import shard, writer
 from kbench.collect.raw_store.merge import merge
 from kbench.collect.raw_store.travel_copy import MARKER, RESUME_COLUMNS, travel_copy
 from kbench.core.errors import KbenchInputError
@@ -36,9 +35,9 @@ def _tree_digest(folder: Path) -> dict:
 
 
 def _same_resume_inputs(full: Path, copy: Path) -> None:
-    assert W.resume_state(copy) == W.resume_state(full)
+    assert writer.resume_state(copy) == writer.resume_state(full)
     a, b = NotesCache(), NotesCache()
-    assert C.seed_notes_cache(a, [copy]) == C.seed_notes_cache(b, [full])
+    assert cudnn.seed_notes_cache(a, [copy]) == cudnn.seed_notes_cache(b, [full])
     assert (a.known, a.dropped) == (b.known, b.dropped)
 
 
@@ -48,9 +47,9 @@ def test_raw_h200_copy_resumes_like_the_full_folder(tmp_path):
     assert _tree_digest(RAW_H200) == before  # the source is only read
     copy = tmp_path / "h200"
     _same_resume_inputs(RAW_H200, copy)
-    full_keys = W.load_records(RAW_H200, "problems", ["key"])["key"]
+    full_keys = writer.load_records(RAW_H200, "problems", ["key"])["key"]
     assert summary["problem_directions"] == full_keys.nunique()
-    assert summary["plan_records"] == len(W.load_records(RAW_H200, "plans", ["key"]))
+    assert summary["plan_records"] == len(writer.load_records(RAW_H200, "plans", ["key"]))
     for kind, columns in RESUME_COLUMNS.items():
         assert list(pd.read_parquet(copy / f"{kind}-0000.parquet").columns) == columns
     for name in ("journal.txt", "env.jsonl"):
@@ -72,8 +71,8 @@ def test_fixture_copy_keeps_the_recorded_notes(tmp_path, raw_encoding_problems):
 def _full_folder(tmp_path) -> tuple[Path, Path]:
     csv = write_problems_csv(tmp_path / "p.csv", 8)
     full = tmp_path / "full"
-    C.collect(csv, full, limit=5, progress=False, make_collector=SyntheticCollector)
-    W.compact(full)
+    cudnn.collect(csv, full, limit=5, progress=False, make_collector=SyntheticCollector)
+    writer.compact(full)
     return csv, full
 
 
@@ -87,17 +86,17 @@ def test_sharded_calls_from_the_copy_match_calls_from_the_full_folder(tmp_path):
     for root in (reference, copy):
         fakes = [SyntheticCollector() for _ in range(2)]
         for k, fake in enumerate(fakes):
-            C.collect(csv, root, shard=S.Shard(k, 2), limit=6, progress=False, make_collector=lambda o, f=fake: f)
+            cudnn.collect(csv, root, shard=shard.Shard(k, 2), limit=6, progress=False, make_collector=lambda o, f=fake: f)
         measured[root.name] = [f.measured for f in fakes]
-        assert [S.read_manifest(root / f"shard-{k}-of-2")["assigned"] for k in range(2)] == measured[root.name]
+        assert [shard.read_manifest(root / f"shard-{k}-of-2")["assigned"] for k in range(2)] == measured[root.name]
     assert measured["copy"] == measured["reference"]
-    done = set(W.load_records(full, "problems")["key"])
+    done = set(writer.load_records(full, "problems")["key"])
     new = [k for keys in measured["copy"] for k in keys]
     assert len(new) == 6 and done.isdisjoint(new)
     # what the call brings back goes into the full folder: every key once
     record = merge([copy / "shard-0-of-2", copy / "shard-1-of-2"], into=full)
     assert record["problem_directions"] == 6
-    keys = W.load_records(full, "problems")["key"]
+    keys = writer.load_records(full, "problems")["key"]
     assert keys.is_unique and set(keys) == done | set(new)
 
 
@@ -115,8 +114,8 @@ def test_refusals_leave_everything_as_it_was(tmp_path):
     with pytest.raises(KbenchInputError, match="not a raw collector folder"):
         travel_copy(tmp_path / "p.csv", tmp_path / "x")
     with pytest.raises(KbenchInputError, match="a travelling copy .* --shard"):
-        C.collect(csv, copy, progress=False, make_collector=SyntheticCollector)
-    C.collect(csv, copy, shard=S.Shard(0, 1), progress=False, make_collector=SyntheticCollector)
+        cudnn.collect(csv, copy, progress=False, make_collector=SyntheticCollector)
+    cudnn.collect(csv, copy, shard=shard.Shard(0, 1), progress=False, make_collector=SyntheticCollector)
     with pytest.raises(KbenchInputError, match="merge into the full raw folder"):
         merge([copy / "shard-0-of-1"], into=copy)
     shutil.rmtree(copy / "shard-0-of-1")

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from kbench.collect.measure.cudnn import load_problems
-from kbench.collect.packaging import package as P
-from kbench.collect.raw_store import shard as S
+from kbench.collect.packaging import package
+from kbench.collect.raw_store import shard
 from kbench.collect.raw_store.merge import merge
 from kbench.collect.raw_store.writer import load_records
 from kbench.core.errors import KbenchInputError
@@ -34,7 +34,7 @@ def shards(tmp_path):
 
 
 def _manifest(name: str) -> dict:
-    return json.loads((FIXTURE / name / S.MANIFEST).read_text())
+    return json.loads((FIXTURE / name / shard.MANIFEST).read_text())
 
 
 def test_fixture_is_real_sharded_output():
@@ -56,7 +56,7 @@ def test_assignment_is_the_split_of_the_first_six_pending():
     assert sorted(assigned[0] + assigned[1]) == sorted(todo["key"].head(6))
     for k in range(2):
         # an empty root: nothing is done, so the split is of the corpus's first 6 problem-directions
-        assert S.plan_shard(todo, FIXTURE.parent / "no-such-root", S.Shard(k, 2), 6)["key"].tolist() == assigned[k]
+        assert shard.plan_shard(todo, FIXTURE.parent / "no-such-root", shard.Shard(k, 2), 6)["key"].tolist() == assigned[k]
 
 
 def test_merge_joins_both_shards_without_loss(shards, tmp_path, raw_encoding_problems):
@@ -88,17 +88,17 @@ def test_merge_refuses_one_shard_alone_and_a_shard_twice(shards, tmp_path):
 def test_merged_shards_package_into_a_loadable_dataset(shards, tmp_path):
     from kbench.data.dataset import read_dataset_folder
     merge([shards], out=tmp_path / "merged")
-    manifest = P.package(tmp_path / "merged", "h200", tmp_path / "h200", mituna=None, card=tmp_path / "card.md")
+    manifest = package.package(tmp_path / "merged", "h200", tmp_path / "h200", mituna=None, card=tmp_path / "card.md")
     ds = read_dataset_folder(tmp_path / "h200", "h200")
-    problems, plans, _ = P.load_raw(tmp_path / "merged")
+    problems, plans, _ = package.load_raw(tmp_path / "merged")
     # by definition: every packaged runtime is a candidate plan of a measured problem-direction, once
     rt = ds.runtimes
     assert not rt.duplicated(["problem_id", "kernel"]).any()
-    cand = P.candidate_runtimes(problems, plans)
+    cand = package.candidate_runtimes(problems, plans)
     assert len(rt) == len(cand) == manifest["files"]["runtimes.parquet"]["rows"]
     assert set(ds.problems["problem_id"]) <= set(problems["key"]) and len(ds.problems) <= 6
     # packaging the two shards directly (no merge) gives the same tables
-    direct = P.package([shards / n for n in SHARDS], "h200", tmp_path / "h200b", mituna=None,
+    direct = package.package([shards / n for n in SHARDS], "h200", tmp_path / "h200b", mituna=None,
                        card=tmp_path / "card_b.md")
     assert direct["files"]["runtimes.parquet"]["sha256"] == manifest["files"]["runtimes.parquet"]["sha256"]
 
@@ -120,7 +120,7 @@ def test_kernel_cache_runs_are_not_mixed_with_static_ones(shards, tmp_path):
         merge([shards], out=tmp_path / "merged")
     assert str(shards / SHARDS[1]) in str(err.value) and not (tmp_path / "merged").exists()
     with pytest.raises(KbenchInputError, match="with and without --kernel-cache"):
-        P.load_raw([shards / n for n in SHARDS])
+        package.load_raw([shards / n for n in SHARDS])
     # both shards measured the same way merge again
     _mark_kernel_cache(shards / SHARDS[0])
     assert merge([shards], out=tmp_path / "merged")["problem_directions"] == 6

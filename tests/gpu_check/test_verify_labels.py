@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.label_retiming import front_runners
 from kbench.collect.label_retiming.apply import apply_labels, read_labels
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.packaging.package import candidate_runtimes
 from kbench.core.errors import KbenchInputError
 from kbench.gpu_check.shipped_labels import _PlanTimer, problem_order
@@ -103,10 +103,10 @@ def test_timer_takes_k_from_the_warm_execution_and_recaptures_after_workspace_gr
     # plan 0: first execution 4.5 ms (cuDNN's first-use set-up), warm 0.009 ms; plan 1 needs a larger workspace
     col = FakeCollector(first={0: 4.5, 1: 0.05}, warm={0: 0.009, 1: 0.05}, steady={0: 0.009, 1: 0.05})
     g = FakeGraph(workspace={0: 100, 1: 5000})
-    timer = _PlanTimer(col, C, g, pack=None, names=["p0", "p1"])
+    timer = _PlanTimer(col, cudnn, g, pack=None, names=["p0", "p1"])
     got = timer.time(["p0", "not-proposed", "p1"])
     assert got == {"p0": 0.009, "p1": 0.05}  # a plan cuDNN does not propose here is left out
-    assert timer.states["p0"].k == C.inner_count(0.009)  # not inner_count(4.5), which is 1
+    assert timer.states["p0"].k == cudnn.inner_count(0.009)  # not inner_count(4.5), which is 1
     assert timer.states["p0"].k > 1
     # p0 was captured with the 100-byte workspace, then again after p1 grew it to 5000 bytes
     assert [c for c in col.captures if c[0] == 0] == [(0, timer.states["p0"].k, 100),
@@ -116,9 +116,9 @@ def test_timer_takes_k_from_the_warm_execution_and_recaptures_after_workspace_gr
 
 
 def test_timer_times_slow_plans_by_single_executions():
-    slow = C.SLOW_PLAN_MS * 2
+    slow = cudnn.SLOW_PLAN_MS * 2
     col = FakeCollector(first={0: slow}, warm={0: slow}, steady={0: slow})
-    timer = _PlanTimer(col, C, FakeGraph({0: 1}), pack=None, names=["p0"])
+    timer = _PlanTimer(col, cudnn, FakeGraph({0: 1}), pack=None, names=["p0"])
     timer.time(["p0"])
     assert timer.states["p0"].graph is None and timer.states["p0"].rec["timing_method"] == "single"
     assert col.captures == []
@@ -129,12 +129,12 @@ def test_verify_problem_through_the_timer_replaces_a_bogus_fast_label():
     first = {"p0": 0.0310, "p1": 0.0318, "p2": 0.0500}
     col = FakeCollector(first={0: 1.0, 1: 1.0, 2: 1.0}, warm={0: 0.2343, 1: 0.0318, 2: 0.05},
                         steady={0: 0.2343, 1: 0.0318, 2: 0.05})
-    timer = _PlanTimer(col, C, FakeGraph({0: 1, 1: 1, 2: 1}), pack=None, names=["p0", "p1", "p2"])
-    result = V.verify_problem(first, timer.time, seed=0)
+    timer = _PlanTimer(col, cudnn, FakeGraph({0: 1, 1: 1, 2: 1}), pack=None, names=["p0", "p1", "p2"])
+    result = front_runners.verify_problem(first, timer.time, seed=0)
     # p0 disagrees (|log(0.2343/0.0310)| = 2.02 > 0.05): third timing 0.2343, median of three = 0.2343
-    assert result.checks["p0"].verified == V.DISAGREE_RESOLVED
+    assert result.checks["p0"].verified == front_runners.DISAGREE_RESOLVED
     assert result.label_ms["p0"] == pytest.approx(0.2343)
-    assert result.checks["p1"].verified == V.AGREE and result.label_ms["p1"] == pytest.approx(0.0318)
+    assert result.checks["p1"].verified == front_runners.AGREE and result.label_ms["p1"] == pytest.approx(0.0318)
     assert result.winners == ["p1"] and result.converged
 
 
@@ -303,8 +303,8 @@ def test_run_resumable_stops_on_a_lost_cuda_context(tmp_path):
     from kbench.gpu_check.timing import run_resumable
 
     def work(col, item):
-        raise C.FatalCudaError("CUDA context unusable")
+        raise cudnn.FatalCudaError("CUDA context unusable")
 
-    with pytest.raises(C.FatalCudaError):
+    with pytest.raises(cudnn.FatalCudaError):
         run_resumable([{"problem_id": "p1"}], tmp_path, LoopCollector, work, progress_every=0)
     assert '"kind": "problem"' not in (tmp_path / "raw.jsonl").read_text()  # p1 is not marked done

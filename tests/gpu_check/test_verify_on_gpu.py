@@ -300,9 +300,9 @@ def test_each_timing_command_refuses_the_other_ones_plan(tmp_path, capsys):
     not a KeyError half-way through."""
     import kbench
     from kbench.cli import main
-    from kbench.gpu_check import shipped_labels as VL
+    from kbench.gpu_check import shipped_labels
     labels = tmp_path / "labels"
-    VL.write_plan(VL.make_plan(kbench.load("h200"), limit=2), labels)
+    shipped_labels.write_plan(shipped_labels.make_plan(kbench.load("h200"), limit=2), labels)
     assert main(["verify-on-gpu", "--out", str(labels), "--score-only"]) == 2
     assert "It is a label-verification plan: time it with 'kbench collect verify-labels" in capsys.readouterr().err
     ds = kbench.load("h100")
@@ -315,7 +315,7 @@ def test_each_timing_command_refuses_the_other_ones_plan(tmp_path, capsys):
     assert main(["verify-on-gpu", str(tmp_path / "p.csv"), "--dataset", "h100", "--out", str(gpu),
                  "--plan-only"]) == 0
     with pytest.raises(KbenchInputError, match=r"not a label-verification plan.*It is a verify-on-gpu plan"):
-        VL.read_plan(gpu)
+        shipped_labels.read_plan(gpu)
 
 
 def test_the_collector_without_cudnn_frontend_says_where_to_run(monkeypatch):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from kbench.data.dataset import Dataset
-from kbench.leaderboard import practitioner_table as T
+from kbench.leaderboard import practitioner_table
 from kbench.leaderboard.board import Board, Row
 from kbench.leaderboard.store import Entry
 from kbench.scoring.evaluate import Evaluator
@@ -78,7 +78,7 @@ def board(latency_ms: float = 1.0) -> Board:
 
 
 def test_the_readme_view_names_each_autotune_and_the_real_ones_coverage():
-    text = T.markdown(board())
+    text = practitioner_table.markdown(board())
     ideal = r"autotune\_top10 \(idealised autotune: the best of mode A's first 10 plans, each timed exactly\)"
     real = (
         r"pytorch\_autotune \(real autotune: the plan PyTorch's benchmark = True settled on, recorded on the "
@@ -105,18 +105,18 @@ def test_the_readme_view_names_each_autotune_and_the_real_ones_coverage():
 
 
 def test_the_sortable_table_says_the_same():
-    html = T.table_html(board())
+    html = practitioner_table.table_html(board())
     assert "autotune_top10 (idealised autotune: the best of mode A&#x27;s first 10 plans, each timed exactly)" in html
     assert "on 2 of 4 test problems" in html
     assert "on 2 of 4 test problems, the speed-up over them only" in html  # the speed-up cell's tooltip
     assert "speed-up over pytorch_autotune (real autotune: the plan PyTorch&#x27;s benchmark = True settled on" in html
-    assert "autotune_top10 (idealised autotune: the best of mode A's first 10 plans, each timed exactly)" in T.TEXT
+    assert "autotune_top10 (idealised autotune: the best of mode A's first 10 plans, each timed exactly)" in practitioner_table.TEXT
 
 
 def test_break_even_names_the_autotuner():
     figures = {"n": 10, "first_call_ms": 100.0, "sum_choice_ms": 12.0, "sum_ref_ms": 10.0}
-    assert T.break_even(figures, 20.0, "pytorch_autotune") == "pytorch_autotune is ahead from the first call on"
-    assert T.break_even(figures, 1.0, "autotune_top10") == (
+    assert practitioner_table.break_even(figures, 20.0, "pytorch_autotune") == "pytorch_autotune is ahead from the first call on"
+    assert practitioner_table.break_even(figures, 1.0, "autotune_top10") == (
         "the selector is ahead for the first 45 calls per shape, autotune_top10 after"
     )
-    assert T.coverage({"n": 4}, 4) == "" and T.coverage({"n": 3}, 1200) == "on 3 of 1,200 test problems"
+    assert practitioner_table.coverage({"n": 4}, 4) == "" and practitioner_table.coverage({"n": 3}, 1200) == "on 3 of 1,200 test problems"

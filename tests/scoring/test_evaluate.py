@@ -281,13 +281,13 @@ def test_vectorised_scorer_matches_naive_rules(seed):
 
 @pytest.mark.parametrize("chunk_rows", [1, 3])
 def test_chunked_explode_equals_one_chunk(monkeypatch, mi300x_eval, chunk_rows):
-    import kbench.scoring.evaluate as E
+    from kbench.scoring import evaluate
     preds = random_rankings(mi300x_eval, 7)
     ev_tiny = Evaluator(tiny_dataset(), reference=None)
     whole, whole_tiny = mi300x_eval(preds).metrics, ev_tiny(PREDS).metrics
-    monkeypatch.setattr(E, "EXPLODE_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(evaluate, "EXPLODE_CHUNK_ROWS", chunk_rows)
     assert ev_tiny(PREDS).metrics == whole_tiny
-    monkeypatch.setattr(E, "EXPLODE_CHUNK_ROWS", chunk_rows * 1000)  # 1000 and 3000 rows per chunk
+    monkeypatch.setattr(evaluate, "EXPLODE_CHUNK_ROWS", chunk_rows * 1000)  # 1000 and 3000 rows per chunk
     assert mi300x_eval(preds).metrics == whole
 
 

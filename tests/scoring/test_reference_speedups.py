@@ -9,7 +9,7 @@ import pytest
 
 import kbench
 from kbench.leaderboard.practitioner_table import break_even
-from kbench.scoring import selection_metrics as S
+from kbench.scoring import selection_metrics
 
 NAN = np.nan
 
@@ -21,27 +21,27 @@ def test_autotune_is_the_fastest_of_mode_a_first_k_and_its_first_call_their_sum(
     # mode A's order: problem 0: k2, k1, k0; problem 1: k3, k1 (not listed), k2, k0; problem 2: none
     prob = np.array([0, 0, 0, 1, 1, 1, 1])
     kern = np.array([2, 1, 0, 3, 1, 2, 0])
-    run = S.autotune_run(times, prob, kern)
+    run = selection_metrics.autotune_run(times, prob, kern)
     assert run.name == "autotune_top10"
     np.testing.assert_allclose(run.t, [1.0, 3.0, NAN])
     np.testing.assert_allclose(run.first_call, [7.0, 16.0, NAN])  # 4+2+1 and 5+3+8
-    monkeypatch.setattr(S, "AUTOTUNE_K", 2)  # the first two listed plans only: k2, k1 and k3, k2
-    run = S.autotune_run(times, prob, kern)
+    monkeypatch.setattr(selection_metrics, "AUTOTUNE_K", 2)  # the first two listed plans only: k2, k1 and k3, k2
+    run = selection_metrics.autotune_run(times, prob, kern)
     np.testing.assert_allclose(run.t, [2.0, 3.0, NAN])
     np.testing.assert_allclose(run.first_call, [6.0, 8.0, NAN])
 
 
 def test_speedup_and_its_tie_test():
-    out = S.speedup_with_tie_test(np.log([2.0, 2.0, 2.0]))
+    out = selection_metrics.speedup_with_tie_test(np.log([2.0, 2.0, 2.0]))
     assert out["speedup_geomean"] == pytest.approx(2.0) and out["tied"] == 0.0
     assert out["speedup_ci_low"] == pytest.approx(2.0) and out["speedup_ci_high"] == pytest.approx(2.0)
-    out = S.speedup_with_tie_test(np.log([2.0, 0.5]))
+    out = selection_metrics.speedup_with_tie_test(np.log([2.0, 0.5]))
     assert out["speedup_geomean"] == pytest.approx(1.0) and out["tied"] == 1.0
     # mean 0.1, sd 0.1 over 4 problems: half-width 1.96 * 0.1 / 2 = 0.098 -> interval 0.002 .. 0.198
-    out = S.speedup_with_tie_test(np.array([0.0, 0.2, 0.0, 0.2]) + 0.0)
+    out = selection_metrics.speedup_with_tie_test(np.array([0.0, 0.2, 0.0, 0.2]) + 0.0)
     sd = np.std([0.0, 0.2, 0.0, 0.2], ddof=1)
-    assert out["speedup_ci_low"] == pytest.approx(math.exp(0.1 - S.Z95 * sd / 2))
-    assert out["tied"] == (0.1 - S.Z95 * sd / 2 <= 0.0)
+    assert out["speedup_ci_low"] == pytest.approx(math.exp(0.1 - selection_metrics.Z95 * sd / 2))
+    assert out["tied"] == (0.1 - selection_metrics.Z95 * sd / 2 <= 0.0)
 
 
 def test_break_even_counts_latency_and_the_first_call():

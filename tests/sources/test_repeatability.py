@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from kbench.core.errors import KbenchInputError
-from kbench.sources import repeatability as R
+from kbench.sources import repeatability
 
 # (problem, kernel): (run 0, run 1); p3/b was not timed in run 1
 TIMES = {("p1", "a"): (1.0, 1.1), ("p1", "b"): (1.2, 1.0), ("p1", "c"): (2.0, 2.2),
@@ -19,13 +19,13 @@ HEURISTICS = pd.DataFrame({"problem_id": ["p1", "p2", "p3"], "heuristic": "cudnn
 
 
 def test_pairs_keep_kernels_timed_in_both_runs():
-    pairs = R.run_pairs(REPEATS)
+    pairs = repeatability.run_pairs(REPEATS)
     assert len(pairs) == 6 and ("p3", "b") not in set(zip(pairs["problem_id"], pairs["kernel"]))
 
 
 def test_plan_repeatability():
     # |log ratio|: p1 a log 1.1, b log 1.2, c log 1.1; four zeros -> [0, 0, 0, .0953, .0953, .1823]
-    r = R.plan_repeatability(R.run_pairs(REPEATS))
+    r = repeatability.plan_repeatability(repeatability.run_pairs(REPEATS))
     assert r["n"] == 6
     assert r["median"] == pytest.approx(math.log(1.1) / 2)  # (0 + 0.0953) / 2 = 0.04766
     assert r["p90"] == pytest.approx(0.1388159, abs=1e-6)  # position 4.5: .0953 + .5 (.1823 - .0953)
@@ -33,29 +33,29 @@ def test_plan_repeatability():
 
 
 def test_same_winner_and_noise_ceiling():
-    pairs = R.run_pairs(REPEATS)
+    pairs = repeatability.run_pairs(REPEATS)
     # winners run 0: p1 a, p2 a, p3 a (b is not in both runs); run 1: p1 b, p2 a, p3 a
-    assert R.same_winner_share(pairs) == {"n": 3, "same": 2, "share": pytest.approx(2 / 3)}
-    s = R.noise_slowdowns(pairs)
+    assert repeatability.same_winner_share(pairs) == {"n": 3, "same": 2, "share": pytest.approx(2 / 3)}
+    s = repeatability.noise_slowdowns(pairs)
     assert s.to_dict() == {"p1": pytest.approx(1.1), "p2": 1.0, "p3": 1.0}  # p1: a at 1.1 against b at 1.0
-    c = R.noise_ceiling(pairs)
+    c = repeatability.noise_ceiling(pairs)
     assert c == {"n": 3, "geomean": pytest.approx(1.1 ** (1 / 3)), "p90": pytest.approx(1.08), "max": pytest.approx(1.1)}
 
 
 def test_heuristic_gap_in_both_runs():
     # p1 picks c: 2.0 / 1.0 in run 0, 2.2 / 1.0 in run 1; p2 picks a (the fastest): 1; p3's pick b is not in both
-    g = R.heuristic_gaps(R.run_pairs(REPEATS), HEURISTICS)
+    g = repeatability.heuristic_gaps(repeatability.run_pairs(REPEATS), HEURISTICS)
     assert g == {"heuristic": "cudnn_mode_a", "n": 2, "run_a": pytest.approx(math.sqrt(2.0)),
                  "run_b": pytest.approx(math.sqrt(2.2))}
 
 
 def test_summary_and_bad_tables():
-    s = R.summary(REPEATS, HEURISTICS)
+    s = repeatability.summary(REPEATS, HEURISTICS)
     assert s["problems"] == 3 and s["same_winner"]["same"] == 2
     with pytest.raises(KbenchInputError, match="missing column"):
-        R.run_pairs(REPEATS.drop(columns="run_id"))
+        repeatability.run_pairs(REPEATS.drop(columns="run_id"))
     with pytest.raises(KbenchInputError, match="run 2 has no rows"):
-        R.run_pairs(REPEATS, 0, 2)
+        repeatability.run_pairs(REPEATS, 0, 2)
 
 
 def test_plan_repeatability_by_first_run_timing_hand_worked():

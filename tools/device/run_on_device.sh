@@ -95,9 +95,9 @@ if [ "$MODE" = probe ]; then
   timeout 90 python3 -m kbench.collect.studies.validate_timing measure --out $OUT/measure.json 2>&1 | tail -20
   timeout 150 ncu --csv --metrics gpu__time_duration.sum --clock-control none --cache-control none \
       --profile-from-start off python3 -c "
-import json; from kbench.collect import cudnn as C; from kbench.collect.studies import validate_timing as V
-col = C.CudnnCollector(C.Options(notes=False, torch_choice=False))
-json.dump(V.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2> $OUT/ncu.err
+import json; from kbench.collect.measure import cudnn; from kbench.collect.studies import validate_timing
+col = cudnn.CudnnCollector(cudnn.Options(notes=False, torch_choice=False))
+json.dump(validate_timing.ncu_target(col), open('$OUT/ncu_order.json', 'w'))" > $OUT/ncu.csv 2> $OUT/ncu.err
   echo "ncu rc=$? lines=$(wc -l < $OUT/ncu.csv)"; tail -3 $OUT/ncu.err
   timeout 60 python3 -m kbench.collect.studies.validate_timing scaling --out $OUT/scaling.json 2>&1 | tail -12
 fi

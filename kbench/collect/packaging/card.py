@@ -14,18 +14,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kbench.collect.label_retiming import front_runners as V
+from kbench.collect.label_retiming import front_runners
 from kbench.collect.label_retiming.front_runners import label_checks
-from kbench.collect.measure import cudnn as C
+from kbench.collect.measure import cudnn
 from kbench.collect.measure.notes_cache import notes_table
 from kbench.collect.measure.strides import strides_row
-from kbench.collect.packaging import card_text
+from kbench.collect.packaging import card_3d
 from kbench.collect.raw_store.merge import SETTING_FIELDS, measurement_settings
 from kbench.collect.studies import validate_timing
 from kbench.collect.studies.scaling import gpu_seconds, run_starts
-from kbench.sources import repeatability as R
+from kbench.core.card_writer import render_template
+from kbench.sources import repeatability
+from kbench.sources.splits import HELD_OUT_NETWORKS_3D
 
-FIRST_VERSION_PROBLEM_DIRECTIONS = card_text.FIRST_VERSION_PROBLEM_DIRECTIONS
+FIRST_VERSION_PROBLEM_DIRECTIONS = card_3d.FIRST_VERSION_PROBLEM_DIRECTIONS
 
 
 def geomean(x) -> float:
@@ -93,13 +95,7 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
     """How the labels (each problem's fastest plan) were timed, and what the verification pass did."""
     rt = tables["runtimes"].rename(columns={"problem_id": "key", "kernel": "plan"})
     c = label_checks(rt, plans)
-    n = c["problems"]
-    lines = [f"* Labels with a coarse time only (never re-timed): {c['label_never_retimed']['n']} of {n} "
-             f"({_fmt(100 * c['label_never_retimed']['share'], 2)}%); labels whose coarse time is one replay "
-             f"or one execution: {c['label_single_coarse_replay']['n']} "
-             f"({c['label_single_coarse_replay_never_retimed']['n']} of them never re-timed).",
-             f"* Labels not confirmed by the verification pass: {c['label_unverified']['n']} of {n} "
-             f"({_fmt(100 * c['label_unverified']['share'], 1)}%)."]
+    verification = None
     if "verified" in plans and plans["verified"].notna().any():
         v = plans["verified"].value_counts()
         # the fastest plan by first times against the fastest by label times, within the candidate set
@@ -107,28 +103,28 @@ def label_section(problems: pd.DataFrame, plans: pd.DataFrame, tables: dict) -> 
         r["first"] = r["first_ms"].fillna(r["time_ms"])  # plans not verified: their time is their first time
         by_first = r.sort_values(["key", "first", "plan"]).drop_duplicates("key").set_index("key")["plan"]
         by_label = r.sort_values(["key", "time_ms", "plan"]).drop_duplicates("key").set_index("key")["plan"]
-        moved = int((by_first != by_label.reindex(by_first.index)).sum())
         ok = problems[problems["status"] == "ok"]
         tv = ok.get("t_verify_s", pd.Series(dtype=float)).dropna()
-        lines += [f"* Verification pass ({V.VERIFY_BAND:.0%} band, at least the best {V.VERIFY_MIN_PLANS}, third "
-                  f"timing beyond |log ratio| {V.DISAGREE_LOG}): {int(v.get(V.AGREE, 0))} plans agreed, "
-                  f"{int(v.get(V.DISAGREE_RESOLVED, 0))} disagreed and were decided by a third timing, "
-                  f"{int(v.get(V.NOT_VERIFIED, 0))} could not be re-timed; the fastest plan changed in {moved} "
-                  "problem-directions.",
-                  f"* Time of the verification pass per problem-direction: median {_fmt(float(tv.median()), 3)} s, "
-                  f"mean {_fmt(float(tv.mean()), 3)} s ({_fmt(float(tv.sum() / ok.loc[tv.index, 't_total_s'].sum()), 3)} "
-                  "of the total)." if len(tv) else "* Verification pass time: not recorded."]
-    return "\n".join(lines)
+        verification = {
+            "band": f"{front_runners.VERIFY_BAND:.0%}", "min_plans": front_runners.VERIFY_MIN_PLANS,
+            "disagree_log": front_runners.DISAGREE_LOG, "agreed": int(v.get(front_runners.AGREE, 0)),
+            "resolved": int(v.get(front_runners.DISAGREE_RESOLVED, 0)),
+            "not_verified": int(v.get(front_runners.NOT_VERIFIED, 0)),
+            "moved": int((by_first != by_label.reindex(by_first.index)).sum()),
+            "time_median": _fmt(float(tv.median()), 3) if len(tv) else None,
+            "time_mean": _fmt(float(tv.mean()), 3) if len(tv) else None,
+            "time_share": _fmt(float(tv.sum() / ok.loc[tv.index, "t_total_s"].sum()), 3) if len(tv) else None}
+    return render_template(
+        "cudnn_labels.md.j2", checks=c, never_retimed_percent=_fmt(100 * c["label_never_retimed"]["share"], 2),
+        unverified_percent=_fmt(100 * c["label_unverified"]["share"], 1), verification=verification)
 
 
 def repeats_section(tables: dict) -> str:
     """The test-retest section: statistics of the ``repeats`` table, or that the study has not been run."""
     rep = tables.get("repeats")
     if rep is None or not len(rep):
-        return ("The test-retest study has not been run yet: this dataset has no `repeats` table. It is made by "
-                "re-measuring a stratified sample in another run (`kbench collect sample`, `kbench collect cudnn`) "
-                "and packaging it with `kbench collect package ... --repeats RAW2`.")
-    s = R.summary(rep, tables.get("heuristics"))
+        return render_template("cudnn_repeats.md.j2", statistics_table=None)
+    s = repeatability.summary(rep, tables.get("heuristics"))
     pl, sw, nc = s["plans"], s["same_winner"], s["noise_ceiling"]
     rows = [("plans timed in both runs", f"{pl['n']}"),
             ("per-plan |log(t_repeat / t_first)|: median, p90, p99",
@@ -140,22 +136,21 @@ def repeats_section(tables: dict) -> str:
         hg = s["heuristic_gap"]
         rows.append((f"{hg['heuristic']} time / fastest (geomean), first run and repeat ({hg['n']} problems)",
                      f"{_fmt(hg['run_a'], 4)}, {_fmt(hg['run_b'], 4)}"))
-    tab = pd.DataFrame(rows, columns=["statistic", "value"])
-    by = ""
+    timing_table = None
     if "timing" in tables.get("runtimes", pd.DataFrame()):
-        per = R.plan_repeatability_by(R.run_pairs(rep), tables["runtimes"], "timing")
+        per = repeatability.plan_repeatability_by(repeatability.run_pairs(rep), tables["runtimes"], "timing")
         for c in ("median", "p90", "p99"):
             per[c] = per[c].map(lambda v: _fmt(v, 4))
-        by = ("\n\nPer-plan |log(t_repeat / t_first)| by how the first run's time was taken (`runtimes.timing`: "
-              "`verified` = re-timed by the verification pass, `precise` / `coarse` = the first sitting's "
-              "precise or coarse median, `single` = single executions of a slow plan):\n\n" + _table(per))
-    return (f"{s['problems']} problem-directions were measured again in another run (`repeats` table, run 0 = "
-            f"`runtimes`, run 1 = the repeat):\n\n{_table(tab)}{by}\n\nThe noise ceiling is what a selector that "
-            "always picks the first run's fastest plan scores when judged by the repeat: differences between "
-            "selectors smaller than its distance from 1 are within measurement noise.")
+        timing_table = _table(per)
+    return render_template(
+        "cudnn_repeats.md.j2", problems=s["problems"],
+        statistics_table=_table(pd.DataFrame(rows, columns=["statistic", "value"])), timing_table=timing_table)
 
 
-def validation(raws) -> str:
+def validation_section(raws) -> str:
+    """The timing-validation section: the probe run's Nsight Compute times against the collector's own
+    timings of the same plans, and its batch-size scaling run, from the first of ``raws`` that has them."""
+    ncu_table = scaling_table = None
     for raw in ([raws] if isinstance(raws, (str, Path)) else raws):
         v = Path(raw) / "validation"
         if (v / "ncu.csv").exists() and (v / "measure.json").exists():
@@ -163,24 +158,22 @@ def validation(raws) -> str:
             ncu = pd.DataFrame(validate_timing.read_ncu((v / "ncu.csv").read_text(), order))
             meas = pd.DataFrame(json.loads((v / "measure.json").read_text()))
             m = meas.merge(ncu, on=["problem", "plan"], how="left")
-            tab = pd.DataFrame({
+            ncu_table = _table(pd.DataFrame({
                 "problem": m["problem"], "plan": m["plan"],
                 "ncu kernel µs": m["ncu_ms"] * 1e3, "collector µs": m["graph_ms"] * 1e3,
                 "one launch at a time µs": m["naive_single_ms"] * 1e3,
-                "collector / ncu": m["graph_ms"] / m["ncu_ms"], "replay IQR / median": m["graph_iqr_rel"]})
-            text = _table(tab)
+                "collector / ncu": m["graph_ms"] / m["ncu_ms"], "replay IQR / median": m["graph_iqr_rel"]}))
             if (v / "scaling.json").exists():
                 sc = pd.DataFrame(json.loads((v / "scaling.json").read_text()))
                 sc = sc.assign(**{"µs": sc["ms"] * 1e3, "TFLOP/s": sc["gflop"] / sc["ms"] / 1e3})
-                text += ("\n\nTime against work (3x3 conv, 64->64 channels, 56x56, FP16 NHWC, batch n; "
-                         "best mode-A plan that builds):\n\n" + _table(sc[["n", "plan", "µs", "TFLOP/s"]]))
-            return text
-    return "(no validation files found)"
+                scaling_table = _table(sc[["n", "plan", "µs", "TFLOP/s"]])
+            break
+    return render_template("cudnn_validation.md.j2", ncu_table=ncu_table, scaling_table=scaling_table)
 
 
 def launch_bound_line(plans: pd.DataFrame, tables: dict) -> str:
     """How many of the shipped plans and labels :func:`cudnn.launch_bound_mask` flags."""
-    mask = C.launch_bound_mask(plans)
+    mask = cudnn.launch_bound_mask(plans)
     rt = tables["runtimes"]
     win = rt.sort_values(["problem_id", "time_ms", "kernel"], kind="stable").drop_duplicates("problem_id")
     flagged = set(zip(plans.loc[mask, "key"], plans.loc[mask, "plan"]))
@@ -219,40 +212,17 @@ def outlier_section(raws, plans: pd.DataFrame | None = None, tables: dict | None
                               "first execution µs": us("first_ms"), "second, launched alone µs": us("second_ms"),
                               "one replay of 1, no spin µs": us("k1_nospin_ms"),
                               "one replay of 1, spin µs": us("k1_spin_ms"), "reference µs": us("ref_ms")})
-        o = d["outliers"]
         worst = d["worst"].assign(**{"old µs": d["worst"]["coarse_ms_old"] * 1e3,
                                      "new µs": d["worst"]["coarse_ms_new"] * 1e3})
         ph = d["phases"].rename(index=lambda c: c.removeprefix("t_").removesuffix("_s"))
-        return (
-            "A re-run of the collection found shipped winners 5-7x slower when measured again. Traced on an H100\n"
-            "(`raw/h100/validation/run_to_run_outliers`, `python -m kbench.collect.studies.validate_timing outliers`), two effects\n"
-            "combine:\n\n"
-            "1. **The first execution of a plan is slow** (cuDNN's set-up of the plan on first use; it stays\n"
-            "   with `CUDA_MODULE_LOADING=EAGER`, so it is not CUDA's lazy module loading). The collector chose\n"
-            "   the executions per replay (k) from it, so a fast plan could get k = 1, or be sent to\n"
-            "   single-execution timing.\n"
-            "2. **A short replay times the host.** Without work queued ahead, the start event runs before the\n"
-            "   host has launched the replay: a replay of one execution, or one launch alone, measures the\n"
-            "   host's launch latency. The warm-up check that should have raised k looked at one replay only.\n\n"
-            f"Per traced plan (median of 10 replays where several):\n\n{_table(first)}\n\n"
-            "The same problem-directions with the collector before the fix (k from the first execution,\n"
-            "no spin kernel) and after it (k from a warm, spin-protected execution; every timed launch\n"
-            "queued behind a spin kernel; replays shorter than half the target recaptured; replays slower\n"
-            "than 1.5x the warm execution timed again; verification pass), in one lease:\n\n"
-            f"{_table(d['protocol'])}\n\n"
-            f"Of {o['plans compared']} plans timed by both, {o['>= 1.5x']['plans']} were 1.5x or more slower before "
-            f"the fix and {o['>= 3.0x']['plans']} 3x or more (at most {o['max ratio']:.1f}x); "
-            f"`launch_bound_mask` flags {o['>= 3.0x']['flagged by launch_bound_mask']} of the {o['>= 3.0x']['plans']} "
-            "(a replay that the host stretched past half the target looks like a measurement in the\n"
-            "recorded data; only the comparison with the warm execution, which the new collector makes,\n"
-            "shows it):\n\n"
-            f"{_table(worst[['plan', 'inner_k', 'old µs', 'new µs', 'ratio']])}\n\n"
-            "Seconds per problem-direction by phase (the old run came second on the same machine, so its\n"
-            "build phase used the engines the first run had compiled; compare the other phases):\n\n"
-            f"{_table(ph.reset_index().rename(columns={'index': 'phase'}))}\n\n"
-            + protocol_line(problems) + " "
-            + (launch_bound_line(plans, tables) if plans is not None and tables is not None else ""))
-    return "(no issue-16 validation files found)"
+        return render_template(
+            "cudnn_outliers.md.j2", found=True, first_table=_table(first), protocol_table=_table(d["protocol"]),
+            outliers=d["outliers"], max_ratio=f"{d['outliers']['max ratio']:.1f}",
+            worst_table=_table(worst[["plan", "inner_k", "old µs", "new µs", "ratio"]]),
+            phase_table=_table(ph.reset_index().rename(columns={"index": "phase"})),
+            protocol_line=protocol_line(problems),
+            launch_bound_line=launch_bound_line(plans, tables) if plans is not None and tables is not None else "")
+    return render_template("cudnn_outliers.md.j2", found=False)
 
 
 #: the transfer track's largest k-shot budget (``kbench.transfer_task.K_BUDGETS``, a higher layer: a test keeps
@@ -264,7 +234,7 @@ def small_parts_line(splits: pd.DataFrame, runtimes: pd.DataFrame, name: str) ->
     """How many plans are a training label in each split, and which train parts are under the transfer
     track's largest k-shot budget."""
     n_plans = runtimes["kernel"].nunique()
-    fastest = R.winners(runtimes, "time_ms")
+    fastest = repeatability.winners(runtimes, "time_ms")
     labels, small = [], []
     for split in [c for c in splits.columns if c != "problem_id"]:
         train = splits.loc[splits[split] == "train", "problem_id"]
@@ -317,7 +287,7 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
     b = other.astype({"problem_id": str, "kernel": str})
     shared = sorted(set(a["problem_id"]) & set(b["problem_id"]))
     if not shared:
-        return f"## Alignment with {other_name}\n\nNo problem id in common with `{other_name}`.\n"
+        return render_template("cudnn_alignment.md.j2", other=other_name, shared=None)
     n_here = a["problem_id"].nunique()
     a, b = a[a["problem_id"].isin(shared)], b[b["problem_id"].isin(shared)]
     pairs_a, pairs_b = set(zip(a["problem_id"], a["kernel"])), set(zip(b["problem_id"], b["kernel"]))
@@ -327,14 +297,13 @@ def alignment_section(name: str, runtimes: pd.DataFrame, other_name: str, other:
     bb = best(b).reindex(ba.index)
     ratio = (ba["time_ms"] / bb["time_ms"]).to_numpy(dtype=float)  # here / other
     q = np.quantile(ratio, [0.1, 0.5, 0.9])
-    return (f"## Alignment with {other_name}\n\n"
-            f"`kbench.load('{name}').align('{other_name}')` pairs {len(shared):,} problem-directions (of "
-            f"{n_here:,} here): the same problem ids, measured by the same collector and corpus "
-            f"order. Plans of those problems (problem, plan name): {len(pairs_a):,} here, {len(pairs_b):,} on {other_name}, "
-            f"{len(pairs_a & pairs_b):,} in both. The fastest plan is the same in "
-            f"{int((ba['kernel'] == bb['kernel']).sum()):,} of {len(shared):,} "
-            f"({(ba['kernel'] == bb['kernel']).mean():.1%}); fastest time here / on {other_name}: geomean "
-            f"{float(np.exp(np.log(ratio).mean())):.3f}, p10 {q[0]:.3f}, median {q[1]:.3f}, p90 {q[2]:.3f}.\n")
+    same = ba["kernel"] == bb["kernel"]
+    return render_template(
+        "cudnn_alignment.md.j2", name=name, other=other_name, shared=f"{len(shared):,}", here=f"{n_here:,}",
+        plans_here=f"{len(pairs_a):,}", plans_other=f"{len(pairs_b):,}", plans_both=f"{len(pairs_a & pairs_b):,}",
+        same_fastest=f"{int(same.sum()):,}", same_fastest_share=f"{same.mean():.1%}",
+        ratio_geomean=f"{float(np.exp(np.log(ratio).mean())):.3f}", ratio_p10=f"{q[0]:.3f}",
+        ratio_median=f"{q[1]:.3f}", ratio_p90=f"{q[2]:.3f}")
 
 
 def _capped_runs(problems: pd.DataFrame) -> set:
@@ -376,21 +345,13 @@ def machine_section(first: pd.Series, ok: pd.DataFrame, env: pd.DataFrame | None
     """``first``: the first run's start record in env.jsonl; ``env``: every record (for :func:`hosts_row`)."""
     sm = pd.concat([ok.get("sm_clock_mhz_start"), ok.get("sm_clock_mhz_end")]).dropna()
     temp = pd.concat([ok.get("temp_c_start"), ok.get("temp_c_end")]).dropna()
-    return f"""## Machine and software
-
-| | |
-|---|---|
-| GPU | {first['gpu']} ({first['sm_count']} SMs, compute capability {first['cc']}, L2 {int(first['l2_bytes']) >> 20} MiB) |
-| driver | {first.get('smi_driver_version')} |
-| cuDNN (backend) | {first['cudnn_backend']} |
-| cuDNN frontend (`nvidia-cudnn-frontend`) | {first['cudnn_frontend']} |
-| PyTorch | {first['torch']} (CUDA {first['torch_cuda']}, its cuDNN {first['torch_cudnn']}) |
-| Python | {first['python']} |
-| power limit, persistence, compute mode | {first.get('smi_power_limit')} W, {first.get('smi_persistence_mode')}, {first.get('smi_compute_mode')} (never changed) |
-| SM clock per problem (NVML, start and end of each problem) | median {_fmt(float(sm.median()), 0)} MHz, min {_fmt(float(sm.min()), 0)}, max {_fmt(float(sm.max()), 0)} |
-| GPU temperature per problem | median {_fmt(float(temp.median()), 0)} °C, max {_fmt(float(temp.max()), 0)} °C |
-| TF32 | `NVIDIA_TF32_OVERRIDE` {_override(first)}; PyTorch `allow_tf32` for cuDNN = {first['torch_allow_tf32_cudnn']} |
-{hosts_row(env) if env is not None else ""}{strides_row(env, retimed) if env is not None else ""}{settings_rows(env, skip=("tensor_strides",) if retimed else ()) if env is not None else ""}"""
+    extra_rows = "" if env is None else (
+        hosts_row(env) + strides_row(env, retimed) + settings_rows(env, skip=("tensor_strides",) if retimed else ()))
+    return render_template(
+        "cudnn_machine.md.j2", first=first, l2_mib=int(first["l2_bytes"]) >> 20,
+        sm_median=_fmt(float(sm.median()), 0), sm_min=_fmt(float(sm.min()), 0), sm_max=_fmt(float(sm.max()), 0),
+        temp_median=_fmt(float(temp.median()), 0), temp_max=_fmt(float(temp.max()), 0),
+        tf32_override=_override(first), extra_rows=extra_rows)
 
 
 def _override(first: pd.Series) -> str:
@@ -465,25 +426,18 @@ def runs_section(problems: pd.DataFrame, env: pd.DataFrame, ok: pd.DataFrame) ->
     cap_runs = runs[runs["run"].isin(capped) & with_end]
     cap_m, cap_el = int(cap_runs["problem-directions"].sum()), gpu_s(set(cap_runs["run"]))
     slowest_uncapped = problems.loc[~problems["run_id"].isin(capped), "t_total_s"].max()
-    shared_note = ("; runs with 2 or more ranks per GPU shared it, taking turns (`kbench.collect.gpu_turn`): "
-                   "their per-minute column is per rank, and a launch's ranks count once in the GPU-seconds below"
-                   if shared_runs else "")
-    unit, per_gpu = ("GPU-seconds", " per GPU") if shared_runs else ("s", "")
-    return f"""Runs (environment recorded at start and end of each; the first run was stopped by its time limit
-before writing its end record){shared_note}:
-
-{_table(runs)}
-
-Throughput with the precise method: {cap_m} problem-directions in {_fmt(cap_el, 0)} {unit} = **{_fmt(60 * cap_m / cap_el if cap_el else float('nan'), 1)} per minute{per_gpu}**
-in the runs with the final protocol (per-problem time cap); {tot_m} in {_fmt(tot_el, 0)} {unit} =
-{_fmt(60 * tot_m / tot_el if tot_el else float('nan'), 1)} per minute over all runs with an end record (before the cap, one
-problem took {_fmt(float(slowest_uncapped), 0)} s).
-
-{_table(_phase_table(ok))}
-"""
+    return render_template(
+        "cudnn_runs.md.j2", shared_runs=shared_runs, runs_table=_table(runs),
+        unit="GPU-seconds" if shared_runs else "s", per_gpu=" per GPU" if shared_runs else "",
+        capped_problems=cap_m, capped_seconds=_fmt(cap_el, 0),
+        capped_rate=_fmt(60 * cap_m / cap_el if cap_el else float("nan"), 1),
+        total_problems=tot_m, total_seconds=_fmt(tot_el, 0),
+        total_rate=_fmt(60 * tot_m / tot_el if tot_el else float("nan"), 1),
+        slowest_uncapped=_fmt(float(slowest_uncapped), 0), phase_table=_table(_phase_table(ok)))
 
 
 def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame, corpus: str) -> str:
+    """What was measured: counts of problems and plans, the composition tables and the corpus."""
     per_pd = ok["n_plans"]
     built = plans["build_ok"].astype(bool)
     ran = plans["exec_ok"].astype(bool)
@@ -492,86 +446,40 @@ def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFra
     counts = (ok.groupby(["dtype", "layout", "direction"]).size().unstack("direction").fillna(0)
               .astype(int).reset_index())
     kinds = ok["kind"].value_counts().rename_axis("kind").reset_index(name="problem-directions")
-    three = card_text.is_3d(ok)
-    corpus_text = (card_text.CORPUS_3D_TEXT if three else card_text.CORPUS_2D_TEXT).format(corpus=corpus)
-    return f"""## What was measured
-
-{len(problems)} problem-directions ({len(ok)} measured without a setup failure), {len(plans)} (problem, plan)
-records. Plans per problem-direction: median {_fmt(float(per_pd.median()), 0)}, mean {_fmt(float(per_pd.mean()), 1)},
-max {_fmt(float(per_pd.max()), 0)}. {int(built.sum())} plans built, {int(ran.sum())} ran,
-{int(wrong.sum())} computed a wrong answer (over the tolerance; flagged, not in `runtimes`),
-{truncated} problems were cut short by the per-problem time cap (`censored = True`).
-
-{_table(counts)}
-
-{_table(kinds)}
-
-{corpus_text}{composition(ok) if three else ""}"""
+    three_d = card_3d.is_3d(ok)
+    return render_template(
+        "cudnn_measured.md.j2", problems=len(problems), measured=len(ok), plan_records=len(plans),
+        plans_median=_fmt(float(per_pd.median()), 0), plans_mean=_fmt(float(per_pd.mean()), 1),
+        plans_max=_fmt(float(per_pd.max()), 0), built=int(built.sum()), ran=int(ran.sum()),
+        wrong=int(wrong.sum()), truncated=truncated, counts_table=_table(counts), kinds_table=_table(kinds),
+        corpus=corpus, three_d=three_d, **(composition(ok) if three_d else {}))
 
 
-def composition(ok: pd.DataFrame) -> str:
-    sentence, per_network = card_text.network_composition(ok)
-    return f"\n{sentence}\n\n{_table(per_network)}\n"
+def composition(ok: pd.DataFrame) -> dict:
+    """The 3D card's composition figures: depth shares, and the problem-directions of each network's
+    layers (:func:`card_3d.network_composition`)."""
+    figures, per_network = card_3d.network_composition(ok)
+    return {**figures, "networks_table": _table(per_network)}
 
 
 def protocol_section(first: pd.Series, problems: pd.DataFrame) -> str:
+    """The measurement protocol, with the collector's settings (:mod:`kbench.collect.measure.cudnn`)."""
     capped, phased = _capped_runs(problems), _phased_runs(problems)
-    far_behind = (f" (from run `{min(phased)}` on: one replay for a plan whose first run took over "
-                  f"{C.FAR_BEHIND:g}x the fastest correct first run so far)") if phased else ""
-    return f"""## Measurement protocol
-
-* One cuDNN graph per heuristic mode (A, B, FALLBACK) records each mode's order; a fourth graph
-  asks for all three and holds the union of distinct plans. Every plan is built.
-* Inputs are uniform(-1, 1) random (never zeros); the output is filled with NaN before the check run.
-* Correctness: relative L2 error against PyTorch's convolution in float64 from the same inputs;
-  tolerance {C.TOLERANCE}. FP32: the error TF32 rounding of the inputs alone would cause
-  (`e_tf32`) is computed per problem; a plan is `fp32` precise if its error is under
-  {C.FP32_PRECISE_FRACTION} x `e_tf32`, else `reduced`.
-* Timing, one plan at a time on one stream: a CUDA graph of k back-to-back executions (k up to
-  {C.MAX_INNER}, so that one replay lasts about {C.COARSE_TARGET_MS} ms) is captured, replayed once to warm up,
-  then each replay is timed with CUDA events; time per execution = replay time / k. Since the outlier fix the
-  collector chooses k from a second, warm execution (the first is kept as `first_exec_ms`), queues
-  every timed launch behind a spin kernel, recaptures replays shorter than half the target and re-times
-  replays slower than {C.WARM_CONSISTENCY}x the warm execution; the runs shipped so far predate that (see
-  "Run-to-run outliers").
-  Coarse: median of {C.COARSE_REPLAYS} replays for every plan{far_behind}. Precise: the plans within
-  {int(C.PRECISE_BAND * 100)}% of the best coarse time (at most {C.PRECISE_MAX_PLANS}), the first valid plan of mode A and B
-  (also restricted to the candidate set), the best plan of the set and PyTorch's choice get
-  {C.PRECISE_ROUNDS} rounds of up to {C.PRECISE_REPLAYS} replays, the plans taking turns; the fastest is timed once
-  more at the end (`repeat_ms`). Plans slower than {C.SLOW_PLAN_MS} ms per execution are timed by single
-  executions; after {C.PROBLEM_TIME_CAP_S} s on one problem the remaining (lowest-ranked) plans are not run.
-  Runs before run `{min(capped) if capped else '–'}` had neither of these two limits (and the first run no GPU warm-up).
-* The L2 cache ({int(first['l2_bytes']) >> 20} MiB) is **not** flushed: executions run back to back on the same
-  buffers, as consecutive steps of a layer do; problems whose tensors fit in L2 are measured warm.
-* Clocks are never set; the GPU is kept busy for 2 s before the first problem of a run.
-* Verification (runs with `verified_ms` in their plan records): the front-runners are timed again in a
-  fresh seeded order, a third time where the readings disagree (`kbench.collect.label_retiming.front_runners`).
-* `runtimes.time_ms` is the verification's label time where it ran (`timing = verified`: the median
-  of the readings), else the precise median where a plan was re-timed (`timing = precise`), else the
-  coarse median (`coarse`, or `single` for slow plans); `time_min_ms`, `time_q1_ms`, `time_q3_ms`,
-  `n_reps` give the spread and the repetitions.
-"""
-
-
-VALIDATION_TEXT = """From about 25 µs up the collector's time is within a few percent of ncu's kernel duration. Kernels of
-a few µs take less time back to back than ncu's one-kernel-at-a-time duration (ncu serialises and
-replays each kernel alone); one launch at a time from Python sits on a floor of about 25 µs, which
-is what the collector avoids. The n = 1 scaling row was that script's first measurement, taken
-without a warm-up (the first table has the same plan at 5.2 µs); from n = 16 on, time grows with
-the work."""
+    return render_template(
+        "cudnn_protocol.md.j2", cudnn=cudnn, first_phased_run=min(phased) if phased else None,
+        far_behind=f"{cudnn.FAR_BEHIND:g}", precise_band_percent=int(cudnn.PRECISE_BAND * 100),
+        first_capped_run=min(capped) if capped else "–", l2_mib=int(first["l2_bytes"]) >> 20)
 
 
 def noise_section(plans: pd.DataFrame) -> str:
+    """The noise section: repeat against precise time, spread of precise timings, coarse against precise."""
     nz = noise(plans)
     rep = nz.get("repeat", {})
-    return f"""## Noise
-
-* Re-timing the fastest plan at the end of its problem: |repeat / precise - 1| median
-  {_fmt(rep.get('median'), 4)}, p90 {_fmt(rep.get('p90'), 4)}, max {_fmt(rep.get('max'), 4)} ({rep.get('n')} problems).
-* Spread of precisely timed plans, IQR / median: median {_fmt(nz['iqr']['median'], 4)}, p90 {_fmt(nz['iqr']['p90'], 4)} ({nz['iqr']['n']} plans).
-* Coarse against precise median of the same plan: |ratio - 1| median {_fmt(nz['coarse_vs_precise']['median'], 4)},
-  p90 {_fmt(nz['coarse_vs_precise']['p90'], 4)}: the slow plans that only got coarse timing are this precise.
-"""
+    return render_template(
+        "cudnn_noise.md.j2", repeat_median=_fmt(rep.get("median"), 4), repeat_p90=_fmt(rep.get("p90"), 4),
+        repeat_max=_fmt(rep.get("max"), 4), repeat_n=rep.get("n"), iqr_median=_fmt(nz["iqr"]["median"], 4),
+        iqr_p90=_fmt(nz["iqr"]["p90"], 4), iqr_n=nz["iqr"]["n"],
+        coarse_median=_fmt(nz["coarse_vs_precise"]["median"], 4), coarse_p90=_fmt(nz["coarse_vs_precise"]["p90"], 4))
 
 
 def fp32_first_plan_is_full_fp32(ok: pd.DataFrame, plans_ok: pd.DataFrame) -> np.ndarray:
@@ -588,6 +496,7 @@ def fp32_first_plan_is_full_fp32(ok: pd.DataFrame, plans_ok: pd.DataFrame) -> np
 
 
 def precision_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame) -> str:
+    """The candidate sets by data type, and how often cuDNN's first FP32 plan is a full-FP32 one."""
     rpr = plans["numeric_notes"].fillna("")
     n_rpr = int(rpr.str.contains("REDUCED_PRECISION_REDUCTION").sum())
     n_noted = int(plans["numeric_notes"].notna().sum())
@@ -596,20 +505,14 @@ def precision_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFr
     tc = fp32["numeric_notes"].fillna("").str.contains("TENSOR_CORE")
     reduced, full = fp32["precision"] == "reduced", fp32["precision"] == "fp32"
     fp32_first = fp32_first_plan_is_full_fp32(ok, plans_ok)
-    return f"""## Candidate sets and precision
-
-* FP16, BF16: every plan that computes the right answer, except plans with cuDNN's
-  REDUCED_PRECISION_REDUCTION note ({n_rpr} of the {n_noted} plan records whose notes were read carry it).
-{notes_line(problems, plans)}
-* FP32 (default variant): full-FP32 plans only (`precision = fp32`, no tensor-core or down-convert
-  note). TF32 / down-converting plans are the opt-in `tf32` variant
-  (`kbench collect package --variant tf32`). Of {len(fp32)} FP32 plan runs, {int(full.sum())} are `fp32` and
-  {int(reduced.sum())} `reduced`; {_fmt(float(tc[reduced].mean()) if reduced.any() else float('nan'), 3)} of the reduced
-  ones carry cuDNN's TENSOR_CORE note, {_fmt(float(tc[full].mean()) if full.any() else float('nan'), 3)} of the fp32 ones.
-* cuDNN's mode-A first valid plan is a full-FP32 plan in {_fmt(float(np.mean(fp32_first)) if len(fp32_first) else float('nan'), 3)} of {len(fp32_first)} FP32
-  problem-directions: cuDNN's default choice for FP32 data is usually TF32. The `heuristics` table
-  therefore holds each order restricted to the candidate set (what it would pick from the set).
-"""
+    return render_template(
+        "cudnn_precision.md.j2", reduced_precision_reduction=n_rpr, noted=n_noted,
+        notes_line=notes_line(problems, plans), fp32_runs=len(fp32), fp32_full=int(full.sum()),
+        fp32_reduced=int(reduced.sum()),
+        reduced_tensor_core=_fmt(float(tc[reduced].mean()) if reduced.any() else float("nan"), 3),
+        full_tensor_core=_fmt(float(tc[full].mean()) if full.any() else float("nan"), 3),
+        first_plan_full_share=_fmt(float(np.mean(fp32_first)) if len(fp32_first) else float("nan"), 3),
+        first_plan_problems=len(fp32_first))
 
 
 def coverage_line(coverage: dict | None) -> str:
@@ -621,40 +524,22 @@ def coverage_line(coverage: dict | None) -> str:
 
 
 def heuristic_section(tables: dict, ok: pd.DataFrame, variant: str = "default") -> str:
+    """cuDNN's heuristic (and PyTorch's choice) against the fastest plan: overall, per direction and dtype."""
     gaps = heuristic_gaps(tables)
     pt = ok["torch_status"].value_counts().rename_axis("PyTorch choice").reset_index(name="problem-directions")
-    return f"""## cuDNN's heuristic against the fastest plan
-
-Time of the heuristic's first plan in the candidate set over the fastest plan's time
-({variant} variant; `pytorch` = what PyTorch runs with `cudnn.benchmark = False`, where it was
-matched to a plan of the set):
-
-{_table(gap_table(gaps, None))}
-
-Per direction:
-
-{_table(gap_table(gaps, 'direction'))}
-
-Per data type:
-
-{_table(gap_table(gaps, 'dtype'))}
-
-PyTorch's choice was identified by kernel names (PyTorch profiler) against cuDNN's first
-{C.TORCH_PROFILE_TOP} mode-A plans and the fastest one:
-
-{_table(pt)}
-"""
+    return render_template(
+        "cudnn_heuristic.md.j2", variant=variant, all_table=_table(gap_table(gaps, None)),
+        direction_table=_table(gap_table(gaps, "direction")), dtype_table=_table(gap_table(gaps, "dtype")),
+        torch_profile_top=cudnn.TORCH_PROFILE_TOP, pytorch_table=_table(pt))
 
 
 def splits_section(tables: dict, name: str) -> str:
-    sizes = {c: tables['splits'][c].value_counts().to_dict() for c in tables['splits'].columns if c != 'problem_id'}
-    rule = card_text.split_rule(tables["problems"])
-    return f"""## Splits
-
-{rule} Sizes: {json.dumps(sizes)}.
-
-{small_parts_line(tables['splits'], tables['runtimes'], name)}
-"""
+    """How the standard splits are made, their sizes, and the plans that are a training label."""
+    sizes = {c: tables["splits"][c].value_counts().to_dict() for c in tables["splits"].columns if c != "problem_id"}
+    return render_template(
+        "cudnn_splits.md.j2", three_d=bool((tables["problems"]["spatial_dims"] == 3).all()),
+        held_out_networks=", ".join(HELD_OUT_NETWORKS_3D), sizes=json.dumps(sizes),
+        small_parts_line=small_parts_line(tables["splits"], tables["runtimes"], name))
 
 
 def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataFrame, tables: dict,
@@ -671,27 +556,16 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
     partner = align[0].removesuffix(suffix) if align is not None else None
     corpus = (f"`raw/{partner}/corpus.csv.gz` (shared with {partner}: one order for both)" if align is not None
               else f"`raw/{base}/corpus.csv.gz`")
-    header = f"""# {name}: cuDNN engine configurations on an {first['gpu']}
-
-Kernel-selection data measured by `kbench collect cudnn` (kbench's own collector): for each
-convolution problem, every execution plan (engine configuration, named like
-`eng67_k2=5_k13=0_...`) that cuDNN proposes with heuristic mode A, mode B and its fallback list,
-built, checked against PyTorch and timed. {status_line(len(ok), card_text.first_version_target(ok))} Every number below is generated from the
-raw data in `raw/{base}/`{" and the re-timing folders named below" if retimed else ""} by `kbench/collect/card.py`.
-
-Candidate set: **`{variant}`** ({C.VARIANT_TEXT[variant]}; docs/variants.md).{coverage_line(coverage)}
-"""
+    header = render_template(
+        "cudnn_header.md.j2", name=name, gpu=first["gpu"], base=base, retimed=bool(retimed), variant=variant,
+        status=status_line(len(ok), card_3d.first_version_target(ok)),
+        variant_text=cudnn.VARIANT_TEXT[variant], coverage=coverage_line(coverage))
     sections = [
         header, machine_section(first, ok, env, retimed),
         runs_section(problems if measured is None else measured, env, ok), measured_section(problems, plans, ok, corpus),
         protocol_section(first, problems),
-        "## Timing validation (probe run)\n\nNsight Compute (`ncu --metrics gpu__time_duration.sum "
-        "--clock-control none --cache-control none`)\nagainst the collector's method on the same plans, and the "
-        f"one-launch-at-a-time method the\ncollector avoids:\n\n{validation(raws)}\n\n{VALIDATION_TEXT}\n",
-        f"## Run-to-run outliers\n\n{outlier_section(raws, plans, tables, problems)}\n",
-        noise_section(plans),
-        f"## Labels\n\n{label_section(problems, plans, tables)}\n",
-        f"## Test-retest\n\n{repeats_section(tables)}\n",
+        validation_section(raws), outlier_section(raws, plans, tables, problems), noise_section(plans),
+        label_section(problems, plans, tables), repeats_section(tables),
         precision_section(problems, plans, ok), heuristic_section(tables, ok, variant), splits_section(tables, name),
     ]
     text = "\n".join(sections)
