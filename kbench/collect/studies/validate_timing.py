@@ -17,9 +17,9 @@ Three checks, each printing a table and writing JSON:
 ``scaling``
     The best plan of one layer at batch 1..256: time must grow with the work.
 ``outliers``
-    The issue-16 diagnosis: for recorded problem-directions and named plans
-    (``outlier-cases`` picks them from a raw folder: the two re-run outliers of
-    the issue and the launch-bound measurements of :func:`cudnn.launch_bound_mask`
+    The run-to-run outlier diagnosis: for recorded problem-directions and named plans
+    (``outlier-cases`` picks them from a raw folder: the two re-run outliers the
+    diagnosis started from and the launch-bound measurements of :func:`cudnn.launch_bound_mask`
     that were later timed precisely), a fresh process times each plan's first
     execution, a second one, graph replays of one execution with and without a
     spin kernel in front, the collector's old protocol (``k`` from the first
