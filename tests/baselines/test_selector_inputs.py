@@ -213,5 +213,6 @@ def test_lists_from_raw_are_the_datasets_heuristics_table():
     want: dict = {}
     for (pid, name), group in heur.groupby(["problem_id", "heuristic"], observed=True):
         want.setdefault(str(pid), {})[str(name)] = group["kernel"].astype(str).tolist()
-    assert len(lists) == len(want) == len(ds.problems)  # every packaged problem has its lists
-    assert lists == want
+    assert len(want) == len(ds.problems)  # every packaged problem has its lists
+    # the raw folder may hold runs past the version's last (collected_through): they wait for the next one
+    assert set(want) <= set(lists) and {pid: lists[pid] for pid in want} == want
