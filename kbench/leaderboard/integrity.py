@@ -236,6 +236,11 @@ def _like(tree, claimed):
 STALE_MARK = "stale: "
 
 
+def transfer_target(path: Path) -> str:
+    """The target dataset of a transfer record, from its pair folder ``<source>-to-<target>``."""
+    return path.parent.parent.name.rsplit("-to-", 1)[-1]
+
+
 # ----------------------------------------------------------------------------- validate
 def validate_all(root: Path, check_data: bool = True, jobs: int | None = None) -> dict:
     """``kbench leaderboard validate``: every file under ``root`` checked (:func:`validate_tree`), every
@@ -262,7 +267,7 @@ def validate_all(root: Path, check_data: bool = True, jobs: int | None = None) -
         units.setdefault(dataset, ([], []))[0].append(((dataset, split), board))
     for path, problem in layout:
         if problem is None:  # scored with its target dataset's evaluators: the pair folder is <source>-to-<target>
-            units.setdefault(path.parent.parent.name.rsplit("-to-", 1)[-1], ([], []))[1].append(path)
+            units.setdefault(transfer_target(path), ([], []))[1].append(path)
     found = _run_units(root, units, jobs)
     board_problems, problems, transfer_found = [], [], {}
     for (dataset, split), board in entries.items():

@@ -19,7 +19,6 @@ not the scored data, and every file is put back as it was: re-run those entries 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -32,9 +31,11 @@ from kbench.leaderboard.integrity import (
     check_dataset,
     timings_folder,
     transfer_layout,
+    transfer_target,
 )
 from kbench.leaderboard.schema import dataset_problems
 from kbench.leaderboard.store import VERIFICATION_FILE, load_dataset, read_entries
+from kbench.scoring.prediction_files import sha256_bytes
 from kbench.scoring.records import DatasetRef, EvaluationResult
 
 
@@ -92,7 +93,7 @@ def _plan_edit(plan_path: Path, old: DatasetRef, new: DatasetRef) -> tuple[bytes
     from kbench.gpu_check.command import raw_bytes
     text = _restamped_text(raw_bytes(plan_path).decode("utf-8"), old, new, plan_path).encode("utf-8")
     stored = gzip.compress(text, mtime=0) if plan_path.name.endswith(".gz") else text
-    return stored, hashlib.sha256(text).hexdigest()
+    return stored, sha256_bytes(text)
 
 
 def _entry_edits(entry, installed: dict[str, DatasetRef], repo_root: Path, dataset: str, split: str) -> dict:
@@ -142,7 +143,7 @@ def _problems(root: Path, touched_boards: list, touched_transfer: list[Path]) ->
     for key, board in touched_boards:
         by_target.setdefault(key[0], ([], []))[0].append((key, board))
     for path in touched_transfer:
-        by_target.setdefault(path.parent.parent.name.rsplit("-to-", 1)[-1], ([], []))[1].append(path)
+        by_target.setdefault(transfer_target(path), ([], []))[1].append(path)
     for boards, transfer in by_target.values():
         found = check_dataset(root, boards, transfer)
         out += [p for problems in found["board"].values() for p in problems]
