@@ -22,7 +22,9 @@ module's parameter dictionary, one dictionary lookup of the geometry, the handle
 module call, a built plan's call counted inline (an int, no method call); per direction one output
 ``torch.empty`` in the geometry's memory format, the inputs' ``.contiguous(memory_format)`` (a no-op
 for tensors already in it, as PyTorch's own cuDNN path makes them), a workspace ``torch.empty`` only for a plan that needs one, the handle's stream set only when
-PyTorch's current stream changed, and one ``execute_plan_at_index``; a ``kbench::conv_<direction>``
+PyTorch's current stream changed, and one ``execute_plan_at_index`` in the frontend's ordered form (the
+buffers as a tuple with the graph's tensor uids; the dictionary of the variant pack where the frontend
+has no such form); a ``kbench::conv_<direction>``
 profiler range only while the profiler runs. In training an ``autograd.Function`` saves the input and
 weight (what backward-data and backward-weights read); without gradients (``no_grad`` or no input
 requiring one) the forward runs without it. The Function is applied through the C++ apply that
@@ -183,6 +185,15 @@ class _Frontend:
         return ws
 
 
+
+def port_uids(ports: tuple) -> tuple | None:
+    """The uids of a built graph's port tensors (``get_uid``), for the ordered execute; None where the
+    frontend's tensors have none."""
+    try:
+        return tuple(int(port.get_uid()) for port in ports)
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+
 @dataclass(eq=False)
 class _Direction:
     """One direction of one geometry: the cached plan, built on its first call, or why it falls back; its
@@ -195,6 +206,7 @@ class _Direction:
     reason: str | None = None  # a fallback reason, fixed once known
     graph: object = None
     ports: tuple = ()          # the graph's (first input, second input, output) tensors
+    uids: tuple | None = None  # their uids, for the frontend's ordered execute; None: the dictionary form
     index: int = -1
     workspace: int = 0
     no_workspace: object = None  # the device's 1-byte tensor, handed to a plan that needs no workspace
@@ -368,6 +380,7 @@ class _Runner:
             return d.reason
         first, second = PORTS[d.direction]
         d.graph, d.ports, d.index = g, (ports[first], ports[second], ports["O"]), index
+        d.uids = port_uids(d.ports)
         return None
 
     def _usable(self, geo: _Geometry, d: _Direction) -> bool:
@@ -387,15 +400,28 @@ class _Runner:
         torch = self.torch
         fmt, device = geo.fmt, geo.device
         out = torch.empty(d.out_shape, dtype=a.dtype, device=device, memory_format=fmt)
-        pa, pb, po = d.ports
-        pack = {pa: a.contiguous(memory_format=fmt), pb: b.contiguous(memory_format=fmt), po: out}
+        buffers = (a.contiguous(memory_format=fmt), b.contiguous(memory_format=fmt), out)
         ws = torch.empty(d.workspace, dtype=torch.uint8, device=device) if d.workspace else d.no_workspace
         if self.profiling():
             with torch.profiler.record_function(d.label):
-                d.graph.execute_plan_at_index(pack, ws, index=d.index, handle=handle)
+                self._run(d, buffers, ws, handle)
         else:
-            d.graph.execute_plan_at_index(pack, ws, index=d.index, handle=handle)
+            self._run(d, buffers, ws, handle)
         return out
+
+    @staticmethod
+    def _run(d: _Direction, buffers: tuple, ws, handle) -> None:
+        """One execution of ``d``'s plan on ``buffers`` (in ``d.ports`` order). The frontend's ordered form
+        (the buffers as a tuple with their uids) skips the variant pack's dictionary, the larger part of the
+        frontend's host cost per call (bench/results/use_plans_overhead.json,
+        ``frontend_execute_forward_ordered``); a frontend without it gets the dictionary, from then on."""
+        if d.uids is not None:
+            try:
+                d.graph.execute_plan_at_index(buffers, ws, index=d.index, handle=handle, tensor_uids=d.uids)
+                return
+            except TypeError:  # this frontend's execute takes no tensor_uids: nothing ran
+                d.uids = None
+        d.graph.execute_plan_at_index(dict(zip(d.ports, buffers)), ws, index=d.index, handle=handle)
 
     def forward(self, geo: _Geometry, x, w, b):
         """The module's output: its forward direction's plan, or PyTorch's ``aten.convolution``."""

@@ -62,6 +62,20 @@ def test_h100_sample_covers_strata_proportionally(h100, tmp_path):
     assert set(sample.sample_corpus(h100, 500, seed=1)["problem_id"]) != set(rows["problem_id"])
 
 
+def test_3d_sample_is_a_3d_problems_file(tmp_path):
+    # a 3D dataset's sample keeps the depth fields, and the collector reads back the shipped ids
+    from kbench.data.dataset import load
+    ds = load("h200-3d-pytorch")
+    out = tmp_path / "sample3d.csv"
+    sample.write_sample(ds, out, n=40, seed=0, part=None)
+    rows = pd.read_csv(out)
+    assert set(sample.DEPTH_COLUMNS) <= set(rows.columns) and set(rows["layout"]) <= {"NCDHW", "NDHWC"}
+    shipped = ds.problems.set_index("problem_id").loc[rows["problem_id"]]
+    for col in sample.DEPTH_COLUMNS:
+        assert rows[col].tolist() == shipped[col].tolist()
+    assert load_problems(out)["key"].tolist() == rows["problem_id"].tolist()
+
+
 def test_collector_keeps_a_files_directions(tmp_path):
     path = tmp_path / "p.csv"
     pd.DataFrame([dict(n=2, c=16, k=16, x_h=8, x_w=8, fil_h=3, fil_w=3, dtype="FP16", layout="NHWC", direction=d)

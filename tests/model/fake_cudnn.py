@@ -5,8 +5,12 @@ that each tensor of the variant pack has the descriptor's shape and, for every d
 its strides (the memory layout cuDNN would read), then computes the node with PyTorch's CPU ops.
 Plans are ``eng0`` (builds, needs no workspace), ``eng1`` (does not build) and ``eng2`` (builds, needs 64
 bytes of workspace); ``executed`` lists the (direction, plan) of every execution and ``counts`` the
-host work done: graphs made, plan lists asked for, plans built, handles made, streams set. The
-computation runs outside any ``TorchDispatchMode``, so a test's mode sees only what the caller did.
+host work done: graphs made, plan lists asked for, plans built, handles made, streams set, executions
+in the ordered form (``ordered``: the buffers as a tuple with ``tensor_uids``, as frontend 1.32 takes
+them) and in the dictionary form (``dict_form``). With ``ORDERED = False`` the execute takes no
+``tensor_uids`` and raises the ``TypeError`` a pybind function gives for an unknown keyword, as an older
+frontend would. The computation runs outside any ``TorchDispatchMode``, so a test's mode sees only
+what the caller did.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ UNBUILDABLE = {"eng1"}
 WORKSPACE = {"eng0": 0, "eng1": 64, "eng2": 64}
 executed: list[tuple[str, str]] = []
 counts: Counter = Counter()
+ORDERED = True  # whether execute_plan_at_index takes the ordered form
 
 data_type = types.SimpleNamespace(FLOAT="float", HALF="half", BFLOAT16="bfloat16")
 heur_mode = types.SimpleNamespace(A="A", B="B", FALLBACK="FALLBACK")
@@ -41,8 +46,11 @@ def backend_version_string():
 
 
 class _Tensor:
-    def __init__(self, name, dim=None, stride=None):
-        self.name, self.dim, self.stride = name, list(dim or []), list(stride or [])
+    def __init__(self, name, uid, dim=None, stride=None):
+        self.name, self.uid, self.dim, self.stride = name, uid, list(dim or []), list(stride or [])
+
+    def get_uid(self):
+        return self.uid
 
     def set_output(self, flag):
         return self
@@ -63,14 +71,20 @@ class pygraph:  # noqa: N801 - the frontend's name
     def __init__(self, io_data_type=None, intermediate_data_type=None, compute_data_type=None, handle=None):
         self.node = None
         self.built: set[int] = set()
+        self.tensors: dict[int, _Tensor] = {}
         counts["graphs"] += 1
 
+    def _new_tensor(self, name, dim=None, stride=None):
+        t = _Tensor(name, len(self.tensors) + 1, dim, stride)
+        self.tensors[t.uid] = t
+        return t
+
     def tensor(self, name, dim, stride, data_type):
-        return _Tensor(name, dim, stride)
+        return self._new_tensor(name, dim, stride)
 
     def _node(self, direction, inputs, padding, stride, dilation):
         self.node = (direction, inputs, list(padding), list(stride), list(dilation))
-        self.out = _Tensor("O")
+        self.out = self._new_tensor("O")
         return self.out
 
     def conv_fprop(self, image, weight, padding, stride, dilation, compute_data_type=None, name=""):
@@ -107,7 +121,13 @@ class pygraph:  # noqa: N801 - the frontend's name
     def get_workspace_size_plan_at_index(self, i):
         return WORKSPACE[PLANS[i]]
 
-    def execute_plan_at_index(self, pack, workspace, index, handle):
+    def execute_plan_at_index(self, pack, workspace, index, handle, **ordered):
+        if ordered and not ORDERED:
+            raise TypeError("execute_plan_at_index(): incompatible function arguments")
+        if ordered:  # the buffers in the order of their uids
+            assert set(ordered) == {"tensor_uids"} and isinstance(pack, tuple)
+            pack = {self.tensors[uid]: t for uid, t in zip(ordered["tensor_uids"], pack, strict=True)}
+        counts["ordered" if ordered else "dict_form"] += 1
         assert index in self.built and workspace.dtype == torch.uint8
         assert workspace.numel() >= max(WORKSPACE[PLANS[index]], 1)
         with _disable_current_modes():

@@ -386,12 +386,14 @@ def test_a_second_call_of_a_geometry_builds_nothing_and_allocates_only_its_outpu
     train_step()  # the first call of each direction builds its plan
     inference_step()
     built = Counter(fake_frontend.counts)
-    assert built == {"graphs": 5, "plan_lists": 5, "builds": 5}  # conv1 F, W; conv2 F, B, W
+    # conv1 F, W; conv2 F, B, W; 5 executions in training and 2 in inference, each in the ordered form
+    assert built == {"graphs": 5, "plan_lists": 5, "builds": 5, "ordered": 7}
     with OpLog() as train:
         train_step()
     with OpLog() as inference:
         inference_step()
-    assert fake_frontend.counts == built  # no graph, plan list, build, handle or stream set again
+    # no graph, plan list, build, handle or stream set again; 7 more ordered executions
+    assert fake_frontend.counts == built + Counter({"ordered": 7})
     assert len(handle.runner.all_geometries) == 2  # one per module: the same geometry each call
     # one output per execution (5 in training: conv1's input needs no grad, so no B; 2 forwards in
     # inference), and a workspace only for a plan that needs one; no copy, fill or cast
@@ -399,6 +401,27 @@ def test_a_second_call_of_a_geometry_builds_nothing_and_allocates_only_its_outpu
     assert inference.allocating() == {"empty.memory_format": 2 * (1 + workspaces)}
     assert handle.stats()["through_cache"] == {"F": 8, "B": 2, "W": 4}  # two steps of each kind
     assert sum(handle.stats()["fallback"].values()) == 0
+
+
+def test_a_frontend_without_the_ordered_execute_gets_the_dictionary_form(fake_frontend, monkeypatch):
+    # an older frontend refuses tensor_uids with a TypeError before running anything: each direction
+    # tries the ordered form once, then runs the dictionary form, with PyTorch's results
+    monkeypatch.setattr(fake_frontend, "ORDERED", False)
+    torch.manual_seed(5)
+    plain, x = TwoConvs(), torch.randn(1, 3, 8, 8)
+    planned = copy.deepcopy(plain)
+    handle = ktorch.use_plans(planned, cache_of({key: "eng0" for key in KEYS.values()}), check=False)
+    for _ in range(2):
+        out_plain, grads_plain = run_step(plain, x)
+        out_planned, grads_planned = run_step(planned, x)
+        assert torch.allclose(out_planned, out_plain, atol=1e-5, rtol=1e-4)
+        assert all(torch.allclose(grads_planned[n], grads_plain[n], atol=1e-4, rtol=1e-4) for n in grads_plain)
+        plain.zero_grad(set_to_none=True)
+        planned.zero_grad(set_to_none=True)
+    assert fake_frontend.counts["ordered"] == 0
+    assert fake_frontend.counts["dict_form"] == len(fake_frontend.executed) == 10  # 5 executions a step
+    directions = [d for geo in handle.runner.all_geometries for d in geo.directions.values() if d.graph is not None]
+    assert len(directions) == 5 and all(d.uids is None for d in directions)
 
 
 def test_the_profiler_sees_one_range_per_execution(fake_frontend):

@@ -100,7 +100,9 @@ def sample_corpus(ds, n: int = 500, seed: int = 0, split: str | None = "random",
         problems = problems[problems["problem_id"].isin(ids[part])]
     problems = problems.assign(layout=problems["layout_x"].astype(str),
                                kind=problems["kind"].astype(str) if "kind" in problems else "")
-    return corpus_rows(stratified_sample(problems, n, seed))
+    # a dataset holds one kind (kbench.collect.packaging.package refuses a mix): its rank decides the file's columns
+    three_d = bool(len(problems)) and bool((problems.get("spatial_dims", pd.Series(2, index=problems.index)) == 3).all())
+    return corpus_rows(stratified_sample(problems, n, seed), three_d=three_d)
 
 
 def write_sample(ds, out: str | Path, n: int = 500, seed: int = 0, split: str | None = "random",
