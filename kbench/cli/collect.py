@@ -76,8 +76,7 @@ def autotune_problems(names: list[str], splits: list[str], parts: list[str], see
             frames.append(ds.problems[ds.problems["problem_id"].astype(str).isin(ids)])
     problems = pd.concat(frames, ignore_index=True).astype({"problem_id": str})
     problems = problems.drop_duplicates("problem_id").sort_values("problem_id", kind="stable")
-    three_d = bool(len(problems)) and bool((problems.get("spatial_dims", 2) == 3).all())
-    rows = corpus_rows(problems.reset_index(drop=True), three_d=three_d)
+    rows = corpus_rows(problems.reset_index(drop=True))  # 2D or 3D as the problems are; a mix is refused
     rows = rows.iloc[np.random.default_rng(seed).permutation(len(rows))].reset_index(drop=True)
     rows["order"] = np.arange(len(rows))
     return rows

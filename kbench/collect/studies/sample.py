@@ -67,14 +67,17 @@ def stratified_sample(problems: pd.DataFrame, n: int, seed: int = 0, strata=STRA
 DEPTH_COLUMNS = ["x_d", "fil_d", "pad_d", "stride_d", "dil_d"]
 
 
-def corpus_rows(problems: pd.DataFrame, three_d: bool = False) -> pd.DataFrame:
+def corpus_rows(problems: pd.DataFrame, three_d: bool | None = None) -> pd.DataFrame:
     """Canonical problem rows -> the collector's problems-file columns, one row per direction: 2D, or with
-    ``three_d`` 3D rows (the depth fields added; the layout NCDHW or NDHWC). A file holds one kind."""
+    ``three_d`` 3D rows (the depth fields added; the layout NCDHW or NDHWC); ``None``: the rows' own kind
+    (their ``spatial_dims``). A file holds one kind."""
     is3d = problems.get("spatial_dims", pd.Series(2, index=problems.index)) == 3
     if is3d.any() and not is3d.all():
         raise KbenchInputError("the problems mix 2D and 3D convolutions; a problems file holds one kind: write "
                                "the 2D and the 3D ones apart (e.g. the 2D datasets' and the 3D datasets').")
-    if bool(is3d.all() and len(is3d)) != three_d:
+    found = bool(is3d.all() and len(is3d))
+    three_d = found if three_d is None else three_d
+    if found != three_d:
         raise KbenchInputError(f"the problems are {'2D' if three_d else '3D'} convolutions: write them as a "
                                f"{'2D' if three_d else '3D'} problems file.")
     cols = CORPUS_COLUMNS[:-3] + (DEPTH_COLUMNS if three_d else [])
@@ -100,9 +103,7 @@ def sample_corpus(ds, n: int = 500, seed: int = 0, split: str | None = "random",
         problems = problems[problems["problem_id"].isin(ids[part])]
     problems = problems.assign(layout=problems["layout_x"].astype(str),
                                kind=problems["kind"].astype(str) if "kind" in problems else "")
-    # a dataset holds one kind (kbench.collect.packaging.package refuses a mix): its rank decides the file's columns
-    three_d = bool(len(problems)) and bool((problems.get("spatial_dims", pd.Series(2, index=problems.index)) == 3).all())
-    return corpus_rows(stratified_sample(problems, n, seed), three_d=three_d)
+    return corpus_rows(stratified_sample(problems, n, seed))  # a dataset holds one kind: its rank, its columns
 
 
 def write_sample(ds, out: str | Path, n: int = 500, seed: int = 0, split: str | None = "random",
