@@ -413,7 +413,7 @@ class _Runner:
     def _run(d: _Direction, buffers: tuple, ws, handle) -> None:
         """One execution of ``d``'s plan on ``buffers`` (in ``d.ports`` order). The frontend's ordered form
         (the buffers as a tuple with their uids) skips the variant pack's dictionary: on the H200 it cut the
-        frontend's host time per call by 24% (conv2d) and 39% (conv3d), with the same output (bench/results/use_plans_overhead.json,
+        frontend's host time per call by 24% (conv2d) and 38% (conv3d), with the same output (bench/results/use_plans_overhead.json,
         ``frontend_execute_forward_ordered``); a frontend without it gets the dictionary, from then on."""
         if d.uids is not None:
             try:
