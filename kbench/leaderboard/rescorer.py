@@ -51,7 +51,11 @@ def tree_mismatches(claimed, rescored, where: str) -> list[str]:
             else:
                 out += tree_mismatches(claimed[key], rescored[key], name)
         return out
-    if isinstance(claimed, dict) or isinstance(rescored, dict) or not _same(claimed, rescored):
+    if isinstance(claimed, list) and isinstance(rescored, list) and len(claimed) == len(rescored):
+        # lists (confidence intervals, per-timing rows) are compared item by item, with the same
+        # tolerance as every other figure: a sum re-done on another machine's BLAS may differ in its last bit
+        return [m for i, (c, r) in enumerate(zip(claimed, rescored)) for m in tree_mismatches(c, r, f"{where}[{i}]")]
+    if isinstance(claimed, (dict, list)) or isinstance(rescored, (dict, list)) or not _same(claimed, rescored):
         return [f"{where}: claimed {claimed!r}, re-scored {rescored!r}"]
     return []
 
