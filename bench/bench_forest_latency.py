@@ -63,7 +63,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forest.json"
         booster.save_model(str(path))
-        forest = Forest.from_xgboost_json(json.loads(path.read_text()))
+        model = json.loads(path.read_text())
+    forest = Forest.from_xgboost_json(model)
     rows = {}
     for n in (1, 8, 16, 32):
         batch = np.ascontiguousarray(x[:n])
@@ -71,8 +72,7 @@ def main() -> None:
                         "xgboost_ms_p50": p50_ms(booster.inplace_predict, batch, 200)}
     agree = float(np.abs(forest.margins_rows(x[:32])[:, 0] - booster.inplace_predict(x[:32])).max())
     out = {"rounds": a.rounds, "max_depth": a.depth, "features": a.features, "tree_nodes":
-           int(sum(len(t["split_indices"]) for t in json.loads(booster.save_raw("json"))["learner"]
-                   ["gradient_booster"]["model"]["trees"])),
+           int(sum(len(t["split_indices"]) for t in model["learner"]["gradient_booster"]["model"]["trees"])),
            "fit_s": round(fit_s, 1), "latency_by_rows": rows, "max_abs_margin_difference": agree,
            "aim_ms": 1.0, "xgboost_version": xgb.__version__, "numpy_version": np.__version__,
            "machine": {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),

@@ -27,6 +27,6 @@ def test_lists_of_different_lengths_differ_as_a_whole():
     assert tree_mismatches({"a": [1, 2]}, {"a": [1, 2, 3]}, "v") == ["v.a: claimed [1, 2], re-scored [1, 2, 3]"]
 
 
-def test_an_integer_count_inside_a_row_must_match_exactly_enough():
+def test_a_changed_count_inside_a_row_is_named_by_its_path():
     claimed = {"rows": [{"over": 72}]}
     assert tree_mismatches(claimed, {"rows": [{"over": 73}]}, "v") == ["v.rows[0].over: claimed 72, re-scored 73"]
