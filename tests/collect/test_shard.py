@@ -217,6 +217,26 @@ def test_sharded_runs_write_own_folders_and_cover_the_work(tmp_path):
     assert cudnn.collect(csv, root, progress=False, make_collector=SyntheticCollector)["pending"] == 0
 
 
+def test_a_shard_folder_with_work_left_is_resumed_only_under_its_own_limit(tmp_path):
+    """Another --limit would re-plan the folder's assignment around its own measured keys and drop the rest."""
+    csv = write_problems_csv(tmp_path / "p.csv", 10)  # 30 problem-directions
+    root = tmp_path / "raw"
+    folder = root / "shard-0-of-1"
+    todo = cudnn.load_problems(csv)
+    folder.mkdir(parents=True)
+    shard.write_manifest(folder, shard.Shard(0, 1), todo.head(12), {"limit": 12})  # a launch cut short, none measured
+    fake = SyntheticCollector()
+    with pytest.raises(KbenchInputError, match=r"assigned 12 problem-directions with --limit 12, and 12 of them"):
+        cudnn.collect(csv, root, shard=shard.Shard(0, 1), limit=5, progress=False, make_collector=lambda o: fake)
+    assert fake.measured == [] and shard.read_manifest(folder)["n_assigned"] == 12  # refused before any change
+    s = cudnn.collect(csv, root, shard=shard.Shard(0, 1), limit=12, progress=False, make_collector=lambda o: fake)
+    assert s["measured"] == 12 and fake.measured == todo["key"].head(12).tolist()
+    # once its assignment is measured, a launch under another limit takes the next pending ones
+    more = SyntheticCollector()
+    s = cudnn.collect(csv, root, shard=shard.Shard(0, 1), limit=20, progress=False, make_collector=lambda o: more)
+    assert more.measured == todo["key"].iloc[12:20].tolist()
+
+
 KILLED_RANK = """
 import sys
 sys.path.insert(0, {here!r})

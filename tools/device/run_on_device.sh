@@ -36,7 +36,9 @@
 # run sized to its budget finishes its shards and merge finds no gaps.
 # RANKS_PER_GPU (torchrun mode, default 1) starts that many ranks per GPU: they take turns at their
 # GPU, one building plans while another times (kbench.collect.measure.gpu_turn). RAW (default /tmp/raw) is
-# the output root of the collecting modes, so that one call can run two of them.
+# the output root of the collecting modes, so that one call can run two of them; give each its own OUT
+# as well (OUT=$OUT/slice ... ; OUT=$OUT/repeats ...): their archives have the same names, and the second
+# would replace the first's.
 #
 # ladder: the scaling table of a multi-GPU host. One collection launch per step of LADDER (default the
 # powers of two up to the host's GPUs, and the host's count), each STEP_S seconds on that many GPUs

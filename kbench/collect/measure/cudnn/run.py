@@ -50,6 +50,24 @@ def collect(problems: str | Path, out_dir: str | Path, directions=DIRECTIONS, dt
         lock.release()
 
 
+def _check_same_limit(folder: Path, earlier: dict | None, limit: int | None, done: set) -> None:
+    """Refuse to re-plan a shard folder under another ``limit`` while its assignment has work left.
+
+    Why: the split is re-planned on every start (a sibling's progress never moves it), and ``limit``
+    takes the first pending problem-directions of the corpus, counting the folder's own measured ones
+    as pending. Under another limit the folder would be given keys it has measured already, and the
+    unmeasured rest of its assignment would be dropped from this launch without a word."""
+    if earlier is None or earlier.get("limit") == limit:
+        return
+    left = len(set(earlier.get("assigned", [])) - set(done))
+    if left:
+        raise KbenchInputError(
+            f"{folder}: this shard folder was assigned {earlier.get('n_assigned')} problem-directions with "
+            f"--limit {earlier.get('limit')}, and {left} of them are not measured yet; resume it with the same "
+            f"--limit {earlier.get('limit')} (LIMIT={earlier.get('limit')} in tools/device/run_on_device.sh), "
+            f"or merge it and start from a fresh root.")
+
+
 def _collect_locked(problems, out_dir, directions, dtypes, layouts, deadline, limit, batch_size, options,
                     progress, shard, launch_info, make_collector, notes) -> dict:
     from kbench.collect.raw_store import shard as shard_store
@@ -64,6 +82,7 @@ def _collect_locked(problems, out_dir, directions, dtypes, layouts, deadline, li
     writer = RawWriter(out_dir, batch_size=batch_size, max_batch_seconds=20.0)
     done, unfinished = writer.resume_state()
     if shard is not None:
+        _check_same_limit(out_dir, shard_store.read_manifest(out_dir), limit, done)
         assigned = shard_store.plan_shard(todo, root, shard, limit)
         shard_store.write_manifest(out_dir, shard, assigned, {"problems": str(problems), "directions": list(directions),
                                                     "limit": limit})
