@@ -1,7 +1,9 @@
 """Batch latency of a forest of the full ``xgboost-plans-safe`` recipe's shape, on one core: kbench's
-numpy evaluator (``kbench.selector.Forest``) against xgboost's own predictor.
+numpy evaluator (``kbench.selector.Forest``) against xgboost's own predictor and onnxruntime's compiled
+tree-ensemble operator (``ai.onnx.ml`` ``TreeEnsembleRegressor``, the same trees), and, where PyTorch
+sees a CUDA GPU, the trees walked on it (``kbench.selector.DeviceForest``: transfer, walk, result back).
 
-    python bench/bench_forest_latency.py [--rounds 2500] [--depth 10]
+    python bench/bench_forest_latency.py [--rounds 2500] [--depth 10] [--out PATH]
     # writes bench/results/forest_latency.json
 
 Why: the deployable selector must answer in <= 1 ms (issue 61, item 6), and the full recipe scored
@@ -10,7 +12,8 @@ on only the first 16 places of mode A and mode B keeps 95.3% of its gain
 forest of that shape (2,500 rounds, depth 10, 169 features, as the h200-pytorch entry) costs per
 problem, at 8, 16 and 32 candidate rows. The forest is fitted on synthetic data (169 normal features,
 a target of 20 of them squared) so that its trees fill their depth as the entry's do; its latency
-depends on the forest's shape, not on what it learned. Fitted with 2 threads, timed pinned to one core.
+depends on the forest's shape, not on what it learned. Fitted with ``--fit-threads`` (default 2; give the GPU
+machine's 16 there), timed pinned to one core.
 """
 
 from __future__ import annotations
@@ -39,12 +42,67 @@ def p50_ms(fn, x, calls: int) -> float:
     return float(np.percentile(lat, 50) * 1e3)
 
 
+def cuda_forest(forest):
+    """The forest on the GPU, or None where PyTorch sees none."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return forest.on_device("cuda") if torch.cuda.is_available() else None
+
+
+def gpu_name() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def onnxruntime_version() -> str:
+    import onnxruntime
+    return onnxruntime.__version__
+
+
+def onnx_session(forest, n_features: int):
+    """An onnxruntime session (one thread) evaluating ``forest``'s trees: xgboost's rule is ``x < threshold``
+    goes left (BRANCH_LT, true branch = left child), a missing value takes the default direction."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    ends = np.append(forest.roots[1:], len(forest.left))
+    tree = np.repeat(np.arange(len(forest.roots)), ends - forest.roots)
+    local = np.arange(len(forest.left)) - forest.roots[tree]  # node ids within their tree
+    leaf = forest.left < 0
+    attrs = dict(
+        nodes_treeids=tree.tolist(), nodes_nodeids=local.tolist(),
+        nodes_featureids=np.where(leaf, 0, forest.feature).tolist(),
+        nodes_values=np.where(leaf, 0, forest.threshold).astype(np.float32).tolist(),
+        nodes_modes=np.where(leaf, "LEAF", "BRANCH_LT").tolist(),
+        nodes_truenodeids=np.where(leaf, 0, forest.left - forest.roots[tree]).tolist(),
+        nodes_falsenodeids=np.where(leaf, 0, forest.right - forest.roots[tree]).tolist(),
+        nodes_missing_value_tracks_true=forest.default_left.astype(int).tolist(),
+        target_treeids=tree[leaf].tolist(), target_nodeids=local[leaf].tolist(),
+        target_ids=forest.group[tree[leaf]].tolist(), target_weights=forest.threshold[leaf].tolist(),
+        n_targets=len(forest.base), base_values=forest.base.astype(np.float32).tolist(),
+        aggregate_function="SUM", post_transform="NONE")
+    node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "forest", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, n_features])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [None, len(forest.base)])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2500)
     ap.add_argument("--depth", type=int, default=10)
     ap.add_argument("--features", type=int, default=169)
     ap.add_argument("--rows", type=int, default=40000)
+    ap.add_argument("--fit-threads", type=int, default=2)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "forest_latency.json"))
     a = ap.parse_args()
     import xgboost as xgb
 
@@ -54,7 +112,7 @@ def main() -> None:
     x = rng.normal(size=(a.rows, a.features)).astype(np.float32)
     y = (x[:, :20] ** 2).sum(1) + rng.normal(size=a.rows)
     t0 = time.perf_counter()
-    booster = xgb.train({"max_depth": a.depth, "eta": 0.05, "tree_method": "hist", "nthread": 2},
+    booster = xgb.train({"max_depth": a.depth, "eta": 0.05, "tree_method": "hist", "nthread": a.fit_threads},
                         xgb.DMatrix(x, y), a.rounds)
     fit_s = time.perf_counter() - t0
     if hasattr(os, "sched_setaffinity"):
@@ -65,23 +123,36 @@ def main() -> None:
         booster.save_model(str(path))
         model = json.loads(path.read_text())
     forest = Forest.from_xgboost_json(model)
+    session = onnx_session(forest, a.features)
+    def onnxruntime_margins(batch):
+        return session.run(None, {"X": batch})[0]
+    gpu = cuda_forest(forest)
     rows = {}
     for n in (1, 8, 16, 32):
         batch = np.ascontiguousarray(x[:n])
         rows[str(n)] = {"numpy_ms_p50": p50_ms(forest.margins_rows, batch, 50),
-                        "xgboost_ms_p50": p50_ms(booster.inplace_predict, batch, 200)}
-    agree = float(np.abs(forest.margins_rows(x[:32])[:, 0] - booster.inplace_predict(x[:32])).max())
+                        "xgboost_ms_p50": p50_ms(booster.inplace_predict, batch, 200),
+                        "onnxruntime_ms_p50": p50_ms(onnxruntime_margins, batch, 200)}
+        if gpu is not None:
+            rows[str(n)]["cuda_ms_p50"] = p50_ms(gpu.margins_rows, batch, 200)
+    reference = booster.inplace_predict(x[:32])
+    agree = float(np.abs(forest.margins_rows(x[:32])[:, 0] - reference).max())
+    agree_cuda = None if gpu is None else float(np.abs(gpu.margins_rows(x[:32])[:, 0] - reference).max())
+    agree_onnx = float(np.abs(onnxruntime_margins(np.ascontiguousarray(x[:32]))[:, 0] - reference).max())
     out = {"rounds": a.rounds, "max_depth": a.depth, "features": a.features, "tree_nodes":
            int(sum(len(t["split_indices"]) for t in model["learner"]["gradient_booster"]["model"]["trees"])),
            "fit_s": round(fit_s, 1), "latency_by_rows": rows, "max_abs_margin_difference": agree,
+           "max_abs_margin_difference_onnxruntime": agree_onnx, "max_abs_margin_difference_cuda": agree_cuda,
+           "gpu": gpu_name(),
            "aim_ms": 1.0, "xgboost_version": xgb.__version__, "numpy_version": np.__version__,
+           "onnxruntime_version": onnxruntime_version(),
            "machine": {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                        "cores_used": 1, "loadavg_1min": os.getloadavg()[0]},
-           "note": "p50 over 50 (numpy) and 200 (xgboost) calls after 10 warm-up calls, one batch per call"}
-    path = ROOT / "bench" / "results" / "forest_latency.json"
+           "note": "p50 over 50 (numpy) and 200 (xgboost, onnxruntime, cuda) calls after 10 warm-up calls, one batch per call"}
+    path = Path(a.out)
     path.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(rows))
-    print(f"wrote {path.relative_to(ROOT)}")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,17 @@ def rows() -> list[str]:
                    f"{d['latency_ms_p50']:.2f} / {d['latency_ms_p99']:.1f} ms; {d['size_bytes'] / 1e6:.2f} MB; "
                    f"{100 * d['kept_gain']:.1f}% | <= {aims['latency_ms_p50_max']:g} ms, <= "
                    f"{aims['size_bytes_max'] / 1e6:g} MB, >= {100 * aims['kept_gain_min']:g}% | {where} |")
+    if (res / "forest_latency.json").exists():
+        d = json.loads((res / "forest_latency.json").read_text())
+        m, at16 = d["machine"], d["latency_by_rows"]["16"]
+        where = f"{m['cpu_count']} cores ({m['cores_used']} used), {m['processor']}, load average {m['loadavg_1min']:.1f}"
+        names = [("numpy", "kbench's numpy walk"), ("xgboost", "xgboost"), ("onnxruntime", "onnxruntime"),
+                 ("cuda", f"torch on the {d.get('gpu')}")]
+        shown = [(label, at16[f"{key}_ms_p50"]) for key, label in names if f"{key}_ms_p50" in at16]
+        out.append(f"| a forest of the full `xgboost-plans-safe` recipe's shape ({d['rounds']:,} rounds, depth "
+                   f"{d['max_depth']}, {d['tree_nodes']:,} nodes), 16 candidate plans of one problem, p50: "
+                   + ", ".join(label for label, _ in shown) + " | "
+                   + " / ".join(f"{v:.2f}" for _, v in shown) + f" ms | <= {d['aim_ms']:g} ms | {where} |")
     if (res / "use_plans_overhead.json").exists():
         d = json.loads((res / "use_plans_overhead.json").read_text())
         where = f"{d['gpu']['gpu']}, torch {d['torch']}, cuDNN {d['gpu']['cudnn_backend']}"

@@ -79,6 +79,44 @@ def test_forest_margins_rows_equal_xgboost_regression(max_depth):
     np.testing.assert_allclose(forest.margins(x[7]), want[7:8], atol=1e-5)
 
 
+def _hand_forest() -> "selector.Forest":
+    """One tree: x0 < 0.5 (missing: left) -> leaf 1.0; else x1 < 2 (missing: right) -> leaf 10 / leaf 20;
+    base score 0.5. Node order as xgboost writes it: 0 root, 1 left leaf, 2 right split, 3 and 4 its leaves."""
+    return selector.Forest(left=[1, -1, 3, -1, -1], right=[2, -1, 4, -1, -1], feature=[0, 0, 1, 0, 0],
+                           threshold=[0.5, 1.0, 2.0, 10.0, 20.0], default_left=[True, False, False, False, False],
+                           roots=[0], group=[0], base=[0.5], depth=2)
+
+
+#: rows of _hand_forest and their margins, worked by hand: 1.0 + 0.5, 10 + 0.5, 20 + 0.5, and the missing
+#: values' default directions (x1 missing goes right: 20.5; x0 missing goes left: 1.5)
+HAND_ROWS = np.array([[0.2, 5.0], [0.7, 1.0], [0.7, 3.0], [0.7, np.nan], [np.nan, 0.0]], np.float32)
+HAND_MARGINS = [1.5, 10.5, 20.5, 20.5, 1.5]
+
+
+@pytest.mark.parametrize("walk", ["numpy", "torch-cpu"])
+def test_forest_walks_a_hand_worked_tree(walk):
+    forest = _hand_forest()
+    scorer = forest if walk == "numpy" else forest.on_device("cpu")
+    assert scorer.margins_rows(HAND_ROWS)[:, 0].tolist() == HAND_MARGINS
+    assert scorer.margins_rows(HAND_ROWS[:3])[:, 0].tolist() == HAND_MARGINS[:3]  # no missing value: no NaN rule
+
+
+@pytest.mark.gpu
+def test_forest_on_the_gpu_walks_the_hand_worked_tree():
+    assert _hand_forest().on_device("cuda").margins_rows(HAND_ROWS)[:, 0].tolist() == HAND_MARGINS
+
+
+def test_device_forest_equals_the_numpy_walk_on_a_fitted_multiclass_model():
+    import xgboost as xgb
+    rng = np.random.default_rng(5)
+    x = rng.random((300, 6)).astype(np.float32)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    booster = xgb.train({"objective": "multi:softprob", "num_class": 3, "max_depth": 5, "seed": 0},
+                        xgb.DMatrix(x, label=rng.integers(0, 3, 300)), 8)
+    forest = selector.Forest.from_xgboost_json(json.loads(booster.save_raw("json")))
+    np.testing.assert_allclose(forest.on_device("cpu").margins_rows(x), forest.margins_rows(x), rtol=0, atol=1e-12)
+
+
 def test_exported_selector_ranks_as_the_model(mi100, tmp_path):
     small = small_subset(mi100, n_train=2000, n_valid=300, n_test=200, seed=3)
     parts = small.split("random")
@@ -154,6 +192,9 @@ def test_exported_plan_selector_ranks_as_the_model(name, params, tmp_path):
     preds = model.predict(h100, ids)
     problems = h100.problems.set_index("problem_id").loc[preds["problem_id"]].reset_index()
     heur = h100.heuristics[h100.heuristics["problem_id"].isin(ids)]
+    got = [";".join(sel.choose(row, _heuristic_lists(heur, row["problem_id"]))) for row in problems.to_dict("records")]
+    assert got == preds["ranking"].tolist()
+    sel.to("cpu:0")  # the trees walked by torch: the same rankings
     got = [";".join(sel.choose(row, _heuristic_lists(heur, row["problem_id"]))) for row in problems.to_dict("records")]
     assert got == preds["ranking"].tolist()
 
