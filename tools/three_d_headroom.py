@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kbench import load  # noqa: E402
+from kbench.core.errors import KbenchInputError  # noqa: E402
 from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench.scoring.evaluate import Evaluator  # noqa: E402
 
@@ -97,7 +98,11 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default="test")
     ap.add_argument("--json", help="write the table as JSON records here")
     a = ap.parse_args(argv)
-    table = breakdown(a.dataset, a.split, a.method, a.part)
+    try:
+        table = breakdown(a.dataset, a.split, a.method, a.part)
+    except KbenchInputError as exc:  # e.g. stored predictions of another version of the dataset
+        print(f"three_d_headroom: {a.dataset} {a.split} {a.method}: {exc}", file=sys.stderr)
+        return 2
     with pd.option_context("display.width", 200, "display.max_rows", 200):
         print(f"{a.dataset} {a.split}/{a.part}, {a.method} (seeds pooled):")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
