@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -76,6 +77,10 @@ def add_cudnn_parser(sub) -> None:
                         "(default on; kbench.collect.label_retiming.front_runners)")
     c.add_argument("--verify-band", type=float, default=None, metavar="FRACTION",
                    help="verify every plan within this fraction of the best (default 0.03, from the h100 noise)")
+    c.add_argument("--problem-time-cap", type=float, default=None, metavar="SECONDS",
+                   help="seconds of plan runs on one problem after which its remaining (lowest-ranked) plans are "
+                        "not run and the problem is marked truncated (default 25; recorded in env.jsonl): more "
+                        "to re-measure a problem that one very slow plan cut short")
     c.add_argument("--seed", type=int, default=0, help="seed of the random input data")
     c.add_argument("--tensor-strides", choices=["pytorch", "legacy"], default="pytorch",
                    help="the strides handed to cuDNN: 'pytorch' (default) as PyTorch's descriptors carry them, "
@@ -226,6 +231,10 @@ def cmd_cudnn(args) -> int:
     opts = cudnn_collector.Options(notes=not args.no_notes, notes_cache=not args.no_notes_cache,
                      torch_choice=not args.no_torch_choice, precise=not args.no_precise, verify=args.verify,
                      kernel_cache=args.kernel_cache, seed=args.seed, tensor_strides=args.tensor_strides)
+    if args.problem_time_cap is not None:
+        if not (math.isfinite(args.problem_time_cap) and args.problem_time_cap > 0):
+            raise KbenchInputError(f"--problem-time-cap must be a positive number of seconds (got {args.problem_time_cap})")
+        opts.problem_time_cap_s = args.problem_time_cap
     if args.verify_band is not None:
         if not 0 <= args.verify_band < 1:
             raise KbenchInputError(f"--verify-band must be in [0, 1) (got {args.verify_band})")

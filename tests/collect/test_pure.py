@@ -81,3 +81,35 @@ def test_host_cpu_reads_the_model_name(tmp_path):
     assert got["cpu_count"] >= 1
     missing = host_cpu(str(tmp_path / "no-such-file"))
     assert "cpu_model" not in missing and missing["cpu_error"]
+
+
+class _FakeClockTiming(cudnn.timing.PlanTiming):
+    """PlanTiming's plan loop with the GPU parts replaced: each plan's first run takes 10 s of a fake clock,
+    and every plan is slow (one warm execution is its time), so no replays are timed."""
+
+    def __init__(self, cap_s, clock):
+        self.opt = cudnn.Options(problem_time_cap_s=cap_s)
+        self.clock = clock
+
+    def _first_run(self, p, g, pack, ps, out, ref, ref_norm, e_tf32):
+        self.clock[0] += 10.0
+        ps.rec["correct"] = True
+        return True
+
+    def _single_ms(self, g, pack, index):
+        return cudnn.SLOW_PLAN_MS * 2
+
+
+@pytest.mark.parametrize("cap_s, run", [(25.0, 3), (100.0, 5), (5.0, 1)])
+def test_problem_time_cap_stops_the_plan_loop(cap_s, run, monkeypatch):
+    """Plans start at 0, 10, 20, 30, 40 s: a plan starts while the elapsed time is within the cap (25 s: the
+    first three), the rest are recorded as not run and the problem as truncated."""
+    from kbench.collect.measure.cudnn import timing
+    clock = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    plans = [cudnn.PlanState(index=i, rec={"rank_a": i, "workspace_bytes": 0}) for i in range(5)]
+    rec = {}
+    valid = _FakeClockTiming(cap_s, clock)._coarse_timing({}, rec, None, None, plans, None, None, None, None)
+    assert len(valid) == run and rec["truncated"] == (run < 5)
+    assert [p.rec.get("exec_error") for p in plans[run:]] == [f"not run: the problem's {cap_s:g} s time cap was reached"] * (5 - run)
+    assert cudnn.Options().problem_time_cap_s == cudnn.PROBLEM_TIME_CAP_S == 25.0

@@ -275,3 +275,8 @@ def test_verify_band_flag_is_checked(tmp_path, capsys):
                  "--verify-band", "1.5"]) == 2
     assert "--verify-band must be in [0, 1) (got 1.5)" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+    for bad in ("0", "-3", "nan"):
+        assert main(["collect", "cudnn", "--problems", str(path), "--out", str(tmp_path / "o"),
+                     "--problem-time-cap", bad]) == 2
+        assert "--problem-time-cap must be a positive number of seconds" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kbench.collect.measure.cudnn.candidates import NOTE_NAMES
 from kbench.collect.measure.cudnn.plans import PlanLists
 from kbench.collect.measure.cudnn.problems import conv_args, conv_flop, record_columns, tensor_shapes
-from kbench.collect.measure.cudnn.protocol import _err
+from kbench.collect.measure.cudnn.protocol import PROBLEM_TIME_CAP_S, _err
 from kbench.collect.measure.cudnn.pytorch_choice import PyTorchChoice
 from kbench.collect.measure.cudnn.timing import PlanTiming
 from kbench.collect.measure.environment import _Nvml, environment
@@ -45,6 +45,9 @@ class Options:
     # the strides handed to cuDNN (kbench.collect.strides): "pytorch" as PyTorch's descriptors carry
     # them; "legacy" as runs before PyTorch's convention was adopted, kept to measure the difference
     tensor_strides: str = "pytorch"
+    # seconds of plan runs on one problem after which its remaining (lowest-ranked) plans are not run and
+    # the problem is recorded as truncated; more for re-measuring a problem that one very slow plan cut short
+    problem_time_cap_s: float = PROBLEM_TIME_CAP_S
 
 
 class CudnnCollector(PlanLists, PlanTiming, PyTorchChoice):
@@ -90,7 +93,8 @@ class CudnnCollector(PlanLists, PlanTiming, PyTorchChoice):
         self.notes = {n: getattr(nn, n) for n in NOTE_NAMES if hasattr(nn, n)}
 
     def env(self) -> dict:
-        return {**environment(self.torch, self.cudnn), "tensor_strides": self.opt.tensor_strides}
+        return {**environment(self.torch, self.cudnn), "tensor_strides": self.opt.tensor_strides,
+                "problem_time_cap_s": self.opt.problem_time_cap_s}
 
     def warm_up(self, seconds: float = 2.0) -> None:
         """Keep the GPU busy for a moment so that the first problems do not meet idle clocks."""

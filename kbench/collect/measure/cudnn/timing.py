@@ -22,7 +22,6 @@ from kbench.collect.measure.cudnn.protocol import (
     PRECISE_BAND,
     PRECISE_MAX_PLANS,
     PRECISE_ROUNDS,
-    PROBLEM_TIME_CAP_S,
     SLOW_PLAN_MS,
     WORKSPACE_CAP,
     FatalCudaError,
@@ -140,8 +139,9 @@ class PlanTiming:
             if r["workspace_bytes"] > WORKSPACE_CAP:
                 r["exec_error"] = f"workspace {r['workspace_bytes']} bytes over the {WORKSPACE_CAP} cap"
                 continue
-            if time.perf_counter() - t_problem > PROBLEM_TIME_CAP_S:
-                r["exec_error"] = f"not run: the problem's {PROBLEM_TIME_CAP_S:.0f} s time cap was reached"
+            cap_s = self.opt.problem_time_cap_s
+            if time.perf_counter() - t_problem > cap_s:
+                r["exec_error"] = f"not run: the problem's {cap_s:g} s time cap was reached"
                 rec["truncated"] = True
                 continue
             if not self._first_run(p, g, pack, ps, out, ref, ref_norm, e_tf32):
