@@ -38,7 +38,8 @@
 # GPU, one building plans while another times (kbench.collect.measure.gpu_turn). RAW (default /tmp/raw) is
 # the output root of the collecting modes, so that one call can run two of them; give each its own OUT
 # as well (OUT=$OUT/slice ... ; OUT=$OUT/repeats ...): their archives have the same names, and the second
-# would replace the first's.
+# would replace the first's. COLLECT_ARGS ('collect' and 'torchrun' modes) is appended to the collector's
+# command line, e.g. COLLECT_ARGS="--problem-time-cap 600" to re-measure a problem the 25 s cap cut short.
 #
 # ladder: the scaling table of a multi-GPU host. One collection launch per step of LADDER (default the
 # powers of two up to the host's GPUs, and the host's count), each STEP_S seconds on that many GPUs
@@ -303,7 +304,7 @@ if [ "$MODE" = torchrun ]; then
     L=$(left); [ $L -lt 60 ] && break
     timeout -k 15 $((L - 10)) torchrun --standalone --nproc-per-node=$NR -m kbench.collect cudnn \
         --problems "$PROBLEMS" --out $RAW --time-budget $((L - MARGIN)) ${LIMIT:+--limit $LIMIT} \
-        --ranks-per-gpu $RPG > /tmp/attempt.log 2>&1
+        --ranks-per-gpu $RPG ${COLLECT_ARGS:-} > /tmp/attempt.log 2>&1
     rc=$?
     cat /tmp/attempt.log >> $OUT/collect.log; tail -40 /tmp/attempt.log
     echo "torchrun rc=$rc"
@@ -452,7 +453,7 @@ while :; do
   LEFT=$(left)
   [ $LEFT -lt 60 ] && break
   timeout -k 15 $((LEFT - 10)) python3 -m kbench.collect cudnn --problems "$PROBLEMS" --out $RAW \
-      --time-budget $((LEFT - MARGIN)) 2>&1 | tee -a $OUT/collect.log | tail -25
+      --time-budget $((LEFT - MARGIN)) ${COLLECT_ARGS:-} 2>&1 | tee -a $OUT/collect.log | tail -25
   rc=${PIPESTATUS[0]}
   echo "collector rc=$rc"
   [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume
