@@ -284,12 +284,16 @@ class DeviceForest:
 
     Why: on one CPU core a forest of the full ``xgboost-plans-safe`` recipe's size (millions of nodes) costs
     milliseconds per batch of candidate plans in any evaluator (``bench/bench_forest_latency.py``): the
-    work is memory-bound gathers, which a GPU runs in a few kernels whatever the number of trees.
+    work is memory-bound gathers, which a GPU runs as a few kernels per level, however many trees there are.
     ``margins_rows`` takes and returns numpy arrays, as :class:`Forest`'s does; the leaves are summed in
     float64, so the margins equal the numpy walk's up to the order of summation."""
 
     def __init__(self, forest: Forest, device):
-        import torch
+        try:
+            import torch
+        except ImportError:
+            raise KbenchInputError("selector: scoring on a device walks the trees with PyTorch, which is not "
+                                   "installed; pip install torch, or score with numpy (the default)") from None
         if forest._padded is None:
             forest._padded = forest._complete()
         feature, threshold, default_left, leaves = forest._padded
