@@ -1,7 +1,7 @@
 """Where a board entry's headroom is: per direction, dtype, layout, problem kind and network.
 
     python tools/three_d_headroom.py --dataset h200-3d-pytorch --split random --method xgboost-plans-safe \
-        [--part test] [--json OUT.json]
+        [--part test] [--best-of K] [--json OUT.json]
 
 Reads the entry's stored predictions (``leaderboard/DATASET/SPLIT/METHOD/preds.parquet``, every seed)
 and scores them with kbench's own scoring (:class:`kbench.scoring.evaluate.Evaluator`, the table and
@@ -16,6 +16,10 @@ references have a choice:
   closes on a log scale, sum log(t_ref / t_choice) / sum log(t_ref / t_best) (seeds averaged).
 
 A problem of several networks counts in each; ``random`` problems are the corpus's sampled neighbours.
+
+``--best-of K`` (K of :data:`kbench.scoring.metrics.BEST_AT`) scores the entry's first K applicable plans
+timed and the fastest kept, as autotune does with mode A's first 10 (the Evaluator's best-of-K): the
+entry deployed with a first-call cost of K timed plans per new shape instead of autotune's 10.
 """
 
 from __future__ import annotations
@@ -35,15 +39,18 @@ from kbench import load  # noqa: E402
 from kbench.core.errors import KbenchInputError  # noqa: E402
 from kbench.leaderboard.store import read_seed_predictions  # noqa: E402
 from kbench.scoring.evaluate import Evaluator  # noqa: E402
+from kbench.scoring.metrics import BEST_AT  # noqa: E402
 
 REFERENCES = {"pt": "pytorch", "at": "autotune_top10"}
 
 
-def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame]) -> np.ndarray:
-    """t_choice per problem of the part (rows of ``ev.table``), one row per seed of ``preds``."""
+def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame], best_of: int = 1) -> np.ndarray:
+    """t_choice per problem of the part (rows of ``ev.table``), one row per seed of ``preds``; with
+    ``best_of`` K > 1 the time of the fastest of each ranking's first K applicable plans."""
     out = []
     for _, one in sorted(preds.items()):
-        out.append(ev.choices(one).t_choice)
+        c = ev.choices(one)
+        out.append(c.t_choice if best_of == 1 else c.best_at[best_of])
     return np.vstack(out)
 
 
@@ -63,11 +70,11 @@ def groups(problems: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def breakdown(dataset: str, split: str, method: str, part: str = "test") -> pd.DataFrame:
+def breakdown(dataset: str, split: str, method: str, part: str = "test", best_of: int = 1) -> pd.DataFrame:
     ds = load(dataset)
     ev = Evaluator(ds, split, part)
     preds = read_seed_predictions(ROOT / "leaderboard" / dataset / split / method / "preds.parquet")
-    t_choice = chosen_times(ev, preds)
+    t_choice = chosen_times(ev, preds, best_of)
     t_best = ev.table.t_best
     refs = {key: next(r.t for r in ev.references if r.name == name) for key, name in REFERENCES.items()}
     order = pd.Index(ds.problems["problem_id"])
@@ -96,19 +103,23 @@ def main(argv=None) -> int:
     ap.add_argument("--split", required=True)
     ap.add_argument("--method", required=True)
     ap.add_argument("--part", default="test")
+    ap.add_argument("--best-of", type=int, default=1, choices=BEST_AT,
+                    help="score the fastest of the entry's first K plans, timed (default 1: its first choice)")
     ap.add_argument("--json", help="write the table as JSON records here")
     a = ap.parse_args(argv)
     try:
-        table = breakdown(a.dataset, a.split, a.method, a.part)
+        table = breakdown(a.dataset, a.split, a.method, a.part, a.best_of)
     except KbenchInputError as exc:  # e.g. stored predictions of another version of the dataset
         print(f"three_d_headroom: {a.dataset} {a.split} {a.method}: {exc}", file=sys.stderr)
         return 2
     with pd.option_context("display.width", 200, "display.max_rows", 200):
-        print(f"{a.dataset} {a.split}/{a.part}, {a.method} (seeds pooled):")
+        timed = "" if a.best_of == 1 else f", best of its first {a.best_of} timed"
+        print(f"{a.dataset} {a.split}/{a.part}, {a.method}{timed} (seeds pooled):")
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if a.json:
         Path(a.json).write_text(json.dumps({"dataset": a.dataset, "split": a.split, "part": a.part,
-                                            "method": a.method, "groups": table.to_dict("records")}, indent=1))
+                                            "method": a.method, "best_of": a.best_of,
+                                            "groups": table.to_dict("records")}, indent=1))
     return 0
 
 
