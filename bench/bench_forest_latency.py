@@ -1,7 +1,7 @@
 """Batch latency of a forest of the full ``xgboost-plans-safe`` recipe's shape, on one core: kbench's
 numpy evaluator (``kbench.selector.Forest``) against xgboost's own predictor and onnxruntime's compiled
 tree-ensemble operator (``ai.onnx.ml`` ``TreeEnsembleRegressor``, the same trees), and, where PyTorch
-sees a CUDA GPU, the trees walked on it (``kbench.selector.DeviceForest``: transfer, walk, result back).
+sees a CUDA GPU, the trees walked on it (``kbench.selector_device.DeviceForest``: transfer, walk, result back).
 
     python bench/bench_forest_latency.py [--rounds 2500] [--depth 10] [--out PATH]
     # writes bench/results/forest_latency.json

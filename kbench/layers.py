@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
                     "GPU (``gpu_check``), a user's model (``model``: its trace, report, plan cache, the cached "
                     "plans in PyTorch and its step time), and the package facades ``kbench`` and ``kbench.torch``",
      ("kbench/__init__.py", "kbench/layers.py", "kbench/hub.py", "kbench/selector.py", "kbench/selector_inputs.py",
-      "kbench/torch.py",
+      "kbench/selector_device.py", "kbench/torch.py",
       "kbench/cli", "kbench/leaderboard", "kbench/gpu_check", "kbench/model")),
 ]
 

@@ -210,8 +210,10 @@ class Forest:
         leaf = leaves[(np.arange(n_trees) * 2 ** self.depth)[None, :] + where]
         return self.base + leaf @ (self.group[:, None] == np.arange(len(self.base))[None, :])
 
-    def on_device(self, device) -> DeviceForest:
-        """The same trees evaluated with torch on ``device`` (a GPU beside the convolutions it picks for)."""
+    def on_device(self, device):
+        """The same trees evaluated with torch on ``device`` (a GPU beside the convolutions it picks for):
+        a :class:`kbench.selector_device.DeviceForest`."""
+        from kbench.selector_device import DeviceForest
         return DeviceForest(self, device)
 
     def _complete(self):
@@ -276,55 +278,6 @@ class Forest:
         a = {k[len(prefix) + 1:]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
         return cls(a["left"], a["right"], a["feature"], a["threshold"], a["default_left"].astype(bool),
                    a["roots"], a["group"], a["base"], depth)
-
-
-class DeviceForest:
-    """A :class:`Forest` walked with torch on a device: the complete-tree walk of :meth:`Forest.margins_rows`,
-    every tree of every row one level per step, each step a few gathers over all of them at once.
-
-    Why: on one CPU core a forest of the full ``xgboost-plans-safe`` recipe's size (millions of nodes) costs
-    milliseconds per batch of candidate plans in any evaluator (``bench/bench_forest_latency.py``): the
-    work is memory-bound gathers, which a GPU runs as a few kernels per level, however many trees there are.
-    ``margins_rows`` takes and returns numpy arrays, as :class:`Forest`'s does; the leaves are summed in
-    float64, so the margins equal the numpy walk's up to the order of summation."""
-
-    def __init__(self, forest: Forest, device):
-        try:
-            import torch
-        except ImportError:
-            raise KbenchInputError("selector: scoring on a device walks the trees with PyTorch, which is not "
-                                   "installed; pip install torch, or score with numpy (the default)") from None
-        if forest._padded is None:
-            forest._padded = forest._complete()
-        feature, threshold, default_left, leaves = forest._padded
-        self._torch, self.device, self.depth = torch, torch.device(device), forest.depth
-        n_trees = len(forest.roots)
-        def put(a, dtype):
-            return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dtype)
-        self.feature, self.threshold = put(feature, torch.int64), put(threshold, torch.float32)
-        self.default_left, self.leaves = put(default_left, torch.bool), put(leaves, torch.float64)
-        self.tree_offset = put((np.arange(n_trees) * (2 ** self.depth - 1))[None, :], torch.int64)
-        self.leaf_offset = put((np.arange(n_trees) * 2 ** self.depth)[None, :], torch.int64)
-        self.group = put(forest.group[:, None] == np.arange(len(forest.base))[None, :], torch.float64)
-        self.base = put(forest.base, torch.float64)
-
-    def margins_rows(self, x: np.ndarray) -> np.ndarray:
-        torch = self._torch
-        x = np.ascontiguousarray(x, np.float32)
-        has_nan = bool(np.isnan(x).any())  # asked on the host: no device sync inside the walk
-        flat = torch.as_tensor(x).to(self.device).reshape(-1)
-        row_offset = (torch.arange(len(x), device=self.device) * x.shape[1])[:, None]
-        where = torch.zeros((len(x), self.tree_offset.shape[1]), dtype=torch.int64, device=self.device)
-        with torch.inference_mode():
-            for level in range(self.depth):
-                node = self.tree_offset + (2 ** level - 1) + where
-                value = flat[row_offset + self.feature[node]]
-                go_left = value < self.threshold[node]
-                if has_nan:  # a missing value takes the node's default direction
-                    go_left |= torch.isnan(value) & self.default_left[node]
-                where = 2 * where + 1 - go_left.long()
-            margins = self.base + self.leaves[self.leaf_offset + where] @ self.group
-        return margins.cpu().numpy()
 
 
 class Selector:
@@ -409,11 +362,11 @@ class PlanSelector:
         self._plan_rows: dict[str, np.ndarray] = {}  # plan name -> its engine/knob part of a row
         self.vocabulary = meta.get("vocabulary") or DEFAULT_VOCABULARY
         self.dataset = str(meta.get("dataset") or "the selector's dataset")
-        self._scorer: Forest | DeviceForest = forest
+        self._scorer = forest  # a Forest, or its DeviceForest after to(device)
 
     def to(self, device) -> PlanSelector:
-        """Score on ``device`` from now on (``"cuda"``: the trees walked on the GPU, :class:`DeviceForest`;
-        ``"cpu"``: numpy again). Returns the selector."""
+        """Score on ``device`` from now on (``"cuda"``: the trees walked on the GPU,
+        :class:`kbench.selector_device.DeviceForest`; ``"cpu"``: numpy again). Returns the selector."""
         self._scorer = self.forest if str(device) == "cpu" else self.forest.on_device(device)
         return self
 

@@ -59,7 +59,7 @@ def test_forest_margins_equal_xgboost_with_missing_values():
     want = booster.predict(xgb.DMatrix(x[:60]), output_margin=True)
     np.testing.assert_allclose([forest.margins(r) for r in x[:60]], want, atol=1e-5)
     assert forest.depth == 4
-    # the trees walked by torch (kbench.selector.DeviceForest) give the numpy walk's margins
+    # the trees walked by torch (kbench.selector_device.DeviceForest) give the numpy walk's margins
     np.testing.assert_allclose(forest.on_device("cpu").margins_rows(x), forest.margins_rows(x), rtol=0, atol=1e-12)
 
 
