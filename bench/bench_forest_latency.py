@@ -43,25 +43,14 @@ def p50_ms(fn, x, calls: int) -> float:
 
 
 def cuda_forest(forest):
-    """The forest on the GPU, or None where PyTorch sees none."""
+    """The forest on the GPU and the GPU's name, or (None, None) where PyTorch sees none."""
     try:
         import torch
     except ImportError:
-        return None
-    return forest.on_device("cuda") if torch.cuda.is_available() else None
-
-
-def gpu_name() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-
-
-def onnxruntime_version() -> str:
-    import onnxruntime
-    return onnxruntime.__version__
+        return None, None
+    if not torch.cuda.is_available():
+        return None, None
+    return forest.on_device("cuda"), torch.cuda.get_device_name(0)
 
 
 def onnx_session(forest, n_features: int):
@@ -104,6 +93,7 @@ def main() -> None:
     ap.add_argument("--fit-threads", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "forest_latency.json"))
     a = ap.parse_args()
+    import onnxruntime
     import xgboost as xgb
 
     from kbench.selector import Forest
@@ -126,7 +116,7 @@ def main() -> None:
     session = onnx_session(forest, a.features)
     def onnxruntime_margins(batch):
         return session.run(None, {"X": batch})[0]
-    gpu = cuda_forest(forest)
+    gpu, gpu_name = cuda_forest(forest)
     rows = {}
     for n in (1, 8, 16, 32):
         batch = np.ascontiguousarray(x[:n])
@@ -143,9 +133,9 @@ def main() -> None:
            int(sum(len(t["split_indices"]) for t in model["learner"]["gradient_booster"]["model"]["trees"])),
            "fit_s": round(fit_s, 1), "latency_by_rows": rows, "max_abs_margin_difference": agree,
            "max_abs_margin_difference_onnxruntime": agree_onnx, "max_abs_margin_difference_cuda": agree_cuda,
-           "gpu": gpu_name(),
+           "gpu": gpu_name,
            "aim_ms": 1.0, "xgboost_version": xgb.__version__, "numpy_version": np.__version__,
-           "onnxruntime_version": onnxruntime_version(),
+           "onnxruntime_version": onnxruntime.__version__,
            "machine": {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                        "cores_used": 1, "loadavg_1min": os.getloadavg()[0]},
            "note": "p50 over 50 (numpy) and 200 (xgboost, onnxruntime, cuda) calls after 10 warm-up calls, one batch per call"}

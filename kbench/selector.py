@@ -190,9 +190,7 @@ class Forest:
 
         The trees are walked as complete binary trees of the forest's depth (:meth:`_complete`), so a
         node's children are found by arithmetic, not by looking them up: half the numpy work per level."""
-        if self._padded is None:
-            self._padded = self._complete()
-        feature, threshold, default_left, leaves = self._padded
+        feature, threshold, default_left, leaves = self.complete()
         n_trees, inner = len(self.roots), 2 ** self.depth - 1
         x = np.ascontiguousarray(x, np.float32)
         flat = x.ravel()
@@ -215,6 +213,12 @@ class Forest:
         a :class:`kbench.selector_device.DeviceForest`."""
         from kbench.selector_device import DeviceForest
         return DeviceForest(self, device)
+
+    def complete(self):
+        """:meth:`_complete`'s arrays, built on first use and kept."""
+        if self._padded is None:
+            self._padded = self._complete()
+        return self._padded
 
     def _complete(self):
         """Every tree as a complete binary tree of depth ``self.depth``, flat, in level order: a leaf above

@@ -26,9 +26,7 @@ class DeviceForest:
         except ImportError:
             raise KbenchInputError("selector: scoring on a device walks the trees with PyTorch, which is not "
                                    "installed; pip install torch, or score with numpy (the default)") from None
-        if forest._padded is None:
-            forest._padded = forest._complete()
-        feature, threshold, default_left, leaves = forest._padded
+        feature, threshold, default_left, leaves = forest.complete()
         self._torch, self.device, self.depth = torch, torch.device(device), forest.depth
         n_trees = len(forest.roots)
         def put(a, dtype):

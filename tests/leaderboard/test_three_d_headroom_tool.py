@@ -1,4 +1,4 @@
-"""tools/three_d_headroom.py on bad input: one message naming the file, exit code 2, no traceback."""
+"""tools/three_d_headroom.py: the oracle closes all of the headroom; bad input gets one message and exit code 2."""
 
 import subprocess
 import sys
