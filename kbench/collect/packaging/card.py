@@ -436,8 +436,11 @@ def runs_section(problems: pd.DataFrame, env: pd.DataFrame, ok: pd.DataFrame) ->
         slowest_uncapped=_fmt(float(slowest_uncapped), 0), phase_table=_table(_phase_table(ok)))
 
 
-def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame, corpus: str) -> str:
-    """What was measured: counts of problems and plans, the composition tables and the corpus."""
+def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFrame, corpus: str,
+                     env: pd.DataFrame | None = None, retimed: dict | None = None) -> str:
+    """What was measured: counts of problems and plans, the composition tables and the corpus;
+    ``retimed`` (:func:`kbench.collect.package.overlay_retimed`'s info) names the folders whose
+    measurements replaced the base's, with the per-problem time cap their runs had."""
     per_pd = ok["n_plans"]
     built = plans["build_ok"].astype(bool)
     ran = plans["exec_ok"].astype(bool)
@@ -452,7 +455,24 @@ def measured_section(problems: pd.DataFrame, plans: pd.DataFrame, ok: pd.DataFra
         plans_median=_fmt(float(per_pd.median()), 0), plans_mean=_fmt(float(per_pd.mean()), 1),
         plans_max=_fmt(float(per_pd.max()), 0), built=int(built.sum()), ran=int(ran.sum()),
         wrong=int(wrong.sum()), truncated=truncated, counts_table=_table(counts), kinds_table=_table(kinds),
-        corpus=corpus, three_d=three_d, **(composition(ok) if three_d else {}))
+        corpus=corpus, three_d=three_d, retimed_line=retimed_line(retimed, env),
+        **(composition(ok) if three_d else {}))
+
+
+def retimed_line(retimed: dict | None, env: pd.DataFrame | None) -> str:
+    """One sentence naming the re-timing folders, their runs and the time cap those runs had."""
+    if not retimed:
+        return ""
+    runs = retimed["runs"]
+    caps = set()
+    if env is not None and "problem_time_cap_s" in env:
+        starts = env[(env["phase"] == "start") & env["run_id"].astype(str).isin(runs)]
+        caps = {float(c) for c in starts["problem_time_cap_s"].dropna()}
+    cap = f", per-problem time cap {_fmt(max(caps), 0)} s" if caps else ""
+    n = retimed["problem_directions"]
+    folders = ", ".join(f"`{r}`" for r in retimed["raw"])
+    return (f"{n:,} problem-direction{'s' if n != 1 else ''} measured again in {folders} "
+            f"({len(runs)} run{'s' if len(runs) != 1 else ''}{cap}): those measurements replace the base folder's.")
 
 
 def composition(ok: pd.DataFrame) -> dict:
@@ -562,7 +582,7 @@ def render(name: str, problems: pd.DataFrame, plans: pd.DataFrame, env: pd.DataF
         variant_text=cudnn.VARIANT_TEXT[variant], coverage=coverage_line(coverage))
     sections = [
         header, machine_section(first, ok, env, retimed),
-        runs_section(problems if measured is None else measured, env, ok), measured_section(problems, plans, ok, corpus),
+        runs_section(problems if measured is None else measured, env, ok), measured_section(problems, plans, ok, corpus, env, retimed),
         protocol_section(first, problems),
         validation_section(raws), outlier_section(raws, plans, tables, problems), noise_section(plans),
         label_section(problems, plans, tables), repeats_section(tables),
