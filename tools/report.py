@@ -241,10 +241,27 @@ def models_markdown(root: Path = ROOT) -> str:
             lines.append(f"| [`{record['model']}`]({path}) | {record['gpu']['gpu']} | {where} | {r['step']} "
                          f"| {r['mode']} | {r['step_ms_median']:.2f} ms ({r['step_ms_iqr']:.2f}) | {vs} "
                          f"| {r['first_step_ms']:,.0f} ms | {share} |")
+        notes += partial_cache_notes(path, ok)
         failed = [f"{r['step']} {r['mode']}" for r in record["results"] if r["status"] != "ok"]
         if failed:
             notes.append(f"[`{path}`]({path}): failed: {', '.join(failed)} (the record has the errors).")
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def partial_cache_notes(path: str, results: list[dict]) -> list[str]:
+    """A note per cache mode whose step sent some convolution calls to PyTorch instead of its cache (a
+    cache filled only in part, as a timing run stopped by its budget leaves it): that mode's time is
+    not the cache's alone."""
+    notes = []
+    for r in results:
+        stats = r.get("use_plans_stats") or {}
+        calls, through = (sum((stats.get(k) or {}).values()) for k in ("calls", "through_cache"))
+        if r["mode"].startswith("cache:") and calls and through < calls:
+            fallbacks = ", ".join(f"{k} {v:,}" for k, v in (stats.get("fallback") or {}).items() if v)
+            notes.append(f"[`{path}`]({path}): {r['step']} {r['mode']} ran {through:,} of its {calls:,} convolution "
+                         f"calls through the cache ({100 * through / calls:.1f}%); the others went to PyTorch's "
+                         f"own choice ({fallbacks}).")
+    return notes
 
 
 def rules_markdown() -> str:

@@ -283,6 +283,28 @@ def test_the_model_table_is_the_records(tmp_path):
     assert lines[9] == "[`raw/models/tiny.json`](raw/models/tiny.json): failed: train autotune (the record has the errors)."
 
 
+def test_a_cache_mode_that_fell_back_is_named_with_its_share_of_calls(tmp_path):
+    """A cache filled in part sends the rest of the calls to PyTorch: 3 of 4 calls through it is 75.0%."""
+    import json
+
+    report = _report_module()
+    (tmp_path / "raw" / "models").mkdir(parents=True)
+    stats = {"calls": {"F": 2, "B": 1, "W": 1}, "through_cache": {"F": 2, "B": 1, "W": 0},
+             "fallback": {"not_in_cache": 1, "build_failed": 0}}
+    full = dict(stats, through_cache=stats["calls"], fallback={"not_in_cache": 0})
+    results = [{"mode": mode, "step": "train", "status": "ok", "step_ms_median": 10.0, "step_ms_iqr": 0.5,
+                "first_step_ms": 1000.0, "conv_share": 0.5, "use_plans_stats": st}
+               for mode, st in (("default", None), ("cache:oracle", stats), ("cache:selector", full))]
+    record = {"record": "kbench-model-bench", "schema_version": 3, "model": "torchvision:tiny",
+              "input_shape": [2, 3, 8, 8], "dtype": "fp32", "autocast": None, "memory_format": "contiguous",
+              "gpu": {"gpu": "NVIDIA H200"}, "results": results}
+    (tmp_path / "raw" / "models" / "tiny.json").write_text(json.dumps(record))
+    lines = report.models_markdown(tmp_path).splitlines()
+    assert lines[5:] == ["", "[`raw/models/tiny.json`](raw/models/tiny.json): train cache:oracle ran 3 of its 4 "
+                         "convolution calls through the cache (75.0%); the others went to PyTorch's own choice "
+                         "(not_in_cache 1)."]
+
+
 def test_a_schema_3_record_shows_the_share_of_pytorchs_own_modes(tmp_path):
     """Schema 3 measures PyTorch's convolutions inside kbench::conv_aten* ranges: every mode's share is shown."""
     import json
