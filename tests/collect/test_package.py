@@ -242,3 +242,19 @@ def test_hosts_row_names_the_cores_and_gpus_only_when_they_differ():
         "| cores each run could use, and its GPU (start records; pinned runs count their pinned cores) | "
         "1 run with no cores recorded; 2 runs with 16 cores; 4 runs with 64 cores, on GPUs 0, 1, 2, 10 of one host |\n")
     assert hosts_row(env(four[:1])) == "" and hosts_row(pd.DataFrame()) == ""
+
+
+def test_the_card_names_a_retiming_folder_with_its_runs_and_cap():
+    """One problem-direction re-measured by one run under a 600 s cap, and a 2D-style folder of 27 runs
+    whose start records name no cap."""
+    from kbench.collect.packaging.card import retimed_line
+    env = pd.DataFrame([{"run_id": "r1", "phase": "start", "problem_time_cap_s": 600.0},
+                        {"run_id": "r1", "phase": "end", "problem_time_cap_s": None},
+                        {"run_id": "base", "phase": "start", "problem_time_cap_s": 25.0}])
+    one = {"raw": ["raw/x-retimed"], "problem_directions": 1, "runs": ["r1"]}
+    assert retimed_line(one, env) == ("1 problem-direction measured again in `raw/x-retimed` (1 run, per-problem "
+                                      "time cap 600 s): those measurements replace the base folder's.")
+    many = {"raw": ["raw/a", "raw/b"], "problem_directions": 6092, "runs": [f"s{i}" for i in range(27)]}
+    assert retimed_line(many, env) == ("6,092 problem-directions measured again in `raw/a`, `raw/b` (27 runs): "
+                                       "those measurements replace the base folder's.")
+    assert retimed_line(None, env) == ""
