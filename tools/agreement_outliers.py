@@ -5,7 +5,7 @@
 
 A ``kbench verify-on-gpu --live-references`` record counts, per timing (CUDA-graph replays and eager
 launches from Python), the plans whose run time is over 1.5x from their table time (``live.agreement``,
-``over_1_5x``; table times of 0.05 ms and more, as :func:`kbench.gpu_check.score.agreement` takes them).
+``over_1_5x``; table times of 0.05 ms and more): :func:`kbench.gpu_check.score.agreement_pairs` gives them.
 This lists them: per run folder (its ``plan.json.gz`` and ``raw.jsonl.gz``) the problem, plan, timing,
 table and measured times, and, from the collector's raw folder (``--raw``), the plan's own readings of
 its first sitting (coarse and precise medians, the precise minimum, the warm eager execution), whether
@@ -28,17 +28,18 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kbench.collect.measure.cudnn.pytorch_choice import KERNEL_NAMES_KEPT  # noqa: E402
 from kbench.collect.packaging.package import load_raw  # noqa: E402
 from kbench.core.errors import KbenchInputError  # noqa: E402
-from kbench.gpu_check.score import AGREEMENT_MIN_MS  # noqa: E402
+from kbench.gpu_check.command import read_live, read_raw  # noqa: E402
+from kbench.gpu_check.score import AGREEMENT_MIN_MS, AGREEMENT_OFF, agreement_pairs, measured_times  # noqa: E402
 
-OFF = 1.5
-KERNEL_NAMES_KEPT = 2000  # kbench.collect.measure.cudnn.pytorch_choice keeps this many characters
 COLLECTOR_FIELDS = ("timing_method", "coarse_ms", "precise_ms", "precise_min_ms", "warm_exec_ms", "verified_ms")
 
 
 def run_outliers(run_dir: Path) -> pd.DataFrame:
-    """(problem_id, plan, timing, table_ms, ms, ratio) of the run's plans over ``OFF`` from the table."""
+    """(problem_id, plan, timing, table_ms, ms, ratio) of the run's plans over :data:`AGREEMENT_OFF` from the
+    table: the pairs the record's ``over_1_5x`` counts, read and joined as the scoring does."""
     plan_path, raw_path = run_dir / "plan.json.gz", run_dir / "raw.jsonl.gz"
     for path in (plan_path, raw_path):
         if not path.is_file():
@@ -46,17 +47,13 @@ def run_outliers(run_dir: Path) -> pd.DataFrame:
                                    "plan.json.gz and raw.jsonl.gz")
     with gzip.open(plan_path, "rt") as fh:
         plan = json.load(fh)
-    table = pd.DataFrame([(item["problem_id"], name, ms) for item in plan["problems"]
-                          for name, ms in item["table_ms"].items()], columns=["problem_id", "plan", "table_ms"])
-    raw = pd.read_json(raw_path, lines=True)
-    # graph timings are the "time" rows, eager ones the "eager" rows (kbench.gpu_check.live)
-    timed = raw[raw["kind"].isin(["time", "eager"])].assign(
-        timing=lambda d: d["kind"].map({"time": "graph", "eager": "eager"}))
-    measured = timed.groupby(["problem_id", "plan", "timing"], as_index=False)["ms"].median()
-    pairs = table.merge(measured, on=["problem_id", "plan"], how="inner")
-    pairs = pairs[pairs["table_ms"] >= AGREEMENT_MIN_MS].assign(ratio=lambda d: d["ms"] / d["table_ms"])
-    off = pairs[np.abs(np.log(pairs["ratio"])) > np.log(OFF)]
-    return off.assign(run=str(run_dir)).sort_values(["problem_id", "plan", "timing"]).reset_index(drop=True)
+    graph = read_raw(raw_path)[0]
+    eager = read_live(raw_path)[1]
+    pairs = pd.concat([agreement_pairs(plan, measured_times(graph)).assign(timing="graph"),
+                       agreement_pairs(plan, eager).assign(timing="eager")], ignore_index=True)
+    off = pairs[pairs["abs_log_ratio"] > np.log(AGREEMENT_OFF)].drop(columns="abs_log_ratio")
+    off = off.assign(ratio=off["ms"] / off["table_ms"], run=str(run_dir))
+    return off.sort_values(["problem_id", "plan", "timing"]).reset_index(drop=True)
 
 
 def kernels_launched(names: pd.Series) -> pd.Series:
@@ -92,9 +89,9 @@ def main(argv=None) -> int:
         print(f"agreement_outliers: {exc}", file=sys.stderr)
         return 2
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 90):
-        print(rows.drop(columns=["run"]).to_string(index=False) if len(rows) else f"no plan over {OFF}x off")
+        print(rows.drop(columns=["run"]).to_string(index=False) if len(rows) else f"no plan over {AGREEMENT_OFF}x off")
     if args.json:
-        payload = {"off_by_more_than": OFF, "min_table_ms": AGREEMENT_MIN_MS,
+        payload = {"off_by_more_than": AGREEMENT_OFF, "min_table_ms": AGREEMENT_MIN_MS,
                    "command": "python tools/agreement_outliers.py " + " ".join(map(str, args.runs)) + f" --raw {args.raw}",
                    "rows": json.loads(rows.to_json(orient="records"))}
         args.json.write_text(json.dumps(payload, indent=1) + "\n")

@@ -75,6 +75,8 @@ def score(plan: dict, raw: pd.DataFrame) -> tuple[VerificationFigures, Verificat
 
 #: the smallest table time whose agreement is read: shorter kernels are launch-bound (the issue's 0.05 ms)
 AGREEMENT_MIN_MS = 0.05
+#: a run time further than this factor from its table time, either way, is counted as off (``over_1_5x``)
+AGREEMENT_OFF = 1.5
 #: the live references that are cuDNN picks (compared with the table's mode-A plan)
 LIVE_CUDNN = ("live_mode_a", "live_mode_b")
 BOOTSTRAP_RESAMPLES = 10_000
@@ -124,17 +126,25 @@ def reference_figures(df: pd.DataFrame, ref: str, resamples: int = BOOTSTRAP_RES
         same_plan_as_table_mode_a=float(df[same].mean()) if same in df.columns else None)
 
 
-def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = AGREEMENT_MIN_MS):
-    """:class:`kbench.scoring.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
-    times of the plan's role plans, over the pairs whose table time is at least ``min_ms``."""
+def agreement_pairs(plan: dict, measured: pd.DataFrame, min_ms: float = AGREEMENT_MIN_MS) -> pd.DataFrame:
+    """``measured`` (problem_id, plan, ms) joined to the table's times of the plan's role plans
+    (``table_ms``), over the pairs whose table time is at least ``min_ms``, with ``abs_log_ratio``."""
     table = pd.DataFrame([(item["problem_id"], name, ms) for item in plan["problems"]
                           for name, ms in item["table_ms"].items()], columns=["problem_id", "plan", "table_ms"])
     pairs = table.merge(measured, on=["problem_id", "plan"], how="inner")
     pairs = pairs[pairs["table_ms"] >= min_ms]
     dev = np.abs(np.log(pairs["ms"].to_numpy(dtype=np.float64) / pairs["table_ms"].to_numpy(dtype=np.float64)))
-    return TimingAgreement(timing=timing, min_ms=min_ms, plans=int(len(pairs)),
+    return pairs.assign(abs_log_ratio=dev)
+
+
+def agreement(plan: dict, measured: pd.DataFrame, timing: str, min_ms: float = AGREEMENT_MIN_MS):
+    """:class:`kbench.scoring.records.TimingAgreement` of ``measured`` (problem_id, plan, ms) with the table's
+    times of the plan's role plans (:func:`agreement_pairs`); ``over_1_5x`` counts the pairs more than
+    :data:`AGREEMENT_OFF` apart either way."""
+    dev = agreement_pairs(plan, measured, min_ms)["abs_log_ratio"].to_numpy(dtype=np.float64)
+    return TimingAgreement(timing=timing, min_ms=min_ms, plans=int(len(dev)),
                            median_abs_log_ratio=float(np.median(dev)) if len(dev) else None,
-                           over_1_5x=int(np.sum(dev > np.log(1.5))))
+                           over_1_5x=int(np.sum(dev > np.log(AGREEMENT_OFF))))
 
 
 def autotune_times(plan: dict, raw: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,8 @@ from kbench.collect.measure.cudnn.problems import conv_args
 from kbench.collect.measure.cudnn.protocol import SLOW_PLAN_MS, _err
 
 TORCH_PROFILE_TOP = 8
+#: characters of a "|"-joined kernel-name list kept in a record (a long list is cut there)
+KERNEL_NAMES_KEPT = 2000
 
 
 def split_segments(kernel_names: list[str], marker: str = "spin_kernel") -> list[list[str]]:
@@ -62,7 +64,7 @@ class PyTorchChoice:
             try:
                 tc = self._torch_choice(p, x, w, y, g, pack, [by_name[n].index for n in cand], names)
                 for n, ks in tc.pop("plan_kernels").items():
-                    by_name[n].rec["kernels"] = "|".join(ks)[:2000]
+                    by_name[n].rec["kernels"] = "|".join(ks)[:KERNEL_NAMES_KEPT]
                 rec.update(tc)
                 torch_plans = [n for n in rec["torch_plans"].split(";") if n]
             except Exception as exc:  # noqa: BLE001
@@ -96,5 +98,5 @@ class PyTorchChoice:
         torch_k = segs[0] if segs else []
         plan_k = {names[i]: segs[j + 1] for j, i in enumerate(indices) if j + 1 < len(segs)}
         matched = match_torch(torch_k, plan_k)
-        return {"torch_kernels": "|".join(torch_k)[:2000], "torch_plans": ";".join(matched),
+        return {"torch_kernels": "|".join(torch_k)[:KERNEL_NAMES_KEPT], "torch_plans": ";".join(matched),
                 "torch_status": "matched" if matched else "unmatched", "plan_kernels": plan_k}
