@@ -4,7 +4,7 @@ tree-ensemble operator (``ai.onnx.ml`` ``TreeEnsembleRegressor``, the same trees
 sees a CUDA GPU, the trees walked on it (``kbench.selector_device.DeviceForest``: transfer, walk, result back).
 
     python bench/bench_forest_latency.py [--rounds 2500] [--depth 10] [--out PATH]
-    # writes bench/results/forest_latency.json
+    # writes bench/results/forest_latency.json (onnxruntime's columns where it is installed)
 
 Why: the deployable selector must answer in <= 1 ms (issue 61, item 6), and the full recipe scored
 on only the first 16 places of mode A and mode B keeps 95.3% of its gain
@@ -93,7 +93,10 @@ def main() -> None:
     ap.add_argument("--fit-threads", type=int, default=2)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "forest_latency.json"))
     a = ap.parse_args()
-    import onnxruntime
+    try:  # the GPU machine carries no onnxruntime: its columns are left out there
+        import onnxruntime
+    except ImportError:
+        onnxruntime = None
     import xgboost as xgb
 
     from kbench.selector import Forest
@@ -113,7 +116,12 @@ def main() -> None:
         booster.save_model(str(path))
         model = json.loads(path.read_text())
     forest = Forest.from_xgboost_json(model)
-    session = onnx_session(forest, a.features)
+    session = None
+    if onnxruntime is not None:
+        try:
+            session = onnx_session(forest, a.features)
+        except Exception as exc:  # noqa: BLE001 - an onnxruntime older than the onnx package (the GPU machine's)
+            print(f"onnxruntime left out: {exc}"[:300])
     def onnxruntime_margins(batch):
         return session.run(None, {"X": batch})[0]
     gpu, gpu_name = cuda_forest(forest)
@@ -121,21 +129,23 @@ def main() -> None:
     for n in (1, 8, 16, 32):
         batch = np.ascontiguousarray(x[:n])
         rows[str(n)] = {"numpy_ms_p50": p50_ms(forest.margins_rows, batch, 50),
-                        "xgboost_ms_p50": p50_ms(booster.inplace_predict, batch, 200),
-                        "onnxruntime_ms_p50": p50_ms(onnxruntime_margins, batch, 200)}
+                        "xgboost_ms_p50": p50_ms(booster.inplace_predict, batch, 200)}
+        if session is not None:
+            rows[str(n)]["onnxruntime_ms_p50"] = p50_ms(onnxruntime_margins, batch, 200)
         if gpu is not None:
             rows[str(n)]["cuda_ms_p50"] = p50_ms(gpu.margins_rows, batch, 200)
     reference = booster.inplace_predict(x[:32])
     agree = float(np.abs(forest.margins_rows(x[:32])[:, 0] - reference).max())
     agree_cuda = None if gpu is None else float(np.abs(gpu.margins_rows(x[:32])[:, 0] - reference).max())
-    agree_onnx = float(np.abs(onnxruntime_margins(np.ascontiguousarray(x[:32]))[:, 0] - reference).max())
+    agree_onnx = (None if session is None else
+                  float(np.abs(onnxruntime_margins(np.ascontiguousarray(x[:32]))[:, 0] - reference).max()))
     out = {"rounds": a.rounds, "max_depth": a.depth, "features": a.features, "tree_nodes":
            int(sum(len(t["split_indices"]) for t in model["learner"]["gradient_booster"]["model"]["trees"])),
            "fit_s": round(fit_s, 1), "latency_by_rows": rows, "max_abs_margin_difference": agree,
            "max_abs_margin_difference_onnxruntime": agree_onnx, "max_abs_margin_difference_cuda": agree_cuda,
            "gpu": gpu_name,
            "aim_ms": 1.0, "xgboost_version": xgb.__version__, "numpy_version": np.__version__,
-           "onnxruntime_version": onnxruntime.__version__,
+           "onnxruntime_version": None if onnxruntime is None else onnxruntime.__version__,
            "machine": {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
                        "cores_used": 1, "loadavg_1min": os.getloadavg()[0]},
            "note": "p50 over 50 (numpy) and 200 (xgboost, onnxruntime, cuda) calls after 10 warm-up calls, one batch per call"}

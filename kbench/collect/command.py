@@ -130,6 +130,9 @@ def add_autotune_parser(sub) -> None:
     c.add_argument("--benchmark-limit", type=int, default=None, metavar="N",
                    help="torch.backends.cudnn.benchmark_limit for the run (default PyTorch's, 10; 0: time every "
                         "candidate); give another setting another OUT")
+    c.add_argument("--retry-failed", action="store_true",
+                   help="probe again the problem-directions whose earlier probes all failed (packaging keeps "
+                        "the later ok record)")
     c.set_defaults(func=cmd_autotune)
 
 
@@ -276,7 +279,8 @@ def cmd_autotune(args) -> int:
     if args.benchmark_limit is not None and args.benchmark_limit < 0:
         raise KbenchInputError(f"--benchmark-limit {args.benchmark_limit}: give 0 (every candidate) or more.")
     summary = autotune.probe_autotune(args.problems, args.out, directions, dtypes, layouts, limit=args.limit,
-                                      time_budget_s=args.time_budget, shard=shard, benchmark_limit=args.benchmark_limit)
+                                      time_budget_s=args.time_budget, shard=shard, benchmark_limit=args.benchmark_limit,
+                                      retry_failed=args.retry_failed)
     print(json.dumps(summary, indent=1))
     return 3 if "fatal" in summary else 0
 

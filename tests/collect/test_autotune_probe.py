@@ -65,7 +65,40 @@ def test_a_fatal_cuda_error_stops_with_what_was_done_saved(problems, tmp_path):
     out = tmp_path / "out"
     summary = autotune.probe_autotune(problems, out, make_probe=lambda: FakeProbe(fail_at=3))
     assert summary["measured"] == 3 and "CUDA context" in summary["fatal"]
-    assert len((out / autotune.RECORDS).read_text().splitlines()) == 3
+    lines = [json.loads(x) for x in (out / autotune.RECORDS).read_text().splitlines()]
+    # the fourth problem broke the context: recorded as failed and fatal, so the restart goes past it
+    assert [r["status"] for r in lines] == ["ok", "ok", "ok", "failed"] and lines[3]["fatal"] is True
+    again = FakeProbe()
+    assert autotune.probe_autotune(problems, out, make_probe=lambda: again, retry_failed=True)["measured"] == 2
+    assert lines[3]["key"] not in again.seen
+
+
+class FailingFirst(FakeProbe):
+    """Fails (not fatally) every problem it is given for the first time in this test."""
+
+    failed: set = set()
+
+    def probe(self, p):
+        if p["key"] not in self.failed:
+            self.failed.add(p["key"])
+            return {"key": p["key"], "status": "failed", "error": "no plan"}
+        return super().probe(p)
+
+
+def test_retry_failed_probes_the_failed_ones_again_and_packaging_keeps_the_ok_record(problems, tmp_path):
+    from kbench.collect.packaging.autotune import load_autotune
+    out = tmp_path / "out"
+    FailingFirst.failed = set()
+    assert autotune.probe_autotune(problems, out, limit=2, make_probe=FailingFirst)["measured"] == 2
+    first_two = [json.loads(x)["key"] for x in (out / autotune.RECORDS).read_text().splitlines()]
+    # without the flag the failed ones count as done; with it they are pending again
+    assert autotune.done_keys(out) == set(first_two) and autotune.done_keys(out, ok_only=True) == set()
+    again = FailingFirst()
+    assert autotune.probe_autotune(problems, out, limit=2, make_probe=lambda: again,
+                                   retry_failed=True)["measured"] == 2
+    assert again.seen == first_two
+    records, _ = load_autotune(out)  # each key twice, failed then ok: the ok record is kept
+    assert len(records) == 2 and records.set_index("key").loc[first_two, "status"].tolist() == ["ok", "ok"]
 
 
 def test_the_time_budget_starts_no_problem_after_it(problems, tmp_path):
@@ -126,5 +159,5 @@ def test_on_the_gpu_autotune_settles_on_a_mode_a_plan(problems, tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "out" / autotune.RECORDS).read_text().splitlines()]
     assert summary["measured"] == 6 and all(r["status"] == "ok" for r in lines)
     matched = [r for r in lines if r["torch_autotune_status"] == "matched"]
-    assert matched and all(r["torch_autotune_plans"].split(";")[0] in r["mode_a"].split(";") for r in matched)
+    assert matched and all(r["torch_autotune_plans"].split(";")[0] in r["candidates"].split(";") for r in matched)
     assert all(r["first_call_ms"] >= r["second_call_ms"] > 0 for r in lines)

@@ -26,7 +26,8 @@
 # are copied gzipped into $OUT/autotune/<dataset>/autotune-STAMP-K-of-N.jsonl.gz (STAMP: the call's start,
 # so that no call's file replaces another's) with the folder's env.jsonl: a call stopped at the machine's
 # limit brings back all but its last minute. Copy them into raw/<dataset>/autotune/ (the env.jsonl
-# replaces the one carried: it holds it and the new runs' starts).
+# replaces the one carried: it holds it and the new runs' starts). AT_ARGS is appended to the probe's
+# command line, e.g. AT_ARGS=--retry-failed.
 #
 # BASE (default raw/h100) is the raw folder of the dataset being grown: it is copied into the
 # output root first, so its problem-directions count as done and the corpus order continues.
@@ -178,7 +179,7 @@ autotune_one() {  # autotune_one PROBLEMS: every GPU probes its shard of PROBLEM
       while :; do
         L=$(left); [ $L -lt 30 ] && break
         CUDA_VISIBLE_DEVICES=$g KBENCH_NVML_DEVICE=$g timeout -k 15 $((L - 10)) python3 -m kbench.collect autotune \
-            --problems "$P" --out "$WORK" --shard $g/$NGPU --time-budget $((L - MARGIN)) >> "$OUT/autotune_$NAME.log" 2>&1
+            --problems "$P" --out "$WORK" --shard $g/$NGPU --time-budget $((L - MARGIN)) ${AT_ARGS:-} >> "$OUT/autotune_$NAME.log" 2>&1
         rc=$?
         echo "autotune $NAME shard $g/$NGPU rc=$rc" | tee -a "$OUT/autotune_$NAME.log"
         [ "$rc" = 3 ] || break   # 3: fatal CUDA error -> restart and resume

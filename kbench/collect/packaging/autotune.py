@@ -8,7 +8,8 @@ run). ``kbench build-data`` reads the folder of the dataset's raw folder when it
 
 **Checks** (each refusal names the file and the fix): the folder has records and an ``env.jsonl`` with a
 start record; every run of it was made with ``benchmark = True`` on the dataset's GPU and software
-(:data:`SAME_FIELDS`: each value one the dataset's own runs recorded); no key is recorded twice.
+(:data:`SAME_FIELDS`: each value one the dataset's own runs recorded); no key has two ok records (a
+failed probe retried with ``--retry-failed`` gives way to its ok record).
 Records of problem-directions the dataset does not hold are counted and left out.
 
 **Tables.**
@@ -56,7 +57,7 @@ def _text(value) -> str:
 
 def load_autotune(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(records, start records of ``env.jsonl``) of an autotune folder; refuses a folder without records, a
-    key recorded twice, and a folder without its environment."""
+    key with two ok records, and a folder without its environment; of a key's records the ok one is kept."""
     folder = Path(folder)
     files = record_files(folder)
     if not files:
@@ -64,7 +65,7 @@ def load_autotune(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"{folder}: no autotune records (autotune*.jsonl[.gz]); write them with "
             f"'kbench collect autotune --problems P --out {folder}', or remove the folder."
         )
-    rows, seen = [], {}
+    seen: dict[str, tuple[dict, str]] = {}
     for path in files:
         for number, rec in read_lines(path):
             key = rec.get("key")
@@ -74,12 +75,16 @@ def load_autotune(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "or failed); copy the file again from the run."
                 )
             if key in seen:
-                raise KbenchInputError(
-                    f"{path}: line {number} records {key} again (first at {seen[key]}); a key is "
-                    "probed once: keep one of the two lines (the runs resume by key)."
-                )
-            seen[key] = f"{path.name}:{number}"
-            rows.append(rec)
+                first, where = seen[key]
+                if first["status"] == "ok" and rec["status"] == "ok":
+                    raise KbenchInputError(
+                        f"{path}: line {number} records {key} again (first at {where}); a key is "
+                        "probed once: keep one of the two lines (the runs resume by key)."
+                    )
+                if rec["status"] == "failed":  # a retry that failed again, or a failure after an ok record
+                    continue
+            seen[key] = (rec, f"{path.name}:{number}")  # a failed probe retried (--retry-failed): the later one
+    rows = [rec for rec, _ in seen.values()]
     env_path = folder / ENV
     starts = [rec for _, rec in read_lines(env_path) if rec.get("phase") == "start"] if env_path.exists() else []
     if not starts:

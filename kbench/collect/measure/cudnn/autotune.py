@@ -11,12 +11,14 @@ autotune on from the start, each problem's first call being its tuning call, as 
 1. the problem's tensors, with the collector's strides and seeded inputs;
 2. its first call timed on the host (the tuning call: PyTorch builds and times its candidates), then
    a second call (the cached plan), their difference being the first call's cost;
-3. mode A's first :data:`AUTOTUNE_PROFILE_TOP` plans built and profiled beside PyTorch's call, the
-   plan whose kernels equal PyTorch's being its autotune choice (:func:`.pytorch_choice.match_torch`).
+3. the first :data:`AUTOTUNE_PROFILE_TOP` plans of PyTorch's candidate order (mode A's, then the
+   fallback list's) built and profiled beside PyTorch's call, the plan whose kernels equal PyTorch's
+   being its autotune choice (:func:`.pytorch_choice.match_torch`).
 
 One JSON line per problem-direction, written as it goes (with ``probe_s``, the probe's wall time); a
 re-run skips the keys already written in any records file of the folder (:func:`record_files`: the
-folder's ``autotune*.jsonl`` and their ``.gz`` copies). With ``--shard K/N`` a process probes the keys
+folder's ``autotune*.jsonl`` and their ``.gz`` copies; with ``--retry-failed`` those whose probes all
+failed are probed again, but not one that broke the CUDA context, recorded ``fatal``). With ``--shard K/N`` a process probes the keys
 whose CRC-32 is K modulo N (a split that does not depend on what is done, so processes started at
 different moments never overlap) into ``autotune-K-of-N.jsonl``, one GPU each::
 
@@ -41,8 +43,8 @@ from kbench.collect.measure.cudnn.problems import DIRECTIONS, conv_args, load_pr
 from kbench.collect.measure.cudnn.protocol import FatalCudaError, _err
 from kbench.collect.raw_store.shard import Shard
 
-#: mode A's plans profiled beside PyTorch's call: its candidates are cuDNN's first
-#: ``benchmark_limit`` (10 by default) heuristic plans, and a plan that does not build is skipped
+#: plans profiled beside PyTorch's call: its candidates are cuDNN's first ``benchmark_limit`` (10 by
+#: default) plans of the heuristic's and the fallback list's, and a plan that does not build is skipped
 AUTOTUNE_PROFILE_TOP = 14
 RECORDS = "autotune.jsonl"
 
@@ -70,9 +72,11 @@ class AutotuneProbe(CudnnCollector):
         try:
             x, w, y, _ = self._tensors(p)
             self._fill_inputs(p, x, w, y)
-            g, pack, names, err = self._plan_list(p, x, w, y, [self.modes["a"]])
-            if g is None:
-                raise RuntimeError(f"no mode A plan list: {err}")
+            # PyTorch's candidates are the heuristic's engine configs followed by the fallback list's
+            # (Conv_v8.cpp, get_generator_sources); mode A alone proposes none for some problems
+            g, pack, names, err = self._plan_list(p, x, w, y, [self.modes["a"], self.modes["fallback"]])
+            if g is None or not names:
+                raise RuntimeError(f"no mode A or fallback plan: {err or 'cuDNN proposed none'}")
             states = [self._plan_state(g, i, n, None, {"a": {}, "b": {}, "fallback": {}})
                       for i, n in enumerate(names[:AUTOTUNE_PROFILE_TOP])]
             built = [ps for ps in states if ps.rec["build_ok"]]
@@ -84,13 +88,17 @@ class AutotuneProbe(CudnnCollector):
             choice.pop("plan_kernels")
             rec.update(torch_autotune_plans=choice["torch_plans"], torch_autotune_kernels=choice["torch_kernels"],
                        torch_autotune_status=choice["torch_status"], first_call_ms=first_ms, second_call_ms=again_ms,
-                       first_call_cost_ms=max(first_ms - again_ms, 0.0), mode_a=";".join(names),
+                       first_call_cost_ms=max(first_ms - again_ms, 0.0), candidates=";".join(names),
+                       candidate_lists="a+fallback",
                        n_profiled=len(built))
         except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
             self._check_cuda()
             rec.update(status="failed", error=_err(exc))
         finally:
-            t.cuda.empty_cache()
+            try:
+                t.cuda.empty_cache()
+            except Exception as exc:  # noqa: BLE001 - an illegal access surfaces here: the context is gone
+                raise FatalCudaError(f"CUDA context unusable: {_err(exc)}") from exc
         rec["probe_s"] = round(time.perf_counter() - t0, 4)
         return rec
 
@@ -129,11 +137,14 @@ def read_lines(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
-def done_keys(path: Path) -> set[str]:
-    """Keys already written to a records file, or to any records file of a folder (:func:`record_files`)."""
+def done_keys(path: Path, ok_only: bool = False) -> set[str]:
+    """Keys already written to a records file, or to any records file of a folder (:func:`record_files`);
+    with ``ok_only`` only those with an ``ok`` record or a ``fatal`` one (a failed probe is then pending
+    again, but not one whose problem broke the CUDA context: it would end the process again)."""
     path = Path(path)
     files = record_files(path) if path.is_dir() else [path] if path.exists() else []
-    return {rec["key"] for f in files for _, rec in read_lines(f) if isinstance(rec.get("key"), str)}
+    return {rec["key"] for f in files for _, rec in read_lines(f)
+            if isinstance(rec.get("key"), str) and (not ok_only or rec.get("status") == "ok" or rec.get("fatal"))}
 
 
 def in_shard(keys, shard: Shard | None):
@@ -145,18 +156,19 @@ def in_shard(keys, shard: Shard | None):
 
 def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layouts=None, limit: int | None = None,
                    time_budget_s: float | None = None, make_probe=AutotuneProbe, shard: Shard | None = None,
-                   benchmark_limit: int | None = None) -> dict:
+                   benchmark_limit: int | None = None, retry_failed: bool = False) -> dict:
     """Probe the pending problem-directions of ``problems`` (those of ``shard``) into ``out_dir``'s
     records file: :data:`RECORDS`, or ``autotune-K-of-N.jsonl`` for shard K of N. ``benchmark_limit``:
     PyTorch's ``torch.backends.cudnn.benchmark_limit`` for the run (default: PyTorch's own, 10; 0: every
-    candidate), recorded in ``env.jsonl``; one folder holds one setting."""
+    candidate), recorded in ``env.jsonl``; one folder holds one setting. ``retry_failed``: probe again the
+    problem-directions whose only records failed (the new record is appended; packaging keeps it)."""
     deadline = None if time_budget_s is None else time.monotonic() + time_budget_s
     todo = load_problems(problems, directions, dtypes, layouts)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / (RECORDS if shard is None else f"autotune-{shard.index}-of-{shard.count}.jsonl")
     todo = todo[in_shard(todo["key"], shard)]
-    pending = todo[~todo["key"].isin(done_keys(out))]
+    pending = todo[~todo["key"].isin(done_keys(out, ok_only=retry_failed))]
     if limit is not None:
         pending = pending.head(limit)
     summary = {"total": int(len(todo)), "pending": int(len(pending)), "measured": 0}
@@ -173,6 +185,11 @@ def probe_autotune(problems, out_dir, directions=DIRECTIONS, dtypes=None, layout
             try:
                 rec = probe.probe({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()})
             except FatalCudaError as exc:
+                # recorded as failed, so that the restarted process (the device script restarts on exit
+                # code 3) goes on with the next problem instead of breaking its context again
+                fh.write(json.dumps({k: row[k] for k in ("key", "direction", "dtype", "layout")} |
+                                    {"status": "failed", "error": f"fatal: {exc}"[:2000], "fatal": True}) + "\n")
+                fh.flush()
                 summary["fatal"] = str(exc)
                 break
             fh.write(json.dumps(rec) + "\n")
