@@ -13,8 +13,8 @@ For each problem of the plan, in the plan's order:
    (:func:`kbench.gpu_check.plan.live_filter`), ``deterministic`` off;
 2. PyTorch's op called once on the host clock (the tuning call: PyTorch builds and times its
    candidates) and once more (its cached plan): ``first_call_ms`` and ``second_call_ms``;
-3. the op (unit :data:`~kbench.gpu_check.plan.PYTORCH_AUTOTUNE_UNIT`), the choice's plan and the oracle's,
-   each prepared and timed by the main pass's protocol (:mod:`kbench.gpu_check.live`) in the plan's
+3. the op (unit :data:`~kbench.gpu_check.plan.PYTORCH_AUTOTUNE_UNIT`), the choice's plan and the oracle's
+   (and a timed selector's candidates, :mod:`kbench.gpu_check.plan`), each prepared and timed by the main pass's protocol (:mod:`kbench.gpu_check.live`) in the plan's
    number of interleaved rounds (:func:`kbench.gpu_check.plan.interleave`, the problem's seeded order):
    the choice and the real autotune are compared within one process, like with like.
 
@@ -52,7 +52,8 @@ def time_problem(col, item: dict, replays: int, seed: int, live: dict) -> tuple[
     """(time rows, fields of the problem's line) of one problem: PyTorch's op with ``benchmark = True``, its
     first two calls on the host clock, then it, the choice and the oracle in interleaved rounds."""
     p = item["problem"]
-    plans = list(dict.fromkeys([item["roles"]["choice"], item["roles"]["oracle"]]))
+    # a timed selector's candidates too (kbench.gpu_check.plan, timed_top): it chooses in this process
+    plans = list(dict.fromkeys([item["roles"]["choice"], item["roles"]["oracle"], *item.get("candidates", [])]))
     x, w, y, g, pack, index = live_timing.problem_plans(col, p, plans)
     t = col.torch
     t.backends.cudnn.benchmark = True

@@ -41,11 +41,13 @@ RECORD_NAME = "verification.json"
 
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None, live_references: bool = False,
-              live_autotune: bool = True) -> dict:
+              live_autotune: bool = True, timed_top: int = 1) -> dict:
     """The run plan of a predictions file (path or DataFrame) on ``dataset``'s split part; with
     ``live_references``, the GPU also times the references it decides itself
     (:func:`kbench.gpu_check.plan.live_block`, with the dataset variant's filter), with ``live_autotune``
-    PyTorch's real autotune among them (plans made before it was one have no autotune pass)."""
+    PyTorch's real autotune among them (plans made before it was one have no autotune pass); with
+    ``timed_top`` K > 1, each problem's first K listed plans of the ranking are timed too, and the record
+    also scores the timed selector that keeps the fastest of them (:func:`kbench.gpu_check.score.timed_choice`)."""
     # imported here, not at the top: the GPU machines run `python -m kbench.collect`, whose parser
     # registers this command, without pydantic (which the leaderboard store needs)
     from kbench.data.dataset import load
@@ -67,9 +69,13 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
         raise KbenchInputError(f"dataset {ds.name!r} has no recorded cuDNN heuristic (heuristics table); "
                                "verify-on-gpu re-times against cuDNN mode A")
     ids = ds.split(split)[part]
-    roles = role_plans(predictions, ds.runtimes, ds.heuristics, ids)
+    if timed_top < 1:
+        raise KbenchInputError(f"--timed-top {timed_top}: give 1 (the first choice alone) or more candidates")
+    roles = role_plans(predictions, ds.runtimes, ds.heuristics, ids, timed_top=timed_top)
     plan = build_plan(roles, ds.problems[ds.problems["problem_id"].isin(roles["problem_id"])], rounds=rounds,
                       replays=replays, seed=seed)
+    if timed_top > 1:
+        plan["timed_top"] = int(timed_top)
     plan.update(dataset={"name": ds.name, "version": ds.version, "checksum": ds.checksum}, split=split, part=part,
                 method=method, predictions={"path": path, "sha256": sha, "rows": int(len(predictions))})
     if live_references:
@@ -209,6 +215,29 @@ def _present(path: Path) -> Path:
     return gz if not path.exists() and gz.exists() else path
 
 
+def timed_figures(plan: dict, raw: pd.DataFrame, picks, eager, autotune):
+    """:class:`kbench.scoring.records.TimedTopFigures` of a plan with ``timed_top``: the timed selector
+    chooses in each pass from that pass's first round (:func:`kbench.gpu_check.score.timed_choice`)."""
+    from kbench.gpu_check.score import live_figures, role_times, score, timed_choice
+    from kbench.scoring.records import TimedTopFigures
+    chosen, rest = timed_choice(plan, raw)
+    measured, table, _ = score(chosen, rest)
+    first = {item["problem_id"]: item["roles"]["choice"] for item in plan["problems"]}
+    timed = role_times(chosen, rest.groupby(["problem_id", "plan"], as_index=False)["ms"].median())
+    items = {item["problem_id"]: item for item in chosen["problems"]}
+    changed = [items[pid]["roles"]["choice"] != first[pid] for pid in timed["problem_id"]]
+    sizes = [len(dict.fromkeys(items[pid].get("candidates") or [first[pid]])) for pid in timed["problem_id"]]
+    live = None
+    if picks is not None:
+        auto_plan = auto = None
+        if autotune is not None:
+            auto_plan, auto_rest = timed_choice(plan, autotune[0])
+            auto = (auto_rest, autotune[1])
+        live = live_figures(chosen, rest, picks, eager, autotune=auto, autotune_plan=auto_plan)
+    return TimedTopFigures(k=int(plan["timed_top"]), candidates_mean=float(np.mean(sizes)),
+                           changed_share=float(np.mean(changed)), measured=measured, table=table, live=live)
+
+
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
     """Score ``out_dir``'s raw timings of ``plan`` into a VerificationRecord (with the autotune pass's
     ``raw_autotune.jsonl``, where the plan has one)."""
@@ -222,15 +251,15 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
     with_pass = bool((plan.get("live") or {}).get("autotune"))
     raw, failed, env, seconds = read_raw(raw_path)
     measured, table, n = score(plan, raw)
-    live = None
+    live = picks = eager = autotune = None
     if plan.get("live"):
         from kbench.gpu_check.score import live_figures
         picks, eager = read_live(raw_path)
-        autotune = None
         if with_pass and auto_path.exists():
             auto_raw, _, _, auto_seconds = read_raw(auto_path)
             autotune, seconds = (auto_raw, read_autotune_calls(auto_path)), seconds + auto_seconds
         live = live_figures(plan, raw, picks, eager, autotune=autotune)
+    timed = timed_figures(plan, raw, picks, eager, autotune) if plan.get("timed_top") else None
     return VerificationRecord(
         schema_version=VERIFICATION_SCHEMA_VERSION if live is not None else 1, kbench_version=__version__, method=method or plan.get("method"), dataset=DatasetRef(**plan["dataset"]),
         split=plan["split"], part=plan["part"], predictions=PredictionsRef(**plan["predictions"]),
@@ -240,6 +269,7 @@ def make_record(plan: dict, out_dir: Path, method: str | None = None):
         device=env, problems_planned=len(plan["problems"]), problems_measured=n, problems_failed=failed,
         problems_without_reference=plan.get("no_reference", []),
         device_time_s=round(seconds, 1) if seconds else None, measured=measured, table=table, live=live,
+        timed_top=timed,
         inputs={name: input_sha256(path) for name, path in
                 ((PLAN_NAME, plan_path), (RAW_NAME, raw_path), (RAW_AUTOTUNE, auto_path))
                 if path.exists() and (name != RAW_AUTOTUNE or with_pass)} or None)
@@ -261,6 +291,11 @@ def add_arguments(p) -> None:
                         "note filter, and PyTorch's own convolution; every unit timed eagerly too (record schema 2); "
                         "then PyTorch's convolution with benchmark=True (real autotune) beside the choice and the "
                         "oracle, in a second pass in a process of its own (raw_autotune.jsonl)")
+    p.add_argument("--timed-top", type=int, default=1, metavar="K",
+                   help="also time each problem's first K plans of the ranking (that are in its measured list) "
+                        "and score the timed selector that keeps the fastest of them in each pass's first round, "
+                        "measured on the other rounds (the learned counterpart of PyTorch's autotune; default 1: "
+                        "the first choice only)")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
                    help="start no new problem after this many seconds of timing")
     g = p.add_mutually_exclusive_group()
@@ -270,6 +305,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    if args.timed_top < 1:  # before any file is read: the option alone is wrong
+        raise KbenchInputError(f"--timed-top {args.timed_top}: give 1 (the first choice alone) or more candidates")
     out = Path(args.out)
     plan_path = out / PLAN_NAME
     if args.time_only or args.score_only:
@@ -284,7 +321,7 @@ def run(args) -> int:
             raise KbenchInputError("verify-on-gpu: give the predictions file (or --time-only / --score-only "
                                    "with an existing run folder)")
         plan = make_plan(args.predictions, args.dataset, args.split, args.part, args.rounds, args.replays,
-                         args.seed, args.method, args.live_references)
+                         args.seed, args.method, args.live_references, timed_top=args.timed_top)
         if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
         from kbench.core.output_files import atomic_write_text
@@ -326,6 +363,14 @@ def run(args) -> int:
         if auto is not None and auto.first_call_cost_ms is not None:
             print(f"  pytorch_autotune over {auto.problems} problems: its tuning took {auto.first_call_cost_ms:,.0f} ms "
                   f"(median {auto.first_call_cost_median_ms:.1f} ms per problem)")
+    timed = record.timed_top
+    if timed is not None:
+        print(f"  timed top-{timed.k} ({timed.candidates_mean:.2f} candidates a problem; another plan than the "
+              f"first choice on {timed.changed_share:.1%}): over mode A {timed.measured.overall.speedup_geomean:.3f}x")
+        for ref, f in (timed.live.references.items() if timed.live is not None else []):
+            closed = "-" if f.headroom_closed is None else f"{f.headroom_closed:.1%}"
+            print(f"    over {ref}: {f.speedup_geomean:.3f}x [{f.speedup_ci95[0]:.3f}, {f.speedup_ci95[1]:.3f}]; "
+                  f"headroom closed {closed}")
     return 0
 
 

@@ -10,6 +10,12 @@ For each problem of a dataset part the run re-times three roles:
 
 Roles that name the same plan share one timing (``plans`` is deduplicated).
 
+With ``timed_top`` K > 1 the plan also lists each problem's ``candidates``: the first K plans of the
+predictions' ranking that are in its measured list (the choice first). They are timed with the roles
+in every pass, and scoring (:func:`kbench.gpu_check.score.timed_choice`) keeps the fastest of them in
+the pass's first round as the choice of the *timed* selector, the learned counterpart of PyTorch's
+autotune: K timings of the entry's own candidates instead of cuDNN's first 10.
+
 With live references (:func:`live_block`) the GPU also decides, per problem, what cuDNN's mode A
 and mode B pick with the dataset variant's numerical-note filter (:func:`live_filter`) and times
 PyTorch's own convolution: :mod:`kbench.gpu_check.live`. Those units join the problem's
@@ -153,10 +159,26 @@ def first_listed(rankings: pd.Series, listed: dict[str, set]) -> pd.Series:
     return pd.Series(out, dtype=object)
 
 
+def first_listed_k(rankings: pd.Series, listed: dict[str, set], k: int) -> pd.Series:
+    """Per problem id (the index), the list of the first ``k`` kernels of its ';'-joined ranking that are
+    listed for it, in ranking order (empty when there is none).
+
+    >>> first_listed_k(pd.Series({"p": "c;x;a;b"}), {"p": {"a", "b", "c"}}, 2).tolist()
+    [['c', 'a']]
+    """
+    out = {}
+    for pid, ranking in rankings.items():
+        ok = listed.get(pid, set())
+        out[pid] = [name for name in dict.fromkeys(str(ranking).split(";")) if name in ok][:k]
+    return pd.Series(out, dtype=object)
+
+
 def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd.DataFrame,
-               ids, reference: str = "cudnn_mode_a") -> pd.DataFrame:
+               ids, reference: str = "cudnn_mode_a", timed_top: int = 1) -> pd.DataFrame:
     """One row per problem of ``ids``: ``choice``, ``mode_a``, ``oracle`` plan names and their
-    table times ``t_choice``, ``t_mode_a``, ``t_oracle`` (ms).
+    table times ``t_choice``, ``t_mode_a``, ``t_oracle`` (ms); with ``timed_top`` K > 1 also
+    ``candidates``, the first K listed plans of the prediction's ranking (the choice alone where
+    none is listed), and ``t_candidates``, their table times.
 
     ``predictions`` has ``problem_id`` and ``ranking`` (or ``kernel``). The roles follow the
     scoring rules (:mod:`kbench.scoring.metrics`): a ranking, the prediction's or the reference's, whose
@@ -203,6 +225,11 @@ def role_plans(predictions: pd.DataFrame, runtimes: pd.DataFrame, heuristics: pd
     for role in ROLES:
         key = pd.MultiIndex.from_arrays([out.index, out[role].to_numpy()])
         out[f"t_{role}"] = times.reindex(key).to_numpy(dtype=np.float64)
+    if timed_top > 1:
+        top = first_listed_k(preds.reindex(ids), listed, timed_top).reindex(ids)
+        out["candidates"] = [names if names else [choice] for names, choice in zip(top, out["choice"])]
+        out["t_candidates"] = [[float(times[(pid, name)]) for name in names]
+                               for pid, names in zip(out.index, out["candidates"])]
     out.index.name = "problem_id"
     out = out.reset_index()
     out.attrs["no_reference"] = [str(x) for x in no_reference]
@@ -228,20 +255,32 @@ def collector_problems(problems: pd.DataFrame) -> dict[str, dict]:
 def build_plan(roles: pd.DataFrame, problems: pd.DataFrame, rounds: int = 5, replays: int = 3,
                seed: int = 0) -> dict:
     """The run plan (JSON-able): problems in seeded order, each with its roles, distinct plans,
-    table times and interleaved rounds."""
+    table times and interleaved rounds; where ``roles`` has ``candidates`` (:func:`role_plans` with
+    ``timed_top``), each problem's candidates join its plans."""
     if replays < 1:
         raise KbenchInputError(f"replays must be >= 1 (got {replays})")
+    timed = "candidates" in roles.columns
+    if timed and rounds < 2:
+        raise KbenchInputError(f"a timed selector needs rounds >= 2 (got {rounds}): the first round chooses, "
+                               "the others measure")
     geometry = collector_problems(problems)
     order = np.random.default_rng(int(seed)).permutation(len(roles))
     items, rows = [], roles.to_dict("records")
     for i in order:
         r = rows[int(i)]
         pid = str(r["problem_id"])
-        plans = list(dict.fromkeys(r[role] for role in ROLES))  # distinct, role order
-        items.append({"problem_id": pid, "problem": geometry[pid],
-                      "roles": {role: str(r[role]) for role in ROLES},
-                      "table_ms": {str(r[role]): float(r[f"t_{role}"]) for role in ROLES},
-                      "plans": plans,
-                      "order": interleave(plans, rounds, problem_rng(seed, pid))})
+        candidates = [str(c) for c in r["candidates"]] if timed else []
+        plans = list(dict.fromkeys([*(r[role] for role in ROLES), *candidates]))  # distinct, role order
+        table_ms = {str(r[role]): float(r[f"t_{role}"]) for role in ROLES}
+        if timed:
+            table_ms.update(zip(candidates, map(float, r["t_candidates"])))
+        item = {"problem_id": pid, "problem": geometry[pid],
+                "roles": {role: str(r[role]) for role in ROLES},
+                "table_ms": table_ms,
+                "plans": plans,
+                "order": interleave(plans, rounds, problem_rng(seed, pid))}
+        if timed:
+            item["candidates"] = candidates
+        items.append(item)
     return {"format": PLAN_FORMAT, "seed": int(seed), "rounds": int(rounds), "replays": int(replays),
             "problems": items}

@@ -162,6 +162,37 @@ def autotune_times(plan: dict, raw: pd.DataFrame) -> pd.DataFrame:
     return df[df[["m_choice", "m_oracle", f"m_{LIVE_AUTOTUNE}"]].notna().all(axis=1)].reset_index(drop=True)
 
 
+#: the round a timed selector chooses in (:func:`timed_choice`); the others measure
+SELECTION_ROUND = 0
+
+
+def timed_choice(plan: dict, raw: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    """(plan, time rows) of the timed selector of a plan with ``candidates`` (``--timed-top K``): per
+    problem, the candidate with the shortest time in round :data:`SELECTION_ROUND` of ``raw`` (one pass's
+    rows; ties go to the ranking's order) becomes the ``choice`` role, and only the other rounds' rows
+    are kept, so that no unit is measured on the round that chose. A problem whose candidates were not
+    all timed in that round keeps the entry's first choice (it is left out later, not timed whole).
+
+    >>> plan = {"problems": [{"problem_id": "p", "roles": {"choice": "a", "mode_a": "m", "oracle": "b"},
+    ...                       "candidates": ["a", "b"]}]}
+    >>> raw = pd.DataFrame({"problem_id": ["p"] * 4, "plan": ["a", "b", "a", "b"], "round": [0, 0, 1, 1],
+    ...                     "ms": [2.0, 1.0, 1.5, 1.6]})
+    >>> chosen, rest = timed_choice(plan, raw)
+    >>> chosen["problems"][0]["roles"]["choice"], rest["round"].tolist()
+    ('b', [1, 1])
+    """
+    rounds = pd.to_numeric(raw["round"], errors="coerce")
+    first = raw[rounds == SELECTION_ROUND].groupby(["problem_id", "plan"])["ms"].median()
+    lookup = dict(zip(first.index, first.to_numpy(dtype=np.float64)))
+    items = []
+    for item in plan["problems"]:
+        candidates = item.get("candidates") or [item["roles"]["choice"]]
+        t = np.array([lookup.get((item["problem_id"], c), np.nan) for c in candidates])
+        choice = candidates[int(np.argmin(t))] if np.isfinite(t).all() else item["roles"]["choice"]
+        items.append({**item, "roles": {**item["roles"], "choice": choice}})
+    return {**plan, "problems": items}, raw[rounds != SELECTION_ROUND].reset_index(drop=True)
+
+
 def autotune_reference(plan: dict, raw: pd.DataFrame, calls: pd.DataFrame, resamples: int = BOOTSTRAP_RESAMPLES):
     """(``pytorch_autotune``'s :class:`~kbench.scoring.records.LiveReference`, its per-problem frame) from the
     autotune pass's time rows ``raw`` and its host-clock calls ``calls`` (problem_id, first_call_ms,
@@ -178,12 +209,14 @@ def autotune_reference(plan: dict, raw: pd.DataFrame, calls: pd.DataFrame, resam
 
 
 def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.DataFrame,
-                 resamples: int = BOOTSTRAP_RESAMPLES, autotune: tuple[pd.DataFrame, pd.DataFrame] | None = None):
+                 resamples: int = BOOTSTRAP_RESAMPLES, autotune: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                 autotune_plan: dict | None = None):
     """:class:`kbench.scoring.records.LiveFigures` of a run with live references: the choice against the table's
     mode-A plan and every live reference (all timed in the run), and the agreement of the run's graph
     and eager times with the table. ``autotune``: the autotune pass's (time rows, host-clock calls), which
     add ``pytorch_autotune``; it is the strongest reference only where its pass timed every problem the
-    others were timed on."""
+    others were timed on. ``autotune_plan``: the plan whose roles the autotune pass's rows are read with
+    (a timed selector chooses in each pass apart: :func:`timed_choice`), ``plan`` by default."""
     times = measured_times(raw)
     df = live_times(plan, times, picks)
     if not len(df):
@@ -194,7 +227,7 @@ def live_figures(plan: dict, raw: pd.DataFrame, picks: pd.DataFrame, eager: pd.D
                     for d, g in df.groupby("direction")}
     candidates = list(refs)
     if autotune is not None:
-        ref, auto = autotune_reference(plan, *autotune, resamples=resamples)
+        ref, auto = autotune_reference(autotune_plan or plan, *autotune, resamples=resamples)
         if ref is not None:
             references[LIVE_AUTOTUNE] = ref
             for d, g in auto.groupby("direction"):

@@ -246,6 +246,23 @@ class LiveFigures(BaseModel):
     agreement: list[TimingAgreement]
 
 
+class TimedTopFigures(BaseModel):
+    """The timed selector of a re-timing planned with ``--timed-top K``: in each pass, per problem, the
+    fastest of the entry's first K listed plans in the pass's first round is its choice; every unit is
+    then measured on the other rounds only (the choosing round is never the measuring one)."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: int = Field(description="candidates timed per problem: the first K listed plans of the entry's ranking")
+    candidates_mean: float = Field(description="mean distinct candidates per measured problem (fewer where "
+                                               "fewer plans are listed)")
+    changed_share: float = Field(description="share of measured problems where the main pass's timed choice is "
+                                             "not the entry's first choice")
+    measured: VerificationFigures = Field(description="the timed choice against the table's mode-A plan, on the GPU")
+    table: VerificationFigures = Field(description="the dataset's times of the same plans")
+    live: LiveFigures | None = Field(None, description="against the live references (the autotune pass chooses "
+                                                       "in its own process, from its own first round)")
+
+
 class VerificationRecord(BaseModel):
     """A GPU re-timing of one predictions file's chosen plans against cuDNN mode A and the oracle
     (``kbench verify-on-gpu``): measured figures next to the table-derived ones, same problems."""
@@ -273,6 +290,8 @@ class VerificationRecord(BaseModel):
     measured: VerificationFigures = Field(description="from the GPU re-timing")
     table: VerificationFigures = Field(description="from the dataset's runtimes, the same problems")
     live: LiveFigures | None = Field(None, description="references decided on the GPU (schema 2)")
+    timed_top: TimedTopFigures | None = Field(
+        None, description="the entry's first K plans timed on the GPU and the fastest kept (--timed-top K)")
     inputs: dict[str, str] | None = Field(
         None, description="sha256 of the raw inputs it was scored from (plan.json, raw.jsonl, uncompressed): "
                           "kbench leaderboard validate scores them again and refuses other files")
@@ -288,6 +307,8 @@ class VerificationRecord(BaseModel):
                 data.pop("problems_without_reference", None)
             if data.get("live") is None:
                 data.pop("live", None)
+            if data.get("timed_top") is None:
+                data.pop("timed_top", None)
             if data.get("inputs") is None:
                 data.pop("inputs", None)
         return data
