@@ -78,7 +78,8 @@ def _rows(ms: dict, problem_line: dict) -> list[dict]:
 
 
 def _timed_run(tmp_path) -> dict:
-    problems = [{"problem_id": pid, "problem": {"direction": "F", "dtype": "FP16"},
+    problems = [{"problem_id": pid, "problem": {"direction": "F", "dtype": "FP16", "layout": "NDHWC", "x_d": 4,
+                                                "fil_d": 3 if pid == "p1" else 1},
                  "roles": {"choice": "c1", "mode_a": "a1", "oracle": "o1"}, "candidates": ["c1", "c2"],
                  "table_ms": {"c1": 1.0, "c2": 1.0, "a1": 2.0, "o1": 0.5}, "plans": ["c1", "a1", "o1", "c2"],
                  "order": []} for pid in MAIN]
