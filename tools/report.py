@@ -167,15 +167,19 @@ def gpu_markdown(root: Path = ROOT) -> str:
     lines = ["| board | entry | GPU | problems | over live mode B | over live mode A | over PyTorch's convolution "
              "| over PyTorch's real autotune | strongest reference |", "|---|---|---|---|---|---|---|---|---|"]
     for path, record in verification_records(root):
-        live = record["live"]
-        cells = [_speedup(live["references"][name]) if name in live["references"] else "–"
-                 for name in ("live_mode_b", "live_mode_a", "pytorch_op")]
-        auto = live["references"].get("pytorch_autotune")
-        cells.append("–" if auto is None else _speedup(auto) + (
-            f" ({auto['problems']:,} problems)" if auto["problems"] != live["problems"] else ""))
-        lines.append(f"| {record['dataset']['name']} `{record['split']}` | [`{record['method']}`]({path}) "
-                     f"| {record['device']['gpu']} | {live['problems']:,} | {' | '.join(cells)} "
-                     f"| {REFERENCE_NAMES[live['strongest_reference']]} |")
+        rows = [(f"[`{record['method']}`]({path})", record["live"])]
+        timed = record.get("timed_top")
+        if timed and timed.get("live"):  # the same run's timed selector: the entry's first K plans timed
+            rows.append((f"[`{record['method']}`]({path}), its first {timed['k']} plans timed", timed["live"]))
+        for entry, live in rows:
+            cells = [_speedup(live["references"][name]) if name in live["references"] else "–"
+                     for name in ("live_mode_b", "live_mode_a", "pytorch_op")]
+            auto = live["references"].get("pytorch_autotune")
+            cells.append("–" if auto is None else _speedup(auto) + (
+                f" ({auto['problems']:,} problems)" if auto["problems"] != live["problems"] else ""))
+            lines.append(f"| {record['dataset']['name']} `{record['split']}` | {entry} "
+                         f"| {record['device']['gpu']} | {live['problems']:,} | {' | '.join(cells)} "
+                         f"| {REFERENCE_NAMES[live['strongest_reference']]} |")
     return "\n".join(lines)
 
 
