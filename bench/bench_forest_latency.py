@@ -108,6 +108,7 @@ def main() -> None:
     booster = xgb.train({"max_depth": a.depth, "eta": 0.05, "tree_method": "hist", "nthread": a.fit_threads},
                         xgb.DMatrix(x, y), a.rounds)
     fit_s = time.perf_counter() - t0
+    print(f"fitted in {fit_s:.1f} s ({a.fit_threads} threads)", flush=True)  # progress: the fit is most of the run
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     booster.set_param({"nthread": 1})
@@ -134,6 +135,7 @@ def main() -> None:
             rows[str(n)]["onnxruntime_ms_p50"] = p50_ms(onnxruntime_margins, batch, 200)
         if gpu is not None:
             rows[str(n)]["cuda_ms_p50"] = p50_ms(gpu.margins_rows, batch, 200)
+        print(f"{n} rows: {rows[str(n)]}", flush=True)
     reference = booster.inplace_predict(x[:32])
     agree = float(np.abs(forest.margins_rows(x[:32])[:, 0] - reference).max())
     agree_cuda = None if gpu is None else float(np.abs(gpu.margins_rows(x[:32])[:, 0] - reference).max())
