@@ -5,8 +5,9 @@
     # raw_autotune.jsonl[.gz] as kbench verify-on-gpu --live-references left them)
 
 The record (``verification.json``) gives the choice's speed-up over each live reference overall and by
-direction. This splits the same per-problem times by direction, dtype, layout, depth and network (the
-dataset's ``sources``), with kbench's own scoring functions (:mod:`kbench.gpu_check.score`), per group:
+direction. This splits the same per-problem times by direction, dtype, layout, depth, and problem kind and
+network (the dataset's ``kind`` and ``sources``, where it is installed), as ``tools/three_d_headroom.py``
+splits the table's, with kbench's own scoring functions (:mod:`kbench.gpu_check.score`), per group:
 
 * ``oracle/<ref>`` and ``entry/<ref>``: the geomean speed-up of the oracle's plan and of the choice over
   ``ref``: ``pytorch_op`` (PyTorch's own convolution, default flags) and ``live_mode_b`` from the main pass,
@@ -34,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from three_d_headroom import groups, headroom_figures  # noqa: E402  (tools/, on the path above)
+
 from kbench.core.errors import KbenchInputError  # noqa: E402
 from kbench.gpu_check.command import _present, raw_bytes, read_live, read_raw  # noqa: E402
 from kbench.gpu_check.plan import LIVE_AUTOTUNE, RAW_AUTOTUNE  # noqa: E402
@@ -58,9 +61,9 @@ def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame, pd.DataFr
     return plan, read_raw(raw_path)[0], picks, read_raw(auto_path)[0]
 
 
-def per_problem(run_dir: Path, timed: bool = False) -> pd.DataFrame:
-    """One row per problem timed whole in both passes: its direction, dtype, layout, depths and
-    ``<pass>_choice``, ``<pass>_oracle`` and each reference's time (``main_`` or ``auto_``)."""
+def per_problem(run_dir: Path, timed: bool = False) -> tuple[pd.DataFrame, dict]:
+    """(one row per problem timed whole in both passes: its direction, dtype, layout, depths and
+    ``<pass>_choice``, ``<pass>_oracle`` and each reference's time (``main_`` or ``auto_``); the plan)."""
     plan, raw, picks, auto_raw = read_run(run_dir)
     if timed and not plan.get("timed_top"):
         raise KbenchInputError(f"{run_dir}: the plan has no timed_top; plan the run with --timed-top K")
@@ -79,55 +82,38 @@ def per_problem(run_dir: Path, timed: bool = False) -> pd.DataFrame:
     return df.merge(geometry, on="problem_id", how="left"), plan
 
 
-def groups(df: pd.DataFrame, sources: pd.Series | None) -> pd.DataFrame:
-    """(row, by, group) for every row of ``df``: all, direction, dtype, layout, depth and, with the dataset's
-    ``sources`` (by problem id), network."""
-    rows = np.arange(len(df))
-    parts = [pd.DataFrame({"row": rows, "by": "all", "group": "all"})]
-    for col in ("direction", "dtype", "layout"):
-        parts.append(pd.DataFrame({"row": rows, "by": col, "group": df[col].astype(str).to_numpy()}))
-    deep = (df.get("x_d", 1) > 1) & (df.get("fil_d", 1) > 1)
-    parts.append(pd.DataFrame({"row": rows, "by": "depth",
-                               "group": np.where(deep, "input and filter depth > 1", "a depth of 1")}))
-    if sources is not None:
-        nets = sources.reindex(df["problem_id"]).fillna("").astype(str).reset_index(drop=True).str.split(";").explode()
-        nets = nets[nets.ne("")].str.split("/").str[0]
-        parts.append(pd.DataFrame({"row": nets.index.to_numpy(), "by": "network", "group": nets.to_numpy()})
-                     .drop_duplicates())
-    return pd.concat(parts, ignore_index=True)
-
-
-def breakdown(df: pd.DataFrame, sources: pd.Series | None = None) -> pd.DataFrame:
-    """Per group: problems, and for each of :data:`REFERENCES` the oracle's and the choice's speed-up over
-    it and the share of the headroom closed (see the module's doc)."""
+def breakdown(df: pd.DataFrame, dataset_problems: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per group (:func:`three_d_headroom.groups`; ``kind`` and ``network`` from the dataset's problems,
+    by problem id, where given): problems, and for each of :data:`REFERENCES` the oracle's and the choice's
+    speed-up over it and the share of the headroom closed (:func:`three_d_headroom.headroom_figures`)."""
+    problems = df
+    if dataset_problems is not None:
+        extra = dataset_problems.set_index("problem_id")[["kind", "sources"]].reindex(df["problem_id"])
+        problems = df.assign(kind=extra["kind"].to_numpy(), sources=extra["sources"].to_numpy())
     rows = []
-    for (by, group), sel in groups(df, sources).groupby(["by", "group"], sort=False):
+    for (by, group), sel in groups(problems).groupby(["by", "group"], sort=False):
         part = df.iloc[sel["row"].to_numpy()]
         rec = {"by": by, "group": group, "problems": int(len(part))}
         for ref in REFERENCES:
             side = "auto" if ref == LIVE_AUTOTUNE else "main"
-            t_ref = np.log(part[f"{side}_{ref}"].to_numpy(dtype=np.float64))
-            head = t_ref - np.log(part[f"{side}_oracle"].to_numpy(dtype=np.float64))
-            won = t_ref - np.log(part[f"{side}_choice"].to_numpy(dtype=np.float64))
-            rec[f"oracle/{ref}"] = float(np.exp(head.mean()))
-            rec[f"entry/{ref}"] = float(np.exp(won.mean()))
-            rec[f"closed/{ref}"] = float(won.sum() / head.sum()) if head.sum() > 0 else float("nan")
+            rec.update(headroom_figures(ref, *(np.log(part[f"{side}_{c}"].to_numpy(dtype=np.float64))
+                                               for c in (ref, "oracle", "choice"))))
         rows.append(rec)
     return pd.DataFrame(rows)
 
 
-def dataset_sources(plan: dict) -> pd.Series | None:
-    """The run's dataset's ``sources`` by problem id (the networks each problem comes from), where the
-    dataset is installed at the plan's version."""
+def dataset_problems(plan: dict) -> pd.DataFrame | None:
+    """The run's dataset's problems (for each problem's ``kind`` and the networks it comes from, ``sources``),
+    where the dataset is installed at the plan's version."""
     from kbench import load
 
     try:
         ds = load(plan["dataset"]["name"])
-    except Exception:  # noqa: BLE001 - the network split is optional; the rest needs no dataset
+    except Exception:  # noqa: BLE001 - the kind and network split are optional; the rest needs no dataset
         return None
-    if ds.version != plan["dataset"].get("version") or "sources" not in ds.problems:
+    if ds.version != plan["dataset"].get("version") or not {"kind", "sources"} <= set(ds.problems.columns):
         return None
-    return ds.problems.set_index("problem_id")["sources"]
+    return ds.problems
 
 
 def main(argv=None) -> int:
@@ -141,7 +127,7 @@ def main(argv=None) -> int:
     except KbenchInputError as exc:
         print(f"live_headroom: {exc}", file=sys.stderr)
         return 2
-    table = breakdown(df, dataset_sources(plan))
+    table = breakdown(df, dataset_problems(plan))
     what = f"timed top-{plan['timed_top']}" if a.timed else "first choice"
     with pd.option_context("display.width", 250, "display.max_rows", 200):
         print(f"{plan['dataset']['name']} {plan['split']}/{plan['part']}, {plan.get('method')} ({what}), GPU-timed:")

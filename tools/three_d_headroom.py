@@ -55,19 +55,31 @@ def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame], best_of: int = 1
 
 
 def groups(problems: pd.DataFrame) -> pd.DataFrame:
-    """(row, group kind, group value) for every problem row: direction, dtype, layout, depth, kind, network."""
+    """(row, group kind, group value) for every problem row: direction, dtype, layout, depth, kind, network
+    (``kind`` and ``network`` where ``problems`` has ``kind`` and ``sources``; rows by position)."""
+    problems = problems.reset_index(drop=True)
     rows = np.arange(len(problems))
     deep = (problems["x_d"] > 1) & (problems["fil_d"] > 1)
     parts = [pd.DataFrame({"row": rows, "by": "all", "group": "all"})]
     for col in ("direction", "dtype", "layout", "kind"):
-        parts.append(pd.DataFrame({"row": rows, "by": col, "group": problems[col].astype(str).to_numpy()}))
+        if col in problems:
+            parts.append(pd.DataFrame({"row": rows, "by": col, "group": problems[col].astype(str).to_numpy()}))
     parts.append(pd.DataFrame({"row": rows, "by": "depth", "group": np.where(deep, "input and filter depth > 1",
                                                                              "a depth of 1")}))
-    nets = problems["sources"].fillna("").astype(str).str.split(";").explode()
-    nets = nets[nets.ne("")].str.split("/").str[0]
-    parts.append(pd.DataFrame({"row": nets.index.to_numpy(), "by": "network", "group": nets.to_numpy()})
-                 .drop_duplicates())
+    if "sources" in problems:
+        nets = problems["sources"].fillna("").astype(str).str.split(";").explode()
+        nets = nets[nets.ne("")].str.split("/").str[0]
+        parts.append(pd.DataFrame({"row": nets.index.to_numpy(), "by": "network", "group": nets.to_numpy()})
+                     .drop_duplicates())
     return pd.concat(parts, ignore_index=True)
+
+
+def headroom_figures(key: str, log_ref: np.ndarray, log_best: np.ndarray, log_choice: np.ndarray) -> dict:
+    """``oracle/<key>``, ``entry/<key>`` (geomean speed-ups of the oracle and the choice over the reference)
+    and ``closed/<key>`` (sum log(t_ref / t_choice) / sum log(t_ref / t_best)) of one group's log times."""
+    head, won = log_ref - log_best, log_ref - log_choice
+    return {f"oracle/{key}": float(np.exp(head.mean())), f"entry/{key}": float(np.exp(won.mean())),
+            f"closed/{key}": float(won.sum() / head.sum()) if head.sum() > 0 else float("nan")}
 
 
 def breakdown(dataset: str, split: str, method: str, part: str = "test", best_of: int = 1) -> pd.DataFrame:
@@ -88,11 +100,7 @@ def breakdown(dataset: str, split: str, method: str, part: str = "test", best_of
         r = sel["row"].to_numpy()
         rec = {"by": by, "group": group, "problems": len(r)}
         for key, t_ref in refs.items():
-            head = np.log(t_ref[r]) - np.log(t_best[r])
-            won = np.log(t_ref[r]) - log_choice[r]
-            rec[f"oracle/{key}"] = float(np.exp(head.mean()))
-            rec[f"entry/{key}"] = float(np.exp(won.mean()))
-            rec[f"closed/{key}"] = float(won.sum() / head.sum()) if head.sum() > 0 else float("nan")
+            rec.update(headroom_figures(key, np.log(t_ref[r]), np.log(t_best[r]), log_choice[r]))
         rows.append(rec)
     return pd.DataFrame(rows)
 

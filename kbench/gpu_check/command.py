@@ -39,6 +39,12 @@ PLAN_NAME = "plan.json"
 RECORD_NAME = "verification.json"
 
 
+def check_timed_top(k: int) -> None:
+    """Refuse a ``--timed-top`` below 1."""
+    if k < 1:
+        raise KbenchInputError(f"--timed-top {k}: give 1 (the first choice alone) or more candidates")
+
+
 def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int = 5, replays: int = 3,
               seed: int = 0, method: str | None = None, live_references: bool = False,
               live_autotune: bool = True, timed_top: int = 1) -> dict:
@@ -69,8 +75,7 @@ def make_plan(predictions, dataset, split: str, part: str = "test", rounds: int 
         raise KbenchInputError(f"dataset {ds.name!r} has no recorded cuDNN heuristic (heuristics table); "
                                "verify-on-gpu re-times against cuDNN mode A")
     ids = ds.split(split)[part]
-    if timed_top < 1:
-        raise KbenchInputError(f"--timed-top {timed_top}: give 1 (the first choice alone) or more candidates")
+    check_timed_top(timed_top)
     roles = role_plans(predictions, ds.runtimes, ds.heuristics, ids, timed_top=timed_top)
     plan = build_plan(roles, ds.problems[ds.problems["problem_id"].isin(roles["problem_id"])], rounds=rounds,
                       replays=replays, seed=seed)
@@ -218,15 +223,15 @@ def _present(path: Path) -> Path:
 def timed_figures(plan: dict, raw: pd.DataFrame, picks, eager, autotune):
     """:class:`kbench.scoring.records.TimedTopFigures` of a plan with ``timed_top``: the timed selector
     chooses in each pass from that pass's first round (:func:`kbench.gpu_check.score.timed_choice`)."""
-    from kbench.gpu_check.score import live_figures, role_times, score, timed_choice
+    from kbench.gpu_check.score import live_figures, measured_times, role_times, score, timed_choice
     from kbench.scoring.records import TimedTopFigures
     chosen, rest = timed_choice(plan, raw)
     measured, table, _ = score(chosen, rest)
     first = {item["problem_id"]: item["roles"]["choice"] for item in plan["problems"]}
-    timed = role_times(chosen, rest.groupby(["problem_id", "plan"], as_index=False)["ms"].median())
     items = {item["problem_id"]: item for item in chosen["problems"]}
-    changed = [items[pid]["roles"]["choice"] != first[pid] for pid in timed["problem_id"]]
-    sizes = [len(dict.fromkeys(items[pid].get("candidates") or [first[pid]])) for pid in timed["problem_id"]]
+    timed = role_times(chosen, measured_times(rest))["problem_id"]  # the problems timed whole
+    changed = [items[pid]["roles"]["choice"] != first[pid] for pid in timed]
+    sizes = [len(items[pid].get("candidates") or [first[pid]]) for pid in timed]  # distinct (role_plans)
     live = None
     if picks is not None:
         auto_plan = auto = None
@@ -305,8 +310,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    if args.timed_top < 1:  # before any file is read: the option alone is wrong
-        raise KbenchInputError(f"--timed-top {args.timed_top}: give 1 (the first choice alone) or more candidates")
+    check_timed_top(args.timed_top)  # before any file is read: the option alone is wrong
     out = Path(args.out)
     plan_path = out / PLAN_NAME
     if args.time_only or args.score_only:
