@@ -104,7 +104,8 @@ def verification_rescore_problems(folder: Path, dataset: str, split: str, method
             expected = make_plan(first_seed_preds[0], load_dataset(dataset), plan.get("split"), plan.get("part", "test"),
                                  plan.get("rounds", 5), plan.get("replays", 3), plan.get("seed", 0),
                                  plan.get("method"), bool(plan.get("live")),
-                                 live_autotune=bool((plan.get("live") or {}).get("autotune")))
+                                 live_autotune=bool((plan.get("live") or {}).get("autotune")),
+                                 timed_top=int(plan.get("timed_top", 1)))
             expected = json.loads(json.dumps(expected))
             # where the predictions were read from is the planner's own path: their sha256 is what counts
             expected["predictions"].pop("path", None)

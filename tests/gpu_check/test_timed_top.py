@@ -128,3 +128,44 @@ def test_the_cli_refuses_no_candidates(tmp_path, capsys):
     assert main(["verify-on-gpu", "preds.csv", "--dataset", "h200-3d-pytorch", "--out", str(tmp_path / "o"),
                  "--plan-only", "--timed-top", "0"]) == 2
     assert "--timed-top 0" in capsys.readouterr().err
+
+
+def _stored_timed_top_retiming(tmp_path):
+    """A copy of the h200-3d-pytorch random entry's GPU re-timing (a timed top-5 plan) laid out as in the
+    repository, with the entry's first-seed predictions."""
+    import shutil
+    from pathlib import Path
+
+    from kbench.leaderboard.store import first_seed, read_seed_predictions
+    repo = Path(__file__).resolve().parents[2]
+    dataset, split, method = "h200-3d-pytorch", "random", "xgboost-plans-safe"
+    entry = tmp_path / "leaderboard" / dataset / split / method
+    entry.mkdir(parents=True)
+    shutil.copy(repo / "leaderboard" / dataset / split / method / "verification.json", entry)
+    raw = tmp_path / "raw" / dataset / "verify" / method
+    shutil.copytree(repo / "raw" / dataset / "verify" / method, raw)
+    preds = first_seed(read_seed_predictions(repo / "leaderboard" / dataset / split / method / "preds.parquet"))
+    return entry, raw, preds
+
+
+def test_validate_plans_a_timed_top_retiming_again_with_its_k(tmp_path):
+    """validate re-plans a stored re-timing from the entry's predictions: with the plan's own timed_top, or a
+    top-5 plan never matches (it did not, and the board's timed re-timing was refused)."""
+    import gzip
+
+    from kbench.gpu_check.command import input_sha256
+    from kbench.leaderboard.integrity import verification_rescore_problems
+    entry, raw, preds = _stored_timed_top_retiming(tmp_path)
+    plan = json.loads(gzip.decompress((raw / "plan.json.gz").read_bytes()))
+    assert plan["timed_top"] == 5
+    assert verification_rescore_problems(entry, "h200-3d-pytorch", "random", "xgboost-plans-safe", tmp_path,
+                                         preds) == []
+    # a plan claiming K = 3 whose record names its digest: not the plan the predictions give for K = 3
+    plan["timed_top"] = 3
+    (raw / "plan.json.gz").write_bytes(gzip.compress(json.dumps(plan).encode()))
+    record = json.loads((entry / "verification.json").read_text())
+    record["inputs"]["plan.json"] = input_sha256(raw / "plan.json.gz")
+    (entry / "verification.json").write_text(json.dumps(record))
+    problems = verification_rescore_problems(entry, "h200-3d-pytorch", "random", "xgboost-plans-safe", tmp_path,
+                                             preds)
+    assert any("is not the one the entry's first-seed predictions" in p and "problems" in p for p in problems), problems
