@@ -170,7 +170,9 @@ def gpu_markdown(root: Path = ROOT) -> str:
         rows = [(f"[`{record['method']}`]({path})", record["live"])]
         timed = record.get("timed_top")
         if timed and timed.get("live"):  # the same run's timed selector: the entry's first K plans timed
-            rows.append((f"[`{record['method']}`]({path}), its first {timed['k']} plans timed", timed["live"]))
+            cost = (f" (its first calls: median {timed['call_cost_median_ms']:.1f} ms a problem)"
+                    if timed.get("call_cost_median_ms") is not None else "")
+            rows.append((f"[`{record['method']}`]({path}), its first {timed['k']} plans timed{cost}", timed["live"]))
         for entry, live in rows:
             cells = [_speedup(live["references"][name]) if name in live["references"] else "–"
                      for name in ("live_mode_b", "live_mode_a", "pytorch_op")]

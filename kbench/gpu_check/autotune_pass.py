@@ -18,6 +18,13 @@ For each problem of the plan, in the plan's order:
    number of interleaved rounds (:func:`kbench.gpu_check.plan.interleave`, the problem's seeded order):
    the choice and the real autotune are compared within one process, like with like.
 
+With a timed selector (the plan's ``candidates``), step 3 is preceded by the selector's own first call
+(:func:`timed_top_call`), timed on the host clock as PyTorch's tuning call is: a fresh plan list,
+each candidate built, run once to warm up and once between CUDA events, as ``benchmark = True`` times
+its candidates (docs/autotune.md). The problem's line keeps the call's host time and each candidate's
+single time; the score takes the fastest as the selector's choice in this pass
+(:func:`kbench.gpu_check.score.call_choice`), so every round measures.
+
 Rows go to ``RUN_DIR/raw_autotune.jsonl`` as the main pass writes ``raw.jsonl``
 (:func:`kbench.gpu_check.timing.run_resumable`; the problem's line adds ``autotune``, the two host-clock
 calls); a re-run resumes::
@@ -48,6 +55,33 @@ def autotune_collector(seed: int = 0):
     )
 
 
+def timed_top_call(col, p: dict, x, w, y, candidates: list[str]) -> dict:
+    """The timed selector's first call for a new shape, as PyTorch's ``benchmark = True`` makes its own:
+    cuDNN's plan list made afresh, each candidate built, run once (warm-up), the device synchronised, then
+    run once between two CUDA events on the collector's stream. ``{"ms": the whole call on the host clock,
+    "times": {candidate: its one timed execution (ms)}}``; the choice, the fastest, is left to the score."""
+    t = col.torch
+    times: dict[str, float] = {}
+
+    def call():
+        g, pack, names, err = col._plan_list(p, x, w, y, list(col.modes.values()))
+        if g is None:
+            raise RuntimeError(f"graph: {err}")
+        index = {n: i for i, n in enumerate(names)}
+        for name in candidates:
+            g.build_plan_at_index(index[name])
+            col._run(g, pack, index[name])  # warm-up
+            col.stream.synchronize()
+            start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            start.record()
+            col._run(g, pack, index[name])
+            end.record()
+            end.synchronize()
+            times[name] = float(start.elapsed_time(end))
+
+    return {"ms": col._host_ms(call), "times": times}
+
+
 def time_problem(col, item: dict, replays: int, seed: int, live: dict) -> tuple[list[dict], dict]:
     """(time rows, fields of the problem's line) of one problem: PyTorch's op with ``benchmark = True``, its
     first two calls on the host clock, then it, the choice and the oracle in interleaved rounds."""
@@ -72,6 +106,9 @@ def time_problem(col, item: dict, replays: int, seed: int, live: dict) -> tuple[
             col.workspace = None
             t.cuda.empty_cache()
             col.workspace = t.empty(need, dtype=t.uint8, device="cuda")
+        line: dict = {"autotune": {"first_call_ms": first_ms, "second_call_ms": second_ms}}
+        if item.get("candidates"):  # after the workspace is sized: the call's plans are the units' plans
+            line["timed_top_call"] = timed_top_call(col, p, x, w, y, list(dict.fromkeys(item["candidates"])))
         for unit in units.values():
             live_timing.prepare(col, unit)
         rows = []
@@ -92,7 +129,7 @@ def time_problem(col, item: dict, replays: int, seed: int, live: dict) -> tuple[
                         "method": unit.method,
                     }
                 )
-        return rows, {"autotune": {"first_call_ms": first_ms, "second_call_ms": second_ms}}
+        return rows, line
     finally:
         live_timing.release(col, units, pytorch_op=True)
 

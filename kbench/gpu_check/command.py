@@ -208,10 +208,34 @@ def read_live(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def read_autotune_calls(path: Path) -> pd.DataFrame:
-    """The autotune pass's host-clock calls per finished problem (problem_id, first_call_ms, second_call_ms)."""
-    rows = [{"problem_id": row["problem_id"], **row["autotune"]} for row in raw_rows(path)
-            if row.get("kind") == "problem" and row.get("status") == "ok" and isinstance(row.get("autotune"), dict)]
-    return pd.DataFrame(rows, columns=["problem_id", "first_call_ms", "second_call_ms"])
+    """The autotune pass's host-clock calls per finished problem: problem_id, first_call_ms and
+    second_call_ms (PyTorch's op), and where a timed selector made its first call
+    (:func:`kbench.gpu_check.autotune_pass.timed_top_call`), call_ms and call_times (candidate -> ms), else
+    NaN and None; a call whose times are not positive numbers is refused (the raw file is damaged)."""
+    rows = []
+    for line, row in enumerate(raw_rows(path), 1):
+        if row.get("kind") != "problem" or row.get("status") != "ok" or not isinstance(row.get("autotune"), dict):
+            continue
+        call = row.get("timed_top_call")
+        call_ms, times = np.nan, None
+        if call is not None:
+            ms = call.get("ms") if isinstance(call, dict) else None
+            times = call.get("times") if isinstance(call, dict) else None
+            if not (_duration(ms) and isinstance(times, dict) and times
+                    and all(isinstance(k, str) and _duration(v) and v > 0 for k, v in times.items())):
+                raise _bad_raw(path, f"the timed selector's call of {row.get('problem_id')!r} (the {line}th object) "
+                                     "is not {\"ms\": a duration, \"times\": {plan: a positive time}}")
+            call_ms = float(ms)
+        rows.append({"problem_id": row["problem_id"], "first_call_ms": row["autotune"].get("first_call_ms"),
+                     "second_call_ms": row["autotune"].get("second_call_ms"), "call_ms": call_ms,
+                     "call_times": times})
+    return pd.DataFrame(rows, columns=["problem_id", "first_call_ms", "second_call_ms", "call_ms", "call_times"])
+
+
+def _duration(value) -> bool:
+    """Whether ``value`` is a finite non-negative number (not a bool)."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+            and value >= 0)
 
 
 def _present(path: Path) -> Path:
@@ -223,7 +247,15 @@ def _present(path: Path) -> Path:
 def timed_figures(plan: dict, raw: pd.DataFrame, picks, eager, autotune):
     """:class:`kbench.scoring.records.TimedTopFigures` of a plan with ``timed_top``: the timed selector
     chooses in each pass from that pass's first round (:func:`kbench.gpu_check.score.timed_choice`)."""
-    from kbench.gpu_check.score import live_figures, measured_times, role_times, score, timed_choice
+    from kbench.gpu_check.score import (
+        autotune_times,
+        call_choice,
+        live_figures,
+        measured_times,
+        role_times,
+        score,
+        timed_choice,
+    )
     from kbench.scoring.records import TimedTopFigures
     chosen, rest = timed_choice(plan, raw)
     measured, table, _ = score(chosen, rest)
@@ -232,15 +264,25 @@ def timed_figures(plan: dict, raw: pd.DataFrame, picks, eager, autotune):
     timed = role_times(chosen, measured_times(rest))["problem_id"]  # the problems timed whole
     changed = [items[pid]["roles"]["choice"] != first[pid] for pid in timed]
     sizes = [len(items[pid].get("candidates") or [first[pid]]) for pid in timed]  # distinct (role_plans)
-    live = None
+    live = rule = call_cost = call_median = None
     if picks is not None:
         auto_plan = auto = None
         if autotune is not None:
-            auto_plan, auto_rest = timed_choice(plan, autotune[0])
-            auto = (auto_rest, autotune[1])
+            calls = autotune[1]
+            if len(calls) and calls["call_times"].notna().all():
+                # the selector's own first call in the autotune pass chose: every round of that pass measures
+                rule, auto_plan, auto = "first_call", call_choice(plan, calls), autotune
+                whole = autotune_times(auto_plan, autotune[0])["problem_id"]
+                cost = calls.set_index("problem_id").reindex(whole)["call_ms"].to_numpy(dtype=np.float64)
+                if len(cost) and np.isfinite(cost).all():
+                    call_cost, call_median = float(cost.sum()), float(np.median(cost))
+            else:  # a pass timed before the call was recorded: its first round chooses
+                rule, (auto_plan, auto_rest) = "first_round", timed_choice(plan, autotune[0])
+                auto = (auto_rest, calls)
         live = live_figures(chosen, rest, picks, eager, autotune=auto, autotune_plan=auto_plan)
     return TimedTopFigures(k=int(plan["timed_top"]), candidates_mean=float(np.mean(sizes)),
-                           changed_share=float(np.mean(changed)), measured=measured, table=table, live=live)
+                           changed_share=float(np.mean(changed)), measured=measured, table=table, live=live,
+                           autotune_pass_choice=rule, call_cost_ms=call_cost, call_cost_median_ms=call_median)
 
 
 def make_record(plan: dict, out_dir: Path, method: str | None = None):
@@ -375,6 +417,11 @@ def run(args) -> int:
             closed = "-" if f.headroom_closed is None else f"{f.headroom_closed:.1%}"
             print(f"    over {ref}: {f.speedup_geomean:.3f}x [{f.speedup_ci95[0]:.3f}, {f.speedup_ci95[1]:.3f}]; "
                   f"headroom closed {closed}")
+        if timed.autotune_pass_choice == "first_call" and timed.call_cost_ms is not None:
+            print(f"    the autotune pass chose by the selector's first call: {timed.call_cost_ms:,.0f} ms in all "
+                  f"(median {timed.call_cost_median_ms:.1f} ms per problem)")
+        elif timed.autotune_pass_choice == "first_round":
+            print("    the autotune pass chose in its first round (its raw timings record no first call)")
     return 0
 
 

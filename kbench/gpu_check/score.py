@@ -193,6 +193,29 @@ def timed_choice(plan: dict, raw: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
     return {**plan, "problems": items}, raw[rounds != SELECTION_ROUND].reset_index(drop=True)
 
 
+def call_choice(plan: dict, calls: pd.DataFrame) -> dict:
+    """The plan with each problem's ``choice`` role set to the fastest candidate of the timed selector's first
+    call in the autotune pass (``calls``' call_times: :func:`kbench.gpu_check.command.read_autotune_calls`;
+    ties go to the ranking's order). The call times each candidate once, apart from the rounds, so every
+    round measures. A problem without a call, or whose call lacks a candidate, keeps the entry's first choice.
+
+    >>> plan = {"problems": [{"problem_id": "p", "roles": {"choice": "a", "mode_a": "m", "oracle": "b"},
+    ...                       "candidates": ["a", "b"]}]}
+    >>> calls = pd.DataFrame({"problem_id": ["p"], "call_times": [{"a": 2.0, "b": 1.0}]})
+    >>> call_choice(plan, calls)["problems"][0]["roles"]["choice"]
+    'b'
+    """
+    times = dict(zip(calls["problem_id"], calls["call_times"]))
+    items = []
+    for item in plan["problems"]:
+        candidates = item.get("candidates") or [item["roles"]["choice"]]
+        got = times.get(item["problem_id"]) or {}
+        t = np.array([got.get(c, np.nan) for c in candidates], dtype=np.float64)
+        choice = candidates[int(np.argmin(t))] if np.isfinite(t).all() else item["roles"]["choice"]
+        items.append({**item, "roles": {**item["roles"], "choice": choice}})
+    return {**plan, "problems": items}
+
+
 def autotune_reference(plan: dict, raw: pd.DataFrame, calls: pd.DataFrame, resamples: int = BOOTSTRAP_RESAMPLES):
     """(``pytorch_autotune``'s :class:`~kbench.scoring.records.LiveReference`, its per-problem frame) from the
     autotune pass's time rows ``raw`` and its host-clock calls ``calls`` (problem_id, first_call_ms,

@@ -260,7 +260,25 @@ class TimedTopFigures(BaseModel):
     measured: VerificationFigures = Field(description="the timed choice against the table's mode-A plan, on the GPU")
     table: VerificationFigures = Field(description="the dataset's times of the same plans")
     live: LiveFigures | None = Field(None, description="against the live references (the autotune pass chooses "
-                                                       "in its own process, from its own first round)")
+                                                       "in its own process: autotune_pass_choice)")
+    autotune_pass_choice: str | None = Field(
+        None, description="how the autotune pass chose: first_call (the selector's own first call, each candidate "
+                          "built and timed once as PyTorch's benchmark = True times its own; every round measures) "
+                          "or first_round (the pass's first round chose, the others measure)")
+    call_cost_ms: float | None = Field(
+        None, description="first_call: the selector's first calls over the problems timed whole (host clock: plan "
+                          "list, builds, one warm-up and one timed execution per candidate), summed")
+    call_cost_median_ms: float | None = Field(None, description="first_call: the median of those calls")
+
+    @model_serializer(mode="wrap")
+    def _omit_unrecorded_call(self, handler):
+        # records scored before the autotune pass's choice was named stay as they were written
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("autotune_pass_choice", "call_cost_ms", "call_cost_median_ms"):
+                if key in data and data[key] is None:
+                    data.pop(key)
+        return data
 
 
 class VerificationRecord(BaseModel):

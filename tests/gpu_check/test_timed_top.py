@@ -53,9 +53,15 @@ def test_the_plan_times_the_candidates_and_needs_a_round_to_choose_in():
 
 def test_the_autotune_pass_times_the_candidates_too():
     col = SimulatedCollector(MS, ["c", "b", "a"])
-    rows, _ = autotune_pass.time_problem(col, {**ITEM, "candidates": ["a", "c"]}, replays=1, seed=7,
-                                         live=live_block("default", ["FP32"], True))
+    rows, line = autotune_pass.time_problem(col, {**ITEM, "candidates": ["a", "c"]}, replays=1, seed=7,
+                                            live=live_block("default", ["FP32"], True))
     assert {r["plan"] for r in rows} == {"a", "b", "c", PYTORCH_AUTOTUNE_UNIT}
+    # the selector's first call: each candidate run to warm up, then once between events (a: 1 ms, c: 30 ms);
+    # the simulated GPU's clock moves only by runs, so the call takes 2 x (1 + 30) ms on it
+    assert line["timed_top_call"] == {"ms": 62.0, "times": {"a": 1.0, "c": 30.0}}
+    _, plain = autotune_pass.time_problem(SimulatedCollector(MS, ["c", "b", "a"]), ITEM, replays=1, seed=7,
+                                          live=live_block("default", ["FP32"], True))
+    assert "timed_top_call" not in plain
 
 
 # main pass, ms per round (0, 1): the candidates c1, c2; mode A a1, oracle o1, live mode B's pick b, PyTorch's op
@@ -169,3 +175,44 @@ def test_validate_plans_a_timed_top_retiming_again_with_its_k(tmp_path):
     problems = verification_rescore_problems(entry, "h200-3d-pytorch", "random", "xgboost-plans-safe", tmp_path,
                                              preds)
     assert any("is not the one the entry's first-seed predictions" in p and "problems" in p for p in problems), problems
+
+
+def _with_calls(tmp_path, calls: dict) -> dict:
+    """The hand-worked run, its autotune pass's problem lines carrying the selector's first call ``calls[pid]``."""
+    plan = _timed_run(tmp_path)
+    lines = [json.loads(x) for x in (tmp_path / RAW_AUTOTUNE).read_text().splitlines()]
+    for line in lines:
+        if line["kind"] == "problem" and line["problem_id"] in calls:
+            line["timed_top_call"] = calls[line["problem_id"]]
+    (tmp_path / RAW_AUTOTUNE).write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return plan
+
+
+def test_the_selectors_first_call_chooses_in_the_autotune_pass(tmp_path):
+    # its single timings pick c2 on p1 and c1 on p2; every round of the pass then measures:
+    # p1 c2 median(2.0, 0.6) = 1.3 against autotune's 1.8, p2 c1 1.0 against 3.0
+    plan = _with_calls(tmp_path, {"p1": {"ms": 7.0, "times": {"c1": 0.9, "c2": 0.7}},
+                                  "p2": {"ms": 5.0, "times": {"c1": 0.4, "c2": 0.4}}})  # a tie: the ranking's first
+    timed = make_record(plan, tmp_path).timed_top
+    assert timed.autotune_pass_choice == "first_call"
+    assert timed.live.references["pytorch_autotune"].speedup_geomean == pytest.approx(math.sqrt(1.8 / 1.3 * 3.0))
+    assert (timed.call_cost_ms, timed.call_cost_median_ms) == (12.0, 6.0)
+    assert timed.live.references["pytorch_autotune"].first_call_cost_ms == 20.0  # PyTorch's own, as before
+    doc = json.loads(timed.model_dump_json())
+    assert doc["autotune_pass_choice"] == "first_call" and doc["call_cost_ms"] == 12.0
+
+
+def test_a_pass_with_calls_on_some_problems_chooses_in_its_first_round(tmp_path):
+    plan = _with_calls(tmp_path, {"p1": {"ms": 7.0, "times": {"c1": 0.9, "c2": 0.7}}})
+    timed = make_record(plan, tmp_path).timed_top
+    assert (timed.autotune_pass_choice, timed.call_cost_ms) == ("first_round", None)
+    assert timed.live.references["pytorch_autotune"].speedup_geomean == pytest.approx(math.sqrt(1.5 * 2))
+    assert "call_cost_ms" not in json.loads(timed.model_dump_json())
+
+
+@pytest.mark.parametrize("call", [{"ms": 7.0, "times": {"c1": "fast"}}, {"ms": -1.0, "times": {"c1": 1.0}},
+                                  {"ms": 7.0, "times": {}}, {"ms": 7.0, "times": {"c1": 0.0}}, "7 ms"])
+def test_a_damaged_call_is_refused(tmp_path, call):
+    plan = _with_calls(tmp_path, {"p1": call})
+    with pytest.raises(KbenchInputError, match="timed selector's call of 'p1'"):
+        make_record(plan, tmp_path)

@@ -23,6 +23,9 @@ def test_the_timed_selector_has_its_own_row(tmp_path, monkeypatch):
     rows = report.gpu_markdown(tmp_path).splitlines()[2:]
     assert len(rows) == 2 and "its first 5 plans timed" in rows[1]
     assert "1.009x [0.999, 1.019]" in rows[0] and "1.062x [1.052, 1.072]" in rows[1]
+    record["timed_top"].update(autotune_pass_choice="first_call", call_cost_ms=12.0, call_cost_median_ms=6.0)
+    (folder / "verification.json").write_text(json.dumps(record))
+    assert "its first 5 plans timed (its first calls: median 6.0 ms a problem)" in report.gpu_markdown(tmp_path)
     del record["timed_top"]
     (folder / "verification.json").write_text(json.dumps(record))
     assert len(report.gpu_markdown(tmp_path).splitlines()) == 3
