@@ -29,3 +29,17 @@ def test_the_timed_selector_has_its_own_row(tmp_path, monkeypatch):
     del record["timed_top"]
     (folder / "verification.json").write_text(json.dumps(record))
     assert len(report.gpu_markdown(tmp_path).splitlines()) == 3
+
+
+def test_the_summary_names_the_timed_selector_against_the_same_reference(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import report
+    folder = tmp_path / "leaderboard" / "h200-3d-pytorch" / "random" / "m"
+    folder.mkdir(parents=True)
+    record = {"dataset": {"name": "h200-3d-pytorch"}, "split": "random", "method": "m", "device": {"gpu": "G"},
+              "live": {**_live(1.009), "variant": "pytorch"}, "timed_top": {"k": 5, "live": _live(1.062)}}
+    (folder / "verification.json").write_text(json.dumps(record))
+    text = " ".join(report.gpu_summary_markdown(tmp_path).split())
+    assert "by 1.009x on `h200-3d-pytorch` (G, over PyTorch's real autotune (benchmark = True))" in text
+    assert ("With its first 5 plans timed on the GPU for each new shape (a tuning call, as autotune makes), it is "
+            "1.062x over PyTorch's real autotune (benchmark = True) on `h200-3d-pytorch`.") in text
