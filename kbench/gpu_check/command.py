@@ -338,6 +338,9 @@ def add_arguments(p) -> None:
                         "note filter, and PyTorch's own convolution; every unit timed eagerly too (record schema 2); "
                         "then PyTorch's convolution with benchmark=True (real autotune) beside the choice and the "
                         "oracle, in a second pass in a process of its own (raw_autotune.jsonl)")
+    p.add_argument("--no-autotune-pass", action="store_true",
+                   help="with --live-references: leave the second pass (real autotune) out, as for a variant "
+                        "whose candidate set PyTorch does not run (the default variant's DOWN_CONVERT plans)")
     p.add_argument("--timed-top", type=int, default=1, metavar="K",
                    help="also time each problem's first K plans of the ranking (that are in its measured list) "
                         "and score the timed selector that keeps the fastest of them in each pass's first round, "
@@ -353,6 +356,9 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     check_timed_top(args.timed_top)  # before any file is read: the option alone is wrong
+    if getattr(args, "no_autotune_pass", False) and not args.live_references:
+        raise KbenchInputError("verify-on-gpu: --no-autotune-pass leaves out a pass of --live-references; "
+                               "give --live-references too (or neither)")
     out = Path(args.out)
     plan_path = out / PLAN_NAME
     if args.time_only or args.score_only:
@@ -367,7 +373,8 @@ def run(args) -> int:
             raise KbenchInputError("verify-on-gpu: give the predictions file (or --time-only / --score-only "
                                    "with an existing run folder)")
         plan = make_plan(args.predictions, args.dataset, args.split, args.part, args.rounds, args.replays,
-                         args.seed, args.method, args.live_references, timed_top=args.timed_top)
+                         args.seed, args.method, args.live_references,
+                         live_autotune=not getattr(args, "no_autotune_pass", False), timed_top=args.timed_top)
         if plan_path.exists() and read_json_object(plan_path) != json.loads(json.dumps(plan)):
             raise KbenchInputError(f"{plan_path}: a different run plan is already there; use a new --out folder")
         from kbench.core.output_files import atomic_write_text

@@ -198,3 +198,21 @@ def test_a_run_brought_back_gzipped_scores_the_same(tmp_path):
     (tmp_path / "raw.jsonl.gz").write_bytes(gzip.compress(raw.read_bytes()))
     raw.unlink()  # as run_on_device.sh's verify mode brings it back
     assert make_record(plan, tmp_path).model_dump(exclude={"date"}) == plain.model_dump(exclude={"date"})
+
+
+def test_no_autotune_pass_plans_the_live_references_without_it(tmp_path, capsys):
+    from pathlib import Path
+
+    from kbench.cli import main
+    preds = Path(__file__).resolve().parents[2] / "leaderboard" / "h200-3d" / "networks" / "xgboost-plans-safe" / \
+        "preds.parquet"
+    out = tmp_path / "o"
+    assert main(["verify-on-gpu", str(preds), "--dataset", "h200-3d", "--split", "networks", "--out", str(out),
+                 "--plan-only", "--live-references", "--no-autotune-pass"]) == 0
+    live = json.loads((out / "plan.json").read_text())["live"]
+    assert live["variant"] == "default" and "autotune" not in live
+    capsys.readouterr()
+    # without --live-references there is no pass to leave out: one message, exit 2, nothing written
+    assert main(["verify-on-gpu", str(preds), "--dataset", "h200-3d", "--split", "networks",
+                 "--out", str(tmp_path / "p"), "--plan-only", "--no-autotune-pass"]) == 2
+    assert "--no-autotune-pass" in capsys.readouterr().err and not (tmp_path / "p").exists()
