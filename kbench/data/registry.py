@@ -133,7 +133,7 @@ register(DatasetSpec(
     name="h200-3d", device="NVIDIA H200 (132 SMs)", arch="sm_90", vendor="NVIDIA",
     library="cuDNN (frontend graph API)", task="kernel-selection", license="MIT", collected="raw/h200-3d",
     source={"collector": "kbench collect cudnn", "folder": "raw/h200-3d", "corpus": "kbench collect corpus3d"},
-    version="0.4.0", collected_through="20261203T165459-2852b9", spatial_dims=3,
+    version="0.5.0", collected_through="20261203T165459-2852b9", spatial_dims=3,
     retimed=("raw/h200-3d-retimed",),
 ))
 

@@ -29,7 +29,8 @@ current Evaluator and rewrites its record: the one command that brings the store
 new scoring (new metrics, a new record schema version). An entry storing every seed's predictions
 is re-aggregated whole; an entry storing only its first seed (one-seed, ‡) keeps its stored figures
 and gains the new ones from the seeds it stores (its per-seed rows of the other seeds stay as they
-were). The record's predictions reference, extra figures, date and kbench version stay as they are.
+were). The record's predictions reference, extra figures, date, kbench version and environment (the
+software that made the predictions) stay as they are.
 
     kbench leaderboard rescore --store-seeds [--extra-root DIR]
 
@@ -243,7 +244,8 @@ def rescored_record(record, seed_frames: dict[int, pd.DataFrame], rescorer, sour
                 new.seeds.mean[key], new.seeds.std[key] = _mean_std([p.get(key) for p in per_seed])
         new.seeds.per_seed = per_seed
     new.predictions, new.extra, new.date = record.predictions, record.extra, record.date
-    new.kbench_version, new.method = record.kbench_version, record.method
+    # the software that trained the model and wrote the predictions, not the one re-scoring them
+    new.kbench_version, new.method, new.environment = record.kbench_version, record.method, record.environment
     return new
 
 

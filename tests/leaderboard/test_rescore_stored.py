@@ -41,6 +41,7 @@ def test_rescore_stored_brings_old_records_up_to_date(board, toy):
         doc = json.loads(path.read_text())
         if path.parent == model:
             doc["predictions"]["sha256"] = sha256_bytes(data)
+        doc["environment"]["cpu"] = "CPU: the machine that made the predictions"
         before[path.parent.name] = doc
         old = strip_new(doc)
         old["schema_version"] = 1
@@ -53,6 +54,8 @@ def test_rescore_stored_brings_old_records_up_to_date(board, toy):
     for name, doc in before.items():
         new = json.loads((board / "toy/random" / name / "result.json").read_text())
         assert new["schema_version"] == 3
+        # the software that wrote the predictions, not the re-scoring machine's
+        assert new["environment"] == doc["environment"]
         o = new["metrics"]["overall"]
         assert o["geomean_slowdown"] == doc["metrics"]["overall"]["geomean_slowdown"]
         assert "best_of_3" in o and "toy_heuristic" in o["references"]
