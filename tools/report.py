@@ -95,8 +95,8 @@ def rows() -> list[str]:
                    f"{d['latency_ms_p50']:.2f} / {d['latency_ms_p99']:.1f} ms; {d['size_bytes'] / 1e6:.2f} MB; "
                    f"{100 * d['kept_gain']:.1f}% | <= {aims['latency_ms_p50_max']:g} ms, <= "
                    f"{aims['size_bytes_max'] / 1e6:g} MB, >= {100 * aims['kept_gain_min']:g}% | {where} |")
-    if (res / "forest_latency.json").exists():
-        d = json.loads((res / "forest_latency.json").read_text())
+    for path in sorted(res.glob("forest_latency*.json")):  # the CPU machine's, and a GPU machine's (_gpu)
+        d = json.loads(path.read_text())
         m, at16 = d["machine"], d["latency_by_rows"]["16"]
         where = f"{m['cpu_count']} cores ({m['cores_used']} used), {m['processor']}, load average {m['loadavg_1min']:.1f}"
         names = [("numpy", "kbench's numpy walk"), ("xgboost", "xgboost"), ("onnxruntime", "onnxruntime"),
