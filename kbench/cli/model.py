@@ -1,4 +1,4 @@
-"""``kbench model trace``, ``report``, ``tune`` and ``bench``: argparse wiring and output; the logic is in :mod:`kbench.model`."""
+"""``kbench model trace``, ``report``, ``tune``, ``bench`` and ``check``: argparse wiring and output; the logic is in :mod:`kbench.model`."""
 
 from __future__ import annotations
 
@@ -199,6 +199,21 @@ def cmd_model_bench(args) -> int:
     return 0 if len(ok) == len(record.results) else 1
 
 
+def cmd_model_check(args) -> int:
+    from kbench.model.check import check_model
+    from kbench.model.trace import parse_input_shape
+    record = check_model(args.model, parse_input_shape(args.input_shape), cache_path=args.cache, out=args.out,
+                         dtype=args.dtype, autocast=args.autocast, memory_format=args.memory_format,
+                         allow_mismatch=args.allow_version_mismatch, progress=not args.quiet)
+    s = record.summary
+    worst = s["worst_kbench"]
+    say(args, f"{s['within_tolerance']}/{s['layers']} layers within tolerance, {s['all_through_cache']} all through "
+              f"the cache; worst {worst['share_of_tolerance']:.3f} of its tolerance ({worst['layer']}, "
+              f"{worst['direction']}); PyTorch's own worst {s['worst_pytorch']['share_of_tolerance']:.3f}",
+        f"wrote {args.out}")
+    return 0 if s["within_tolerance"] == s["layers"] else 1
+
+
 def print_report(report) -> None:
     import pandas as pd
     console = _console()
@@ -309,3 +324,21 @@ def register_cli(subparsers) -> None:
     b.add_argument("--out", required=True, metavar="JSON", help="the record, e.g. raw/models/r3d_18.json")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     b.set_defaults(func=cmd_model_bench)
+
+    c = sub.add_parser("check", help="every convolution layer through a plan cache against PyTorch and float64 (GPU)",
+                       description="Run one training step of MODEL on PyTorch's path, keep each convolution "
+                                   "layer's input and output gradient, then run each layer alone in float64, on "
+                                   "PyTorch's path and through CACHE's plans: the relative error of every "
+                                   "direction against float64, within the collector's tolerance per dtype. Exit "
+                                   "code 1 when a layer is over it.")
+    c.add_argument("model", metavar="MODEL", help="torchvision:NAME, timm:NAME or module.path:factory")
+    c.add_argument("--input-shape", required=True, metavar="N,C,H,W", help="the input's shape (the cache's)")
+    c.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"], help="model and input dtype")
+    c.add_argument("--autocast", default=None, choices=["fp16", "bf16"], help="run the step under torch.autocast")
+    c.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last", "channels_last_3d"])
+    c.add_argument("--cache", required=True, metavar="CACHE", help="the plan cache to check")
+    c.add_argument("--allow-version-mismatch", action="store_true",
+                   help="check a cache made for another GPU or library version")
+    c.add_argument("--out", required=True, metavar="JSON", help="the record, e.g. raw/models/r3d_18.check.json")
+    c.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
+    c.set_defaults(func=cmd_model_check)

@@ -141,14 +141,15 @@ def _build(spec: dict):
     fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last,
            "channels_last_3d": torch.channels_last_3d}[spec["memory_format"]]
     dtype = getattr(torch, DTYPES[spec["dtype"]])
-    model = model.to(device="cuda", dtype=dtype)
+    device = spec.get("device", "cuda")  # another device only for `kbench model check`'s tests
+    model = model.to(device=device, dtype=dtype)
     # as `kbench model trace` does: restride the tensors of the format's rank only (model.to would refuse a
     # model that also holds tensors of the other rank)
     rank = {"channels_last": 4, "channels_last_3d": 5}.get(spec["memory_format"])
     for tensor in [*model.parameters(), *model.buffers()]:
         if rank is not None and tensor.ndim == rank:
             tensor.data = tensor.data.contiguous(memory_format=fmt)
-    x = torch.randn(spec["input_shape"], device="cuda", dtype=dtype).contiguous(memory_format=fmt)
+    x = torch.randn(spec["input_shape"], device=device, dtype=dtype).contiguous(memory_format=fmt)
     return model, x
 
 

@@ -638,6 +638,12 @@ def first_buildable_plans(module, x) -> dict[str, str]:
     return out
 
 
+def conv_module_kinds(torch) -> tuple:
+    """The module classes whose convolutions :func:`use_plans` runs."""
+    nn = torch.nn
+    return (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
 def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False) -> PlanHandle:
     """Run ``model``'s convolutions with the plans of ``cache`` (a :class:`PlanCache` or its file); see the module
     docstring. ``check``: on a machine with CUDA and the frontend, refuse a cache made for another GPU model or
@@ -657,7 +663,7 @@ def use_plans(model, cache, *, check: bool = True, allow_mismatch: bool = False)
             check_environment(cache, env)
     if not isinstance(model, nn.Module):
         raise KbenchInputError(f"use_plans: expected an nn.Module, got {type(model).__name__}.")
-    kinds = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+    kinds = conv_module_kinds(torch)
     wrapped, not_wrapped = [], []
     for name, module in model.named_modules():
         if not isinstance(module, kinds):

@@ -270,21 +270,6 @@ def test_gpu_torch_compile_runs_the_plans_eagerly():
 
 
 # ----------------------------------------------------------------------------- the cached path, on a stand-in
-@pytest.fixture
-def fake_frontend(monkeypatch):
-    """The cached path on the CPU: the stand-in frontend of ``fake_cudnn`` for every tensor."""
-    import fake_cudnn
-
-    from kbench.model import use_plans as up
-    monkeypatch.setattr(up._Frontend, "cudnn", property(lambda self: fake_cudnn))
-    monkeypatch.setattr(up._Frontend, "runs_on", staticmethod(lambda tensor: True))
-    monkeypatch.setattr(up._Frontend, "handle", lambda self, device: "handle")
-    monkeypatch.setattr(up._Frontend, "capturing", staticmethod(lambda: False))
-    fake_cudnn.executed.clear()
-    fake_cudnn.counts.clear()
-    return fake_cudnn
-
-
 @pytest.mark.parametrize("make, shape, memory_format", [(Mixed, (2, 4, 5), "contiguous"),
                                                         (Planar, (2, 3, 8, 8), "channels_last")])
 def test_cached_path_computes_every_direction_as_pytorch(fake_frontend, make, shape, memory_format):
