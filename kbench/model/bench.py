@@ -97,12 +97,12 @@ class ModeResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class ModelBench(BaseModel):
-    """``raw/models/NAME.json``: one model's step times per mode on one GPU."""
+class ModelRun(BaseModel):
+    """What every model record of ``raw/models/`` starts with: its type and version, and the model as run."""
 
     model_config = ConfigDict(extra="forbid")
-    schema_version: int = BENCH_SCHEMA_VERSION
-    record: Literal["kbench-model-bench"] = "kbench-model-bench"
+    schema_version: int
+    record: str
     kbench_version: str = __version__
     created: str = Field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     model: str
@@ -110,6 +110,13 @@ class ModelBench(BaseModel):
     dtype: str
     autocast: str | None = None
     memory_format: str
+
+
+class ModelBench(ModelRun):
+    """``raw/models/NAME.json``: one model's step times per mode on one GPU."""
+
+    schema_version: int = BENCH_SCHEMA_VERSION
+    record: Literal["kbench-model-bench"] = "kbench-model-bench"
     warmup: int
     steps: int
     step_definitions: dict[str, str] = Field(default_factory=lambda: dict(STEP_TEXT))

@@ -26,7 +26,6 @@ The record (:class:`ModelCheck`) is written once every layer is checked.
 from __future__ import annotations
 
 import copy
-import datetime as _dt
 import sys
 from typing import Literal
 
@@ -34,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kbench.core.errors import KbenchInputError
 from kbench.core.output_files import atomic_write_text, check_output
-from kbench.core.version import __version__
+from kbench.model.bench import ModelRun
 
 CHECK_SCHEMA_VERSION = 1
 
@@ -55,19 +54,11 @@ class LayerCheck(BaseModel):
     within_tolerance: bool
 
 
-class ModelCheck(BaseModel):
+class ModelCheck(ModelRun):
     """A model's every convolution layer through a plan cache against PyTorch's path and float64."""
 
-    model_config = ConfigDict(extra="forbid")
     schema_version: int = CHECK_SCHEMA_VERSION
     record: Literal["kbench-model-check"] = "kbench-model-check"
-    kbench_version: str = __version__
-    created: str = Field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-    model: str
-    input_shape: list[int]
-    dtype: str
-    autocast: str | None = None
-    memory_format: str
     cache: dict = Field(description="the cache's path and its header's filled_by and source")
     gpu: dict = Field(default_factory=dict, description="kbench.collect.measure.environment's record of the GPU")
     layers: list[LayerCheck] = Field(default_factory=list)

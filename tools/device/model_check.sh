@@ -22,16 +22,13 @@ T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+. tools/device/model_specs.sh
 mkdir -p $OUT/checks
 LOG=$OUT/model_check.log
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "GPU: $GPU" | tee -a $LOG
 for M in ${*:-r3d_18}; do
-  case $M in
-    r3d_18|r2plus1d_18|mc3_18) SPEC=torchvision:$M; SHAPE=16,3,16,112,112; FMT=channels_last_3d; SEL=h200-3d-pytorch ;;
-    unet3d) SPEC=tools.collect.networks_3d:unet3d; SHAPE=2,1,96,96,96; FMT=channels_last_3d; SEL=h200-3d-pytorch ;;
-    *) SPEC=torchvision:$M; SHAPE=128,3,224,224; FMT=channels_last; SEL=h200-pytorch ;;
-  esac
+  model_spec $M
   L=$(left); [ $L -lt $NEED ] && { echo "no time left for $M ($L s)" | tee -a $LOG; break; }
   echo "== $M at $(( $(date +%s) - T0 )) s, $L s left" | tee -a $LOG
   timeout 90 python3 -m kbench.cli model trace $SPEC --input-shape $SHAPE --autocast bf16 \
