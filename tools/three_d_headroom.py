@@ -13,7 +13,10 @@ references have a choice:
 * ``oracle/at`` and ``entry/at``: the same over ``autotune_top10`` (mode A's first 10 plans, each
   timed exactly: idealised autotune);
 * ``closed/pt`` and ``closed/at``: the share of the oracle's headroom over that reference the entry
-  closes on a log scale, sum log(t_ref / t_choice) / sum log(t_ref / t_best) (seeds averaged).
+  closes on a log scale, sum log(t_ref / t_choice) / sum log(t_ref / t_best) (seeds averaged);
+* ``oracle/ra``, ``entry/ra`` and ``closed/ra``: the same over ``pytorch_autotune`` (PyTorch's real
+  autotune) where the dataset records it, over the group's problems it was recorded for
+  (``problems/ra`` of them).
 
 A problem of several networks counts in each; ``random`` problems are the corpus's sampled neighbours.
 
@@ -42,6 +45,8 @@ from kbench.scoring.evaluate import Evaluator  # noqa: E402
 from kbench.scoring.metrics import BEST_AT  # noqa: E402
 
 REFERENCES = {"pt": "pytorch", "at": "autotune_top10"}
+#: references recorded for part of the problems: each scored over the problems where it has a choice
+PARTIAL_REFERENCES = {"ra": "pytorch_autotune"}
 
 
 def chosen_times(ev: Evaluator, preds: dict[int, pd.DataFrame], best_of: int = 1) -> np.ndarray:
@@ -89,6 +94,7 @@ def breakdown(dataset: str, split: str, method: str, part: str = "test", best_of
     t_choice = chosen_times(ev, preds, best_of)
     t_best = ev.table.t_best
     refs = {key: next(r.t for r in ev.references if r.name == name) for key, name in REFERENCES.items()}
+    partial = {key: r.t for key, name in PARTIAL_REFERENCES.items() for r in ev.references if r.name == name}
     order = pd.Index(ds.problems["problem_id"])
     problems = ds.problems.iloc[order.get_indexer(ev.table.problem_ids)].reset_index(drop=True)
     g = groups(problems)
@@ -101,6 +107,11 @@ def breakdown(dataset: str, split: str, method: str, part: str = "test", best_of
         rec = {"by": by, "group": group, "problems": len(r)}
         for key, t_ref in refs.items():
             rec.update(headroom_figures(key, np.log(t_ref[r]), np.log(t_best[r]), log_choice[r]))
+        for key, t_ref in partial.items():
+            has = r[np.isfinite(t_ref[r])]
+            rec[f"problems/{key}"] = len(has)
+            if len(has):
+                rec.update(headroom_figures(key, np.log(t_ref[has]), np.log(t_best[has]), log_choice[has]))
         rows.append(rec)
     return pd.DataFrame(rows)
 

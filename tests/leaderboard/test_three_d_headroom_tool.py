@@ -26,3 +26,6 @@ def test_the_oracle_entry_closes_all_of_the_headroom_first_choice_or_timed_top_k
         overall = table[table["by"] == "all"].iloc[0]
         assert overall["closed/pt"] == pytest.approx(1.0) and overall["closed/at"] == pytest.approx(1.0)
         assert overall["entry/pt"] == pytest.approx(overall["oracle/pt"])
+        # real autotune, over the problems it was recorded for: a subset of the group, closed all the same
+        assert 0 < overall["problems/ra"] <= overall["problems"]
+        assert overall["closed/ra"] == pytest.approx(1.0) and overall["entry/ra"] == pytest.approx(overall["oracle/ra"])
