@@ -141,17 +141,17 @@ def _run_layer(module, entry: dict, cast, planned_cache=None):
 
 def check_layer(entry: dict, cache, cast) -> LayerCheck:
     """One module against its float64 reference, on PyTorch's path and through ``cache``."""
-    import torch
 
     from kbench.collect.measure.cudnn.candidates import TOLERANCE
     from kbench.model.use_plans import CUDNN_DTYPES
     module, x = entry["module"], entry["input"]
     compute = cast if cast is not None else x.dtype
     reference = copy.deepcopy(module).double()
-    with torch.no_grad():  # the values the kernel reads: cast to the compute dtype, then widened
-        for name, p in module.named_parameters(recurse=False):
-            getattr(reference, name).copy_(p.to(compute).double())
-    ref_entry = {**entry, "input": x.to(compute).double(), "grad": entry["grad"].double()}
+    # the values the kernel reads (cast to the compute dtype, then widened), in the default layout: the
+    # result does not depend on it, and float64 has cuDNN kernels in that one
+    for name, p in module.named_parameters(recurse=False):
+        getattr(reference, name).data = p.detach().to(compute).double().contiguous()
+    ref_entry = {**entry, "input": x.to(compute).double().contiguous(), "grad": entry["grad"].double().contiguous()}
     y_ref, g_ref, _ = _run_layer(reference, ref_entry, None)
     y_pt, g_pt, _ = _run_layer(copy.deepcopy(module), entry, cast)
     y_kb, g_kb, stats = _run_layer(copy.deepcopy(module), entry, cast, cache)
