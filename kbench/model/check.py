@@ -141,7 +141,6 @@ def _run_layer(module, entry: dict, cast, planned_cache=None):
 
 def check_layer(entry: dict, cache, cast) -> LayerCheck:
     """One module against its float64 reference, on PyTorch's path and through ``cache``."""
-
     from kbench.collect.measure.cudnn.candidates import TOLERANCE
     from kbench.model.use_plans import CUDNN_DTYPES
     module, x = entry["module"], entry["input"]
