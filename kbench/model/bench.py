@@ -160,10 +160,16 @@ def _build(spec: dict):
     return model, x
 
 
+def autocast_dtype(torch, autocast: str | None):
+    """The torch dtype of an ``--autocast`` name (fp16, bf16), None without autocast."""
+    from kbench.model.trace import DTYPES
+    return getattr(torch, DTYPES[autocast]) if autocast else None
+
+
 def _step_fn(model, x, step: str, autocast: str | None):
     import torch
     from torch.utils._pytree import tree_flatten
-    cast = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[autocast]) if autocast else None
+    cast = autocast_dtype(torch, autocast)
 
     def forward():
         if cast is not None:

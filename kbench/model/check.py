@@ -116,7 +116,8 @@ def _run_layer(module, entry: dict, cast, planned_cache=None):
     handle = None
     if planned_cache is not None:
         from kbench.model.use_plans import use_plans
-        handle = use_plans(module, planned_cache)
+        # check_model refused (or, with allow_mismatch, accepted) the cache's environment once, up front
+        handle = use_plans(module, planned_cache, check=False)
     x = entry["input"].clone().requires_grad_(entry["input_grad"])
     try:
         if cast is not None:
@@ -192,7 +193,7 @@ def check_model(model: str, input_shape, *, cache_path, out=None, dtype: str = "
     """Check every convolution layer of ``model`` through the cache at ``cache_path`` (see the module doc)."""
     import torch
 
-    from kbench.model.bench import _build
+    from kbench.model.bench import _build, autocast_dtype
     from kbench.model.plan_cache import check_environment, current_environment, load_plan_cache
     if out is not None:
         out = check_output(out, [cache_path], option="--out")
@@ -216,7 +217,7 @@ def check_model(model: str, input_shape, *, cache_path, out=None, dtype: str = "
     if not entries:
         raise KbenchInputError(f"kbench model check: {model} runs no convolution module on input "
                                f"{list(input_shape)}; nothing to check.")
-    cast = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[autocast]) if autocast else None
+    cast = autocast_dtype(torch, autocast)
     record = ModelCheck(model=model, input_shape=list(input_shape), dtype=dtype, autocast=autocast,
                         memory_format=memory_format, gpu=gpu,
                         cache={"path": str(cache_path), "filled_by": cache.header.filled_by,
